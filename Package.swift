@@ -1,0 +1,93 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+/// Ferry: a Kafka-fed worker fleet that moves files to and from S3-compatible
+/// storage and dispatches S3 / DynamoDB-stream style events to Swift triggers.
+/// Each target is one room of the design (see README "Architecture").
+let package = Package(
+    name: "ferry",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "ferry", targets: ["ferry"]),
+        .library(name: "FerryCore", targets: ["FerryCore"]),
+        .library(name: "FerryTriggers", targets: ["FerryTriggers"]),
+        .library(name: "FerryClient", targets: ["FerryClient"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+    ],
+    targets: [
+        // C libraries, found with pkg-config.
+        .systemLibrary(name: "CRdKafka", pkgConfig: "rdkafka",
+                       providers: [.apt(["librdkafka-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CFerryOpenSSL", pkgConfig: "libcrypto",
+                       providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CFerrySQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
+        // curl_easy_setopt / curl_easy_getinfo are variadic: Swift cannot call them.
+        .target(name: "CFerryCurlShim", dependencies: ["CCurl"]),
+
+        // The contracts: requests, statuses, events, errors.
+        .target(name: "FerryCore"),
+        // Object storage: SigV4, credentials, S3 over libcurl, the local directory store.
+        .target(name: "FerryS3", dependencies: [
+            "FerryCore", "CCurl", "CFerryCurlShim", "CFerryOpenSSL",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Running transfers against an ObjectStore with limits.
+        .target(name: "FerryEngine", dependencies: [
+            "FerryCore", "FerryS3",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // librdkafka: consumer, producer, embedded mock cluster.
+        .target(name: "FerryKafka", dependencies: [
+            "CRdKafka",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // SQLite state of a worker.
+        .target(name: "FerryStore", dependencies: [
+            "FerryCore", "CFerrySQLite",
+            .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
+        // Handler protocols, registry, filters, dispatcher.
+        .target(name: "FerryTriggers", dependencies: [
+            "FerryCore", "FerryKafka",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // For producers: enqueue requests, follow their statuses.
+        .target(name: "FerryClient", dependencies: [
+            "FerryCore", "FerryKafka",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Users' trigger handlers and their registration.
+        .target(name: "Triggers", dependencies: ["FerryTriggers"], path: "triggers",
+                exclude: ["README.md"]),
+        // The pipeline: consume requests, run transfers, publish outcomes.
+        .target(name: "FerryWorker", dependencies: [
+            "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggers",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "ferry", dependencies: [
+            "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggers",
+            "FerryWorker", "FerryClient", "Triggers",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+
+        // Starts the real peers the tests run against (mock cluster, moto, Ceph RGW, ferry processes).
+        .target(name: "FerryTestSupport", dependencies: ["FerryKafka", "FerryCore"],
+                path: "Tests/FerryTestSupport"),
+        .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore"]),
+        .testTarget(name: "FerryS3Tests", dependencies: ["FerryS3", "FerryTestSupport"]),
+        .testTarget(name: "FerryTriggersTests", dependencies: ["FerryTriggers", "Triggers"]),
+        .testTarget(name: "FerryKafkaTests", dependencies: ["FerryKafka", "FerryTestSupport"]),
+        .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore"]),
+        .testTarget(name: "FerryIntegrationTests", dependencies: [
+            "FerryCore", "FerryKafka", "FerryTestSupport",
+        ]),
+    ]
+)

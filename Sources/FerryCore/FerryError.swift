@@ -1,0 +1,42 @@
+/// The one error type of Ferry: a stable `code` for programs (carried unchanged
+/// by statuses and DLQ headers) and a `message` for people.
+public struct FerryError: Error, Sendable, Hashable, Codable, CustomStringConvertible {
+    public var code: Code
+    public var message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+
+    /// Stable error codes. Names follow S3's where one exists.
+    public struct Code: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
+        public var rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// The message is not a valid JSON request.
+        public static let malformedRequest = Code(rawValue: "MalformedRequest")
+        /// The request parsed but breaks a rule of the contract.
+        public static let invalidRequest = Code(rawValue: "InvalidRequest")
+        /// The `op` is not one Ferry knows.
+        public static let unsupportedOperation = Code(rawValue: "UnsupportedOperation")
+        /// A local path escapes the data root or does not exist.
+        public static let invalidPath = Code(rawValue: "InvalidPath")
+        public static let accessDenied = Code(rawValue: "AccessDenied")
+        public static let noSuchKey = Code(rawValue: "NoSuchKey")
+        public static let noSuchBucket = Code(rawValue: "NoSuchBucket")
+        public static let slowDown = Code(rawValue: "SlowDown")
+        /// The storage answered with an error Ferry has no better code for.
+        public static let storageError = Code(rawValue: "StorageError")
+        /// The connection to storage failed (DNS, refused, reset, timeout).
+        public static let connectionError = Code(rawValue: "ConnectionError")
+        /// A local file could not be read or written.
+        public static let localIOError = Code(rawValue: "LocalIOError")
+        /// Kafka refused or lost a message.
+        public static let kafkaError = Code(rawValue: "KafkaError")
+        public static let internalError = Code(rawValue: "InternalError")
+    }
+}

@@ -1,0 +1,29 @@
+/// Ferry's Kafka topic names, all under one prefix (default `ferry`).
+public struct Topics: Sendable, Hashable {
+    public var prefix: String
+    public init(prefix: String = "ferry") { self.prefix = prefix }
+
+    public var requests: String { "\(prefix).requests" }
+    public var requestsDLQ: String { "\(prefix).requests.dlq" }
+    public var status: String { "\(prefix).status" }
+    public var events: String { "\(prefix).events" }
+    public var streams: String { "\(prefix).streams" }
+    public var control: String { "\(prefix).control" }
+    public var triggersDLQ: String { "\(prefix).triggers.dlq" }
+
+    /// Every topic Ferry reads or writes, for creating them up front.
+    public var all: [String] { [requests, requestsDLQ, status, events, streams, control, triggersDLQ] }
+
+    /// The consumer group of transfer workers.
+    public var workerGroup: String { "\(prefix)-workers" }
+    /// The consumer group of trigger dispatchers.
+    public var triggerGroup: String { "\(prefix)-triggers" }
+}
+
+/// Header names on `<prefix>.requests.dlq` records.
+public enum DLQHeader {
+    public static let errorCode = "ferry-error-code"
+    public static let errorMessage = "ferry-error-message"
+    public static let sourcePartition = "ferry-source-partition"
+    public static let sourceOffset = "ferry-source-offset"
+}

@@ -1,0 +1,54 @@
+import FerryCore
+
+/// Which failures are tried again and how long to wait: exponential backoff
+/// with full jitter (AWS's recommendation), capped.
+public struct RetryPolicy: Sendable, Hashable {
+    /// Retries after the first attempt; 0 means one attempt only.
+    public var retryLimit: Int
+    public var baseDelaySeconds: Double
+    public var maxDelaySeconds: Double
+
+    public init(retryLimit: Int = 3, baseDelaySeconds: Double = 0.2, maxDelaySeconds: Double = 20) {
+        self.retryLimit = max(0, retryLimit)
+        self.baseDelaySeconds = baseDelaySeconds
+        self.maxDelaySeconds = maxDelaySeconds
+    }
+
+    /// Transient failures: the network, throttling and the server's own errors.
+    /// Authorization and validation failures are final.
+    public static func isRetryable(_ error: FerryError) -> Bool {
+        switch error.code {
+        case .connectionError, .slowDown: return true
+        case .storageError:
+            return ["HTTP 500", "HTTP 502", "HTTP 503", "HTTP 504", "RequestTimeout", "InternalError"]
+                .contains { error.message.contains($0) }
+        default: return false
+        }
+    }
+
+    /// The wait before retry number `retry` (1-based): uniform in [0, min(max, base·2^retry)].
+    public func delay(beforeRetry retry: Int) -> Double {
+        let ceiling = min(maxDelaySeconds, baseDelaySeconds * Double(1 << min(retry, 20)))
+        return Double.random(in: 0...ceiling)
+    }
+
+    /// Runs `body`, retrying retryable failures; `onRetry` sees each failure retried.
+    public func run<T: Sendable>(onRetry: (Int, FerryError) -> Void = { _, _ in },
+                                 _ body: () async throws(FerryError) -> T) async throws(FerryError) -> T {
+        var attempt = 0
+        while true {
+            do {
+                return try await body()
+            } catch {
+                attempt += 1
+                guard attempt <= retryLimit, Self.isRetryable(error) else { throw error }
+                onRetry(attempt, error)
+                do {
+                    try await Task.sleep(for: .seconds(delay(beforeRetry: attempt)))
+                } catch {
+                    throw FerryError(.internalError, "cancelled while waiting to retry")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,37 @@
+import FerryCore
+
+/// A validated request with its resolved storage location, ready to run.
+public struct TransferJob: Sendable {
+    public var request: TransferRequest
+    /// The full S3 key (access-level prefix included).
+    public var objectKey: String
+
+    public init(request: TransferRequest, objectKey: String) {
+        self.request = request
+        self.objectKey = objectKey
+    }
+
+}
+
+/// Bytes moved so far for one transfer.
+public struct TransferProgress: Sendable, Hashable {
+    public var bytesTransferred: Int64
+    public var totalBytes: Int64?
+    public init(bytesTransferred: Int64, totalBytes: Int64?) {
+        self.bytesTransferred = bytesTransferred
+        self.totalBytes = totalBytes
+    }
+}
+
+/// What a finished transfer did, for its status and its S3 event.
+public struct TransferOutcome: Sendable, Hashable {
+    public var object: TransferStatus.ObjectInfo
+    /// The S3 event this transfer causes (`ObjectCreated:Put`, `ObjectRemoved:Delete`, …); nil for reads.
+    public var eventName: String?
+    /// `x-amz-request-id` and `x-amz-id-2` of the request that made the change.
+    public var requestId: String
+    public var hostId: String
+    public var bytesTransferred: Int64
+    /// Attempts used by the request that succeeded (1 = no retry).
+    public var attempts: Int
+}

@@ -1,0 +1,232 @@
+import CRdKafka
+import Foundation
+import Logging
+import Synchronization
+
+/// A librdkafka consumer whose messages arrive as an `AsyncSequence`.
+///
+/// A dedicated thread polls librdkafka and appends to a bounded buffer. When the
+/// buffer is full the consumer pauses its partitions (rd_kafka_pause_partitions)
+/// and keeps polling, so it stays in the group without fetching more; it resumes
+/// them when the buffer drains to half. Offsets are never committed
+/// automatically: call `commit` with the offsets whose work is done.
+public final class KafkaConsumer: Sendable, AsyncSequence {
+    public typealias Element = KafkaMessage
+
+    private let handle: KafkaHandle
+    private let buffer: MessageBuffer
+    private let poller: PollThread
+    private let logger: Logger
+    private let closed = Atomic<Bool>(false)
+
+    /// Joins `configuration["group.id"]` and subscribes to `topics`.
+    public convenience init(configuration: KafkaConfiguration, subscribing topics: [String],
+                            bufferCapacity: Int = 64, logger: Logger) throws(KafkaError) {
+        try self.init(configuration: configuration, bufferCapacity: bufferCapacity, logger: logger)
+        let list = rd_kafka_topic_partition_list_new(Int32(topics.count))
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        for topic in topics { rd_kafka_topic_partition_list_add(list, topic, RD_KAFKA_PARTITION_UA) }
+        let err = rd_kafka_subscribe(handle.rk, list)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err, context: "subscribe to \(topics)") }
+    }
+
+    /// Reads every partition of `topic` from its current end, without a group
+    /// subscription: only messages produced after this returns are seen.
+    public static func tailing(topic: String, configuration: KafkaConfiguration, logger: Logger) async throws(KafkaError) -> KafkaConsumer {
+        let consumer = try KafkaConsumer(configuration: configuration, bufferCapacity: 1024, logger: logger)
+        let handle = consumer.handle
+        let result: Result<Void, KafkaError> = await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let rk = handle.rk
+                continuation.resume(returning: Result { () throws(KafkaError) in
+                    let ends = try KafkaConsumer.endOffsets(rk: rk, topic: topic)
+                    let list = rd_kafka_topic_partition_list_new(Int32(ends.count))
+                    defer { rd_kafka_topic_partition_list_destroy(list) }
+                    for (partition, offset) in ends {
+                        rd_kafka_topic_partition_list_add(list, topic, partition).pointee.offset = offset
+                    }
+                    let err = rd_kafka_assign(rk, list)
+                    guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err, context: "assign \(topic)") }
+                })
+            }
+        }
+        try result.get()
+        return consumer
+    }
+
+    private init(configuration: KafkaConfiguration, bufferCapacity: Int, logger: Logger) throws(KafkaError) {
+        var configuration = configuration
+        configuration["enable.auto.commit"] = "false"
+        configuration["enable.auto.offset.store"] = "false"
+        if configuration["auto.offset.reset"] == nil { configuration["auto.offset.reset"] = "earliest" }
+        if configuration["group.id"] == nil { configuration["group.id"] = "ferry-\(UUID().uuidString)" }
+        let conf = try configuration.makeNative()
+        handle = try KafkaHandle(type: RD_KAFKA_CONSUMER, conf: conf, logger: logger)
+        rd_kafka_poll_set_consumer(handle.rk)
+        self.logger = logger
+        let buffer = MessageBuffer(capacity: bufferCapacity)
+        self.buffer = buffer
+        let handle = self.handle
+        let flow = FlowControl(rk: handle.rk, logger: logger)
+        poller = PollThread(name: "ferry-kafka-consumer") {
+            let rk = handle.rk
+            flow.adjust(bufferedCount: buffer.count, capacity: bufferCapacity)
+            guard let message = rd_kafka_consumer_poll(rk, 100) else { return }
+            defer { rd_kafka_message_destroy(message) }
+            let err = message.pointee.err
+            if err == RD_KAFKA_RESP_ERR_NO_ERROR {
+                buffer.append(KafkaMessage(copying: message))
+            } else if err != RD_KAFKA_RESP_ERR__PARTITION_EOF {
+                logger.warning("kafka consumer: \(KafkaError(err, context: "poll"))")
+            }
+        }
+    }
+
+    public func makeAsyncIterator() -> MessageBuffer.Iterator { MessageBuffer.Iterator(buffer: buffer) }
+
+    /// Commits `offsets` (each the offset of the next message to read) synchronously.
+    public func commit(_ offsets: [TopicPartitionOffset]) async throws(KafkaError) {
+        guard !offsets.isEmpty else { return }
+        let handle = self.handle
+        let result: Result<Void, KafkaError> = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                let rk = handle.rk
+                let list = rd_kafka_topic_partition_list_new(Int32(offsets.count))
+                defer { rd_kafka_topic_partition_list_destroy(list) }
+                for o in offsets { rd_kafka_topic_partition_list_add(list, o.topic, o.partition).pointee.offset = o.offset }
+                let err = rd_kafka_commit(rk, list, 0)
+                continuation.resume(returning: err == RD_KAFKA_RESP_ERR_NO_ERROR
+                    ? .success(()) : .failure(KafkaError(err, context: "commit")))
+            }
+        }
+        try result.get()
+    }
+
+    /// Ends the message sequence; the consumer stays in its group so that
+    /// finished work can still be committed before `close`.
+    public func stopFetching() {
+        buffer.finish()
+    }
+
+    /// Stops polling, leaves the group and ends the message sequence.
+    public func close() {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        poller.stop()
+        rd_kafka_consumer_close(handle.rk)
+        buffer.finish()
+    }
+
+    deinit { close() }
+
+    /// The high watermark of each partition of `topic`.
+    static func endOffsets(rk: OpaquePointer, topic: String) throws(KafkaError) -> [(Int32, Int64)] {
+        let rkt = rd_kafka_topic_new(rk, topic, nil)
+        defer { rd_kafka_topic_destroy(rkt) }
+        var metadata: UnsafePointer<rd_kafka_metadata>?
+        let err = rd_kafka_metadata(rk, 0, rkt, &metadata, 10_000)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else { throw KafkaError(err, context: "metadata of \(topic)") }
+        defer { rd_kafka_metadata_destroy(metadata) }
+        guard metadata.pointee.topic_cnt == 1, metadata.pointee.topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR,
+              metadata.pointee.topics[0].partition_cnt > 0 else {
+            throw KafkaError(name: "UnknownTopic", message: "topic \(topic) does not exist")
+        }
+        let t = metadata.pointee.topics[0]
+        var ends: [(Int32, Int64)] = []
+        for i in 0..<Int(t.partition_cnt) {
+            let partition = t.partitions[i].id
+            var low: Int64 = 0, high: Int64 = 0
+            let e = rd_kafka_query_watermark_offsets(rk, topic, partition, &low, &high, 10_000)
+            guard e == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(e, context: "watermarks of \(topic)/\(partition)") }
+            ends.append((partition, high))
+        }
+        return ends
+    }
+}
+
+/// Pauses the assignment when the buffer is full, resumes it at half. Used by the poll thread only.
+private final class FlowControl: @unchecked Sendable {
+    private let rk: OpaquePointer
+    private let logger: Logger
+    private var paused = false
+
+    init(rk: OpaquePointer, logger: Logger) { self.rk = rk; self.logger = logger }
+
+    func adjust(bufferedCount: Int, capacity: Int) {
+        if !paused && bufferedCount >= capacity {
+            paused = apply(pause: true)
+        } else if paused && bufferedCount <= capacity / 2 {
+            paused = !apply(pause: false)
+        }
+    }
+
+    private func apply(pause: Bool) -> Bool {
+        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        guard rd_kafka_assignment(rk, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return false }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        let err = pause ? rd_kafka_pause_partitions(rk, list) : rd_kafka_resume_partitions(rk, list)
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+            logger.warning("kafka consumer: \(KafkaError(err, context: pause ? "pause" : "resume"))")
+            return false
+        }
+        logger.debug("kafka consumer \(pause ? "paused" : "resumed") \(list.pointee.cnt) partitions")
+        return true
+    }
+}
+
+/// The hand-over between the poll thread and one async reader.
+public final class MessageBuffer: Sendable {
+    private struct State {
+        var messages: [KafkaMessage] = []
+        var head = 0
+        var waiter: CheckedContinuation<KafkaMessage?, Never>?
+        var finished = false
+    }
+    private let state = Mutex(State())
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    var count: Int { state.withLock { $0.messages.count - $0.head } }
+
+    func append(_ message: KafkaMessage) {
+        let waiter: CheckedContinuation<KafkaMessage?, Never>? = state.withLock { s in
+            if let w = s.waiter { s.waiter = nil; return w }
+            s.messages.append(message)
+            return nil
+        }
+        waiter?.resume(returning: message)
+    }
+
+    func finish() {
+        let waiter = state.withLock { s in
+            s.finished = true
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume(returning: nil)
+    }
+
+    func next() async -> KafkaMessage? {
+        await withCheckedContinuation { continuation in
+            let ready: KafkaMessage?? = state.withLock { s in
+                if s.head < s.messages.count {
+                    let m = s.messages[s.head]
+                    s.head += 1
+                    if s.head > 1024 && s.head * 2 > s.messages.count {
+                        s.messages.removeFirst(s.head); s.head = 0
+                    }
+                    return .some(m)
+                }
+                if s.finished { return .some(nil) }
+                s.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    public struct Iterator: AsyncIteratorProtocol {
+        let buffer: MessageBuffer
+        public mutating func next() async -> KafkaMessage? { await buffer.next() }
+    }
+}

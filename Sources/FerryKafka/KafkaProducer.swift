@@ -1,0 +1,114 @@
+import CRdKafka
+import Foundation
+import Logging
+import Synchronization
+
+/// A librdkafka producer. `send` returns when the broker has acknowledged the
+/// message (its delivery report), so callers know it is durable.
+public final class KafkaProducer: Sendable {
+    private let handle: KafkaHandle
+    private let poller: PollThread
+
+    public init(configuration: KafkaConfiguration, logger: Logger) throws(KafkaError) {
+        var configuration = configuration
+        // Acknowledged by all in-sync replicas, without duplicates from retries.
+        if configuration["enable.idempotence"] == nil { configuration["enable.idempotence"] = "true" }
+        if configuration["linger.ms"] == nil { configuration["linger.ms"] = "2" }
+        let conf = try configuration.makeNative()
+        rd_kafka_conf_set_dr_msg_cb(conf, deliveryReportCallback)
+        handle = try KafkaHandle(type: RD_KAFKA_PRODUCER, conf: conf, logger: logger)
+        let handle = self.handle
+        poller = PollThread(name: "ferry-kafka-producer") { _ = rd_kafka_poll(handle.rk, 100) }
+    }
+
+    /// Sends one message and waits for its delivery report.
+    public func send(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)] = []) async throws(KafkaError) {
+        let result: Result<Void, KafkaError> = await withCheckedContinuation { continuation in
+            post(topic: topic, key: key, value: value, headers: headers) { continuation.resume(returning: $0) }
+        }
+        try result.get()
+    }
+
+    /// Queues one message without waiting; `onDelivery` gets its delivery report.
+    /// Messages posted in order to one partition are delivered in that order.
+    public func post(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)] = [],
+                     onDelivery: @escaping @Sendable (Result<Void, KafkaError>) -> Void) {
+        let box = Unmanaged.passRetained(DeliveryBox(onDelivery))
+        if let error = enqueue(topic: topic, key: key, value: value, headers: headers, opaque: box.toOpaque()) {
+            box.release()
+            onDelivery(.failure(error))
+        }
+    }
+
+    public func send(topic: String, key: String?, value: [UInt8], headers: [(String, String)] = []) async throws(KafkaError) {
+        try await send(topic: topic, key: key.map { Array($0.utf8) }, value: value, headers: headers)
+    }
+
+    /// Waits up to `timeoutMs` for every queued message to be delivered.
+    public func flush(timeoutMs: Int32 = 10_000) {
+        rd_kafka_flush(handle.rk, timeoutMs)
+    }
+
+    /// Hands the message to librdkafka, which copies key and value.
+    private func enqueue(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)],
+                         opaque: UnsafeMutableRawPointer) -> KafkaError? {
+        let nativeHeaders = rd_kafka_headers_new(headers.count)
+        for (name, v) in headers {
+            rd_kafka_header_add(nativeHeaders, name, -1, v, v.utf8.count)
+        }
+        return topic.withCString { topicName in
+            value.withUnsafeBytes { valueBytes in
+                (key ?? []).withUnsafeBytes { keyBytes in
+                    var vus = [rd_kafka_vu_t](repeating: rd_kafka_vu_t(), count: 5)
+                    vus[0].vtype = RD_KAFKA_VTYPE_TOPIC
+                    vus[0].u.cstr = topicName
+                    vus[1].vtype = RD_KAFKA_VTYPE_VALUE
+                    vus[1].u.mem.ptr = UnsafeMutableRawPointer(mutating: valueBytes.baseAddress)
+                    vus[1].u.mem.size = valueBytes.count
+                    vus[2].vtype = RD_KAFKA_VTYPE_MSGFLAGS
+                    vus[2].u.i = RD_KAFKA_MSG_F_COPY
+                    vus[3].vtype = RD_KAFKA_VTYPE_OPAQUE
+                    vus[3].u.ptr = opaque
+                    vus[4].vtype = RD_KAFKA_VTYPE_HEADERS
+                    vus[4].u.headers = nativeHeaders
+                    if key != nil {
+                        var k = rd_kafka_vu_t()
+                        k.vtype = RD_KAFKA_VTYPE_KEY
+                        k.u.mem.ptr = UnsafeMutableRawPointer(mutating: keyBytes.baseAddress)
+                        k.u.mem.size = keyBytes.count
+                        vus.append(k)
+                    }
+                    guard let error = rd_kafka_produceva(handle.rk, vus, vus.count) else { return nil }
+                    // On failure the headers were not taken over.
+                    rd_kafka_headers_destroy(nativeHeaders)
+                    let result = KafkaError(rd_kafka_error_code(error), context: "produce to \(topic)")
+                    rd_kafka_error_destroy(error)
+                    return result
+                }
+            }
+        }
+    }
+
+    deinit {
+        rd_kafka_flush(handle.rk, 5_000)
+        poller.stop()
+    }
+}
+
+/// Carries a delivery callback through librdkafka's per-message opaque.
+private final class DeliveryBox {
+    let onDelivery: @Sendable (Result<Void, KafkaError>) -> Void
+    init(_ onDelivery: @escaping @Sendable (Result<Void, KafkaError>) -> Void) { self.onDelivery = onDelivery }
+}
+
+private let deliveryReportCallback: @convention(c) (OpaquePointer?, UnsafePointer<rd_kafka_message_t>?, UnsafeMutableRawPointer?) -> Void = { _, message, _ in
+    guard let message, let opaque = message.pointee._private else { return }
+    let box = Unmanaged<DeliveryBox>.fromOpaque(opaque).takeRetainedValue()
+    let err = message.pointee.err
+    if err == RD_KAFKA_RESP_ERR_NO_ERROR {
+        box.onDelivery(.success(()))
+    } else {
+        let topic = message.pointee.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? "?"
+        box.onDelivery(.failure(KafkaError(err, context: "delivery to \(topic)")))
+    }
+}

@@ -1,0 +1,218 @@
+import CCurl
+import CFerryCurlShim
+import FerryCore
+import Foundation
+import Synchronization
+
+/// Sends HTTP requests with libcurl. Each request runs on a thread of its own
+/// dispatch queue, never on Swift's cooperative pool, because curl_easy_perform
+/// blocks. Easy handles are reused so their connections stay alive.
+public final class CurlTransport: Sendable {
+    /// Limits that keep a stalled connection from hanging a transfer.
+    public struct Timeouts: Sendable {
+        public var connectSeconds: Int = 10
+        /// A transfer slower than `lowSpeedBytesPerSecond` for `lowSpeedSeconds` is cut.
+        public var lowSpeedBytesPerSecond: Int = 1
+        public var lowSpeedSeconds: Int = 30
+        public init() {}
+    }
+
+    private let timeouts: Timeouts
+    private let caBundle: String?
+    private let idleHandles = Mutex<[CurlEasyHandle]>([])
+    private let queue = DispatchQueue(label: "ferry.curl", qos: .userInitiated, attributes: .concurrent)
+
+    public init(timeouts: Timeouts = Timeouts(), caBundle: String? = nil) {
+        CurlGlobal.initialize()
+        self.timeouts = timeouts
+        self.caBundle = caBundle
+    }
+
+    /// libcurl's version line, e.g. `libcurl/7.88.1 OpenSSL/3.0.17 …`.
+    public static var libcurlVersion: String { String(cString: curl_version()) }
+
+    public func execute(_ request: HTTPRequest) async throws(FerryError) -> HTTPResponse {
+        let result: Result<HTTPResponse, FerryError> = await withCheckedContinuation { continuation in
+            queue.async {
+                let handle = self.idleHandles.withLock { $0.popLast() } ?? CurlEasyHandle()
+                let result = handle.perform(request, timeouts: self.timeouts, caBundle: self.caBundle)
+                self.idleHandles.withLock { $0.append(handle) }
+                continuation.resume(returning: result)
+            }
+        }
+        return try result.get()
+    }
+}
+
+enum CurlGlobal {
+    private static let once: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
+    static func initialize() { _ = once }
+}
+
+/// One libcurl easy handle and the state of the request it is running.
+final class CurlEasyHandle: @unchecked Sendable {
+    // Used by one thread at a time: CurlTransport hands it out from a locked pool.
+    private let handle: UnsafeMutableRawPointer
+
+    init() {
+        guard let h = curl_easy_init() else { preconditionFailure("curl_easy_init failed") }
+        handle = h
+    }
+
+    deinit { curl_easy_cleanup(handle) }
+
+    func perform(_ request: HTTPRequest, timeouts: CurlTransport.Timeouts, caBundle: String?) -> Result<HTTPResponse, FerryError> {
+        curl_easy_reset(handle)
+        let exchange = Exchange(request: request)
+        let box = Unmanaged.passRetained(exchange)
+        defer { box.release() }
+        var headerList: UnsafeMutablePointer<curl_slist>? = nil
+        defer { curl_slist_free_all(headerList) }
+        for (name, value) in request.headers {
+            headerList = curl_slist_append(headerList, "\(name): \(value)")
+        }
+        // No 100-continue round trip; curl's default Accept is harmless and unsigned.
+        headerList = curl_slist_append(headerList, "Expect:")
+        var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+
+        let code: CURLcode = errorBuffer.withUnsafeMutableBufferPointer { errorBuf in
+            ferry_curl_setopt_string(handle, CURLOPT_URL, request.url)
+            ferry_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList)
+            ferry_curl_setopt_ptr(handle, CURLOPT_ERRORBUFFER, errorBuf.baseAddress)
+            ferry_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+            ferry_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT, timeouts.connectSeconds)
+            ferry_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, timeouts.lowSpeedBytesPerSecond)
+            ferry_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, timeouts.lowSpeedSeconds)
+            ferry_curl_setopt_long(handle, CURLOPT_TCP_NODELAY, 1)
+            if let caBundle { ferry_curl_setopt_string(handle, CURLOPT_CAINFO, caBundle) }
+            let context = box.toOpaque()
+            ferry_curl_setopt_header_function(handle, curlHeaderCallback)
+            ferry_curl_setopt_ptr(handle, CURLOPT_HEADERDATA, context)
+            ferry_curl_setopt_write_function(handle, curlWriteCallback)
+            ferry_curl_setopt_ptr(handle, CURLOPT_WRITEDATA, context)
+            switch request.method {
+            case "GET": break
+            case "HEAD": ferry_curl_setopt_long(handle, CURLOPT_NOBODY, 1)
+            default: ferry_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, request.method)
+            }
+            if case .none = request.body, request.method != "PUT" && request.method != "POST" {
+                // No body.
+            } else {
+                ferry_curl_setopt_long(handle, CURLOPT_UPLOAD, 1)
+                ferry_curl_setopt_off(handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(request.body.length))
+                ferry_curl_setopt_read_function(handle, curlReadCallback)
+                ferry_curl_setopt_ptr(handle, CURLOPT_READDATA, context)
+            }
+            return curl_easy_perform(handle)
+        }
+        if let ioError = exchange.localError {
+            return .failure(ioError)
+        }
+        guard code == CURLE_OK else {
+            let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+            return .failure(FerryError(.connectionError, "\(request.method) \(redactedURL(request.url)): \(text) (curl \(code.rawValue))"))
+        }
+        var status = 0
+        ferry_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        return .success(HTTPResponse(status: status, headers: exchange.headers, body: exchange.body,
+                                     bodyLength: exchange.received))
+    }
+
+    private func redactedURL(_ url: String) -> String {
+        // Presigned URLs carry credentials in the query; never print it.
+        url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url
+    }
+}
+
+/// The state of one request shared with curl's C callbacks.
+final class Exchange {
+    let request: HTTPRequest
+    var headers: [String: String] = [:]
+    var status = 0
+    var body: [UInt8] = []
+    var received: Int64 = 0
+    var sent: Int64 = 0
+    var localError: FerryError?
+
+    init(request: HTTPRequest) { self.request = request }
+
+    /// Error responses go to memory whatever the sink, so they can be parsed.
+    var bodyToFile: (Int32, Int64)? {
+        if case .file(let fd, let offset) = request.response, (200..<300).contains(status) { return (fd, offset) }
+        return nil
+    }
+}
+
+private let curlHeaderCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { data, size, count, context in
+    let length = size * count
+    guard let data, let context else { return length }
+    let exchange = Unmanaged<Exchange>.fromOpaque(context).takeUnretainedValue()
+    let line = String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
+        .trimmingCharacters(in: .whitespacesAndNewlines)
+    if line.hasPrefix("HTTP/") {
+        // A new response (after a redirect or 100): start its headers afresh.
+        exchange.headers = [:]
+        let parts = line.split(separator: " ")
+        if parts.count >= 2, let s = Int(parts[1]) { exchange.status = s }
+    } else if let colon = line.firstIndex(of: ":") {
+        let name = line[..<colon].lowercased()
+        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        exchange.headers[name] = value
+    }
+    return length
+}
+
+private let curlWriteCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { data, size, count, context in
+    let length = size * count
+    guard let data, let context else { return length }
+    let exchange = Unmanaged<Exchange>.fromOpaque(context).takeUnretainedValue()
+    if let (fd, offset) = exchange.bodyToFile {
+        var written = 0
+        while written < length {
+            let n = pwrite(fd, data + written, length - written, off_t(offset + exchange.received + Int64(written)))
+            if n < 0 {
+                if errno == EINTR { continue }
+                exchange.localError = FerryError(.localIOError, "cannot write downloaded data: \(String(cString: strerror(errno)))")
+                return 0  // makes curl abort with CURLE_WRITE_ERROR
+            }
+            written += n
+        }
+    } else {
+        exchange.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))
+    }
+    exchange.received += Int64(length)
+    return length
+}
+
+private let curlReadCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { buffer, size, count, context in
+    guard let buffer, let context else { return 0 }
+    let exchange = Unmanaged<Exchange>.fromOpaque(context).takeUnretainedValue()
+    let capacity = size * count
+    let remaining = Int(exchange.request.body.length - exchange.sent)
+    let wanted = min(capacity, remaining)
+    guard wanted > 0 else { return 0 }
+    switch exchange.request.body {
+    case .none:
+        return 0
+    case .bytes(let bytes):
+        let start = Int(exchange.sent)
+        bytes.withUnsafeBufferPointer { src in
+            UnsafeMutableRawPointer(buffer).copyMemory(from: src.baseAddress! + start, byteCount: wanted)
+        }
+        exchange.sent += Int64(wanted)
+        return wanted
+    case .file(let fd, let offset, _):
+        while true {
+            let n = pread(fd, buffer, wanted, off_t(offset + exchange.sent))
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 {
+                let reason = n == 0 ? "file shrank while it was being sent" : String(cString: strerror(errno))
+                exchange.localError = FerryError(.localIOError, "cannot read upload source: \(reason)")
+                return Int(CURL_READFUNC_ABORT)
+            }
+            exchange.sent += Int64(n)
+            return n
+        }
+    }
+}

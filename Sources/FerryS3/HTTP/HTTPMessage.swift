@@ -1,0 +1,49 @@
+import Foundation
+
+/// An HTTP request for the curl transport. The URL is already encoded.
+public struct HTTPRequest: Sendable {
+    public var method: String
+    public var url: String
+    public var headers: [(String, String)]
+    public var body: Body
+    public var response: ResponseSink
+
+    /// Where the request body comes from.
+    public enum Body: Sendable {
+        case none
+        case bytes([UInt8])
+        /// `length` bytes of the open file `descriptor` from `offset`, read with pread.
+        case file(descriptor: Int32, offset: Int64, length: Int64)
+
+        public var length: Int64 {
+            switch self {
+            case .none: return 0
+            case .bytes(let b): return Int64(b.count)
+            case .file(_, _, let length): return length
+            }
+        }
+    }
+
+    /// Where a successful (2xx) response body goes. Error bodies are always kept in memory.
+    public enum ResponseSink: Sendable {
+        case memory
+        /// Written with pwrite from `offset` into the open file `descriptor`.
+        case file(descriptor: Int32, offset: Int64)
+    }
+
+    public init(method: String, url: String, headers: [(String, String)] = [], body: Body = .none,
+                response: ResponseSink = .memory) {
+        self.method = method; self.url = url; self.headers = headers; self.body = body; self.response = response
+    }
+}
+
+/// A response: status, headers (names lowercased), and the body if it went to memory.
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    public var headers: [String: String]
+    public var body: [UInt8]
+    /// Bytes of body received (also when written to a file).
+    public var bodyLength: Int64
+
+    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+}

@@ -1,0 +1,49 @@
+import Foundation
+import FerryCore
+
+/// Where S3 requests go and how a bucket is addressed.
+public struct S3Endpoint: Sendable, Hashable {
+    public enum AddressingStyle: String, Sendable, Hashable { case path, virtualHosted = "virtual" }
+
+    /// e.g. `http://127.0.0.1:7480`, `https://s3.eu-west-1.amazonaws.com`.
+    public var scheme: String
+    public var host: String
+    public var port: Int?
+    public var style: AddressingStyle
+
+    public init(url: String, style: AddressingStyle = .path) throws(ConfigurationError) {
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty else {
+            throw ConfigurationError("S3 endpoint must be an http(s) URL with a host, got '\(url)'")
+        }
+        self.scheme = scheme
+        self.host = host
+        self.port = components.port
+        self.style = style
+    }
+
+    /// The AWS endpoint of a region.
+    public static func aws(region: String) -> S3Endpoint {
+        // Cannot fail: a fixed, well-formed URL.
+        try! S3Endpoint(url: "https://s3.\(region).amazonaws.com", style: .virtualHosted)
+    }
+
+    /// The `Host` header value (with the port unless it is the scheme's default).
+    public func hostHeader(bucket: String?) -> String {
+        var h = host
+        if style == .virtualHosted, let bucket { h = "\(bucket).\(host)" }
+        if let port, !(scheme == "http" && port == 80) && !(scheme == "https" && port == 443) { h += ":\(port)" }
+        return h
+    }
+
+    /// The raw (unencoded) path of an object or bucket.
+    public func path(bucket: String?, key: String?) -> String {
+        switch (style, bucket, key) {
+        case (.path, let b?, let k?): return "/\(b)/\(k)"
+        case (.path, let b?, nil): return "/\(b)"
+        case (.virtualHosted, _?, let k?): return "/\(k)"
+        default: return "/"
+        }
+    }
+}
+

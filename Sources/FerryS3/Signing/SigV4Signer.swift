@@ -1,0 +1,172 @@
+import Foundation
+
+/// AWS Signature Version 4 as a pure function of its inputs, in the stages AWS
+/// documents (canonical request → string to sign → signing key → signature), so
+/// each stage can be compared with botocore's for the same inputs.
+public struct SigV4Signer: Sendable {
+    public var credentials: AWSCredentials
+    public var region: String
+    public var service: String
+
+    public init(credentials: AWSCredentials, region: String, service: String = "s3") {
+        self.credentials = credentials
+        self.region = region
+        self.service = service
+    }
+
+    /// The SHA-256 of an empty body, hex.
+    public static let emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    /// Payload hash value for bodies not covered by the signature.
+    public static let unsignedPayload = "UNSIGNED-PAYLOAD"
+
+    /// A request as the signer sees it. `path` is the raw (unencoded) path;
+    /// `query` holds raw names and values.
+    public struct Request: Sendable {
+        public var method: String
+        public var host: String
+        public var path: String
+        public var query: [(String, String)]
+        public var headers: [(String, String)]
+        public var payloadHash: String
+
+        public init(method: String, host: String, path: String, query: [(String, String)] = [],
+                    headers: [(String, String)] = [], payloadHash: String) {
+            self.method = method; self.host = host; self.path = path
+            self.query = query; self.headers = headers; self.payloadHash = payloadHash
+        }
+    }
+
+    // MARK: Header signing
+
+    /// The headers to add to `request` so that it is signed at `date`: `host`,
+    /// `x-amz-date`, `x-amz-content-sha256`, `x-amz-security-token` (if any) and `authorization`.
+    public func signedHeaders(for request: Request, at date: Date) -> [(String, String)] {
+        let amzDate = Self.amzDate(date)
+        var headers = request.headers.filter { !["authorization", "x-amz-date", "host", "x-amz-content-sha256"].contains($0.0.lowercased()) }
+        headers.append(("host", request.host))
+        headers.append(("x-amz-date", amzDate))
+        headers.append(("x-amz-content-sha256", request.payloadHash))
+        if let token = credentials.sessionToken { headers.append(("x-amz-security-token", token)) }
+        var toSign = request
+        toSign.headers = headers
+        let canonical = canonicalRequest(toSign)
+        let scope = credentialScope(date)
+        let stringToSign = self.stringToSign(canonicalRequest: canonical.text, amzDate: amzDate, scope: scope)
+        let signature = self.signature(stringToSign: stringToSign, date: date)
+        let authorization = "AWS4-HMAC-SHA256 Credential=\(credentials.accessKeyId)/\(scope), "
+            + "SignedHeaders=\(canonical.signedHeaders), Signature=\(signature)"
+        return headers + [("authorization", authorization)]
+    }
+
+    // MARK: Query signing (presigned URLs)
+
+    /// The query (raw names and values, including `X-Amz-Signature`) that
+    /// presigns `request` for `expires` seconds from `date`. Only `host` is signed.
+    public func presignedQuery(for request: Request, at date: Date, expires: Int) -> [(String, String)] {
+        let amzDate = Self.amzDate(date)
+        let scope = credentialScope(date)
+        var query = request.query
+        query.append(("X-Amz-Algorithm", "AWS4-HMAC-SHA256"))
+        query.append(("X-Amz-Credential", "\(credentials.accessKeyId)/\(scope)"))
+        query.append(("X-Amz-Date", amzDate))
+        query.append(("X-Amz-Expires", String(expires)))
+        if let token = credentials.sessionToken { query.append(("X-Amz-Security-Token", token)) }
+        var headers = request.headers.filter { $0.0.lowercased() != "host" }
+        headers.append(("host", request.host))
+        query.append(("X-Amz-SignedHeaders", Self.signedHeaderNames(headers)))
+        var toSign = request
+        toSign.query = query
+        toSign.headers = headers
+        toSign.payloadHash = Self.unsignedPayload
+        let canonical = canonicalRequest(toSign)
+        let stringToSign = self.stringToSign(canonicalRequest: canonical.text, amzDate: amzDate, scope: scope)
+        return query + [("X-Amz-Signature", signature(stringToSign: stringToSign, date: date))]
+    }
+
+    // MARK: Stages
+
+    public struct CanonicalRequest: Sendable {
+        public var text: String
+        public var signedHeaders: String
+    }
+
+    public func canonicalRequest(_ r: Request) -> CanonicalRequest {
+        let encoded: [(String, String)] = r.query.map { (Self.uriEncode($0.0), Self.uriEncode($0.1)) }
+        let sorted = encoded.sorted { (a: (String, String), b: (String, String)) -> Bool in
+            a.0 == b.0 ? a.1 < b.1 : a.0 < b.0
+        }
+        let query = sorted.map { "\($0.0)=\($0.1)" }.joined(separator: "&")
+        // Same-name headers are joined with commas; values are trimmed and inner runs of spaces folded.
+        var grouped: [String: [String]] = [:]
+        for (name, value) in r.headers {
+            grouped[name.lowercased(), default: []].append(Self.foldSpaces(value))
+        }
+        let names = grouped.keys.sorted()
+        let canonicalHeaders = names.map { "\($0):\(grouped[$0]!.joined(separator: ","))\n" }.joined()
+        let signed = names.joined(separator: ";")
+        let text = [r.method, Self.uriEncode(r.path, keepSlash: true), query, canonicalHeaders, signed, r.payloadHash]
+            .joined(separator: "\n")
+        return CanonicalRequest(text: text, signedHeaders: signed)
+    }
+
+    public func credentialScope(_ date: Date) -> String {
+        "\(Self.amzDate(date).prefix(8))/\(region)/\(service)/aws4_request"
+    }
+
+    public func stringToSign(canonicalRequest: String, amzDate: String, scope: String) -> String {
+        ["AWS4-HMAC-SHA256", amzDate, scope, Digest.sha256(Array(canonicalRequest.utf8)).hexString]
+            .joined(separator: "\n")
+    }
+
+    public func signingKey(_ date: Date) -> [UInt8] {
+        let day = String(Self.amzDate(date).prefix(8))
+        let kDate = Digest.hmacSHA256(key: Array("AWS4\(credentials.secretAccessKey)".utf8), Array(day.utf8))
+        let kRegion = Digest.hmacSHA256(key: kDate, Array(region.utf8))
+        let kService = Digest.hmacSHA256(key: kRegion, Array(service.utf8))
+        return Digest.hmacSHA256(key: kService, Array("aws4_request".utf8))
+    }
+
+    public func signature(stringToSign: String, date: Date) -> String {
+        Digest.hmacSHA256(key: signingKey(date), Array(stringToSign.utf8)).hexString
+    }
+
+    // MARK: Encoding
+
+    /// `20130524T000000Z`.
+    public static func amzDate(_ date: Date) -> String {
+        var t = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        return String(format: "%04d%02d%02dT%02d%02d%02dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
+                      Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec))
+    }
+
+    /// RFC 3986 percent-encoding of everything but unreserved characters (and `/` when asked).
+    public static func uriEncode(_ s: String, keepSlash: Bool = false) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity(s.utf8.count)
+        let hex: [UInt8] = Array("0123456789ABCDEF".utf8)
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"),
+                 UInt8(ascii: "."), UInt8(ascii: "~"):
+                out.append(b)
+            case UInt8(ascii: "/") where keepSlash:
+                out.append(b)
+            default:
+                out += [UInt8(ascii: "%"), hex[Int(b >> 4)], hex[Int(b & 0x0F)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func signedHeaderNames(_ headers: [(String, String)]) -> String {
+        Set(headers.map { $0.0.lowercased() }).sorted().joined(separator: ";")
+    }
+
+    static func foldSpaces(_ value: String) -> String {
+        value.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
+            .trimmingCharacters(in: .whitespaces)
+    }
+}

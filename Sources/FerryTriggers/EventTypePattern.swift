@@ -1,0 +1,24 @@
+/// An S3 event type as a notification configuration names it:
+/// `ObjectCreated:*`, `ObjectCreated:Put`, `ObjectRemoved:Delete`, `*`.
+/// A leading `s3:` is accepted and ignored, as AWS writes it in configurations.
+public struct EventTypePattern: Sendable, Hashable, CustomStringConvertible, ExpressibleByStringLiteral {
+    public let pattern: String
+
+    public init(_ pattern: String) {
+        self.pattern = pattern.hasPrefix("s3:") ? String(pattern.dropFirst(3)) : pattern
+    }
+
+    public init(stringLiteral value: String) { self.init(value) }
+
+    public var description: String { pattern }
+
+    /// Whether an event named `eventName` (with or without `s3:`) is of this type.
+    public func matches(_ eventName: String) -> Bool {
+        let name = eventName.hasPrefix("s3:") ? Substring(eventName.dropFirst(3)) : Substring(eventName)
+        if pattern == "*" { return true }
+        if pattern.hasSuffix(":*") {
+            return name.hasPrefix(pattern.dropLast())  // keeps the colon: "ObjectCreated:"
+        }
+        return name == pattern
+    }
+}

@@ -1,0 +1,39 @@
+/// One S3 trigger: which events reach which handler, and how delivery behaves.
+public struct S3TriggerRegistration: Sendable {
+    /// Unique name, used in logs, the DLQ record and `ferry triggers list`.
+    public var name: String
+    public var events: [EventTypePattern]
+    /// Key filters, on the decoded key, as S3's `prefix` / `suffix` filter rules.
+    public var prefix: String
+    public var suffix: String
+    public var delivery: AsyncDelivery
+    public var handler: any S3EventHandler
+
+    public init(name: String, events: [EventTypePattern], prefix: String = "", suffix: String = "",
+                delivery: AsyncDelivery = AsyncDelivery(), handler: any S3EventHandler) {
+        self.name = name; self.events = events; self.prefix = prefix; self.suffix = suffix
+        self.delivery = delivery; self.handler = handler
+    }
+
+    /// Whether this trigger receives `record`.
+    public func matches(_ record: S3Event.Record) -> Bool {
+        let key = record.s3.object.decodedKey
+        return events.contains { $0.matches(record.eventName) } && key.hasPrefix(prefix) && key.hasSuffix(suffix)
+    }
+}
+
+/// Lambda's asynchronous-invocation settings.
+public struct AsyncDelivery: Sendable, Hashable {
+    /// Retries after a failed invocation: 0, 1 or 2 (Lambda's range).
+    public var maximumRetryAttempts: Int
+    /// Wait before the first retry; doubled for each further one.
+    public var retryDelaySeconds: Double
+    /// An invocation running longer is cancelled and counts as failed.
+    public var timeoutSeconds: Double
+
+    public init(maximumRetryAttempts: Int = 2, retryDelaySeconds: Double = 1, timeoutSeconds: Double = 30) {
+        self.maximumRetryAttempts = min(2, max(0, maximumRetryAttempts))
+        self.retryDelaySeconds = retryDelaySeconds
+        self.timeoutSeconds = timeoutSeconds
+    }
+}

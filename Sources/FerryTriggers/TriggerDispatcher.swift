@@ -1,0 +1,126 @@
+import FerryKafka
+import Foundation
+import Logging
+
+/// Consumes `<prefix>.events` in its own consumer group and invokes the
+/// triggers each event matches, with Lambda's asynchronous-invocation
+/// semantics: retries with backoff, then an invocation record on
+/// `<prefix>.triggers.dlq`. An offset is committed once every trigger of its
+/// message has succeeded or been dead-lettered, so delivery is at-least-once.
+public final class TriggerDispatcher: Sendable {
+    private let registry: TriggerRegistry
+    private let environment: TriggerEnvironment
+    private let topics: Topics
+    private let consumer: KafkaConsumer
+    private let producer: KafkaProducer
+    private let logger: Logger
+
+    public init(registry: TriggerRegistry, environment: TriggerEnvironment, topics: Topics,
+                kafka: KafkaConfiguration, producer: KafkaProducer, logger: Logger) throws(KafkaError) {
+        var configuration = kafka
+        configuration["group.id"] = topics.triggerGroup
+        self.consumer = try KafkaConsumer(configuration: configuration, subscribing: [topics.events], logger: logger)
+        self.registry = registry
+        self.environment = environment
+        self.topics = topics
+        self.producer = producer
+        self.logger = logger
+    }
+
+    /// Dispatches until the task is cancelled or the consumer is closed.
+    public func run() async {
+        await withTaskCancellationHandler {
+            for await message in consumer {
+                await dispatch(message)
+                do {
+                    try await consumer.commit([TopicPartitionOffset(topic: message.topic, partition: message.partition,
+                                                                    offset: message.offset + 1)])
+                } catch {
+                    // Not fatal: the event is delivered again, and handlers tolerate duplicates.
+                    logger.warning("trigger dispatcher: commit failed: \(error)")
+                }
+            }
+        } onCancel: {
+            consumer.close()
+        }
+    }
+
+    func dispatch(_ message: KafkaMessage) async {
+        let event: S3Event
+        do {
+            event = try JSONDecoder().decode(S3Event.self, from: Data(message.value))
+        } catch {
+            logger.error("undecodable event dead-lettered", metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
+            await deadLetter(InvocationRecord(requestId: UUID().uuidString, triggerName: "-", condition: "UndecodableEvent",
+                                              invokeCount: 0, payload: .raw(String(decoding: message.value, as: UTF8.self)),
+                                              error: error), key: message.key)
+            return
+        }
+        for trigger in registry.s3Triggers {
+            let records = event.records.filter(trigger.matches)
+            guard !records.isEmpty else { continue }
+            await invoke(trigger, with: S3Event(records: records), key: message.key)
+        }
+    }
+
+    /// One asynchronous invocation: first try plus retries, then the DLQ.
+    func invoke(_ trigger: S3TriggerRegistration, with event: S3Event, key: [UInt8]?) async {
+        let delivery = trigger.delivery
+        let requestId = UUID().uuidString
+        var lastError: any Error = CancellationError()
+        for attempt in 1...(1 + delivery.maximumRetryAttempts) {
+            var log = logger
+            log[metadataKey: "trigger"] = "\(trigger.name)"
+            log[metadataKey: "requestId"] = "\(requestId)"
+            log[metadataKey: "attempt"] = "\(attempt)"
+            let context = TriggerContext(requestId: requestId, handlerName: trigger.name, attempt: attempt,
+                                         deadline: Date().addingTimeInterval(delivery.timeoutSeconds),
+                                         logger: log, environment: environment)
+            do {
+                try await withDeadline(seconds: delivery.timeoutSeconds) {
+                    try await trigger.handler.handle(event, context: context)
+                }
+                return
+            } catch {
+                lastError = error
+                log.warning("trigger invocation failed: \(error)")
+                if attempt <= delivery.maximumRetryAttempts {
+                    let wait = delivery.retryDelaySeconds * Double(1 << (attempt - 1))
+                    try? await Task.sleep(for: .seconds(wait))
+                }
+            }
+        }
+        logger.error("trigger retries exhausted; invocation record sent to \(topics.triggersDLQ)",
+                     metadata: ["trigger": "\(trigger.name)", "requestId": "\(requestId)"])
+        await deadLetter(InvocationRecord(requestId: requestId, triggerName: trigger.name, condition: "RetriesExhausted",
+                                          invokeCount: 1 + delivery.maximumRetryAttempts, payload: .s3(event),
+                                          error: lastError), key: key)
+    }
+
+    private func deadLetter(_ record: InvocationRecord, key: [UInt8]?) async {
+        do {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            try await producer.send(topic: topics.triggersDLQ, key: key, value: Array(try encoder.encode(record)))
+        } catch {
+            logger.critical("cannot write invocation record to \(topics.triggersDLQ): \(error)")
+        }
+    }
+}
+
+/// The error of an invocation that ran past its deadline.
+public struct TriggerTimeout: Error, CustomStringConvertible {
+    public var seconds: Double
+    public var description: String { "handler timed out after \(seconds) s" }
+}
+
+/// Runs `body`, cancelling it and throwing `TriggerTimeout` after `seconds`.
+func withDeadline(seconds: Double, _ body: @escaping @Sendable () async throws -> Void) async throws {
+    try await withThrowingTaskGroup(of: Bool.self) { group in
+        group.addTask { try await body(); return true }
+        group.addTask { try await Task.sleep(for: .seconds(seconds)); return false }
+        let finished = try await group.next()!
+        group.cancelAll()
+        if !finished { throw TriggerTimeout(seconds: seconds) }
+    }
+}

@@ -1,0 +1,46 @@
+import FerryCore
+import FerryEngine
+import FerryKafka
+import FerryS3
+import FerryStore
+import FerryTriggers
+import Foundation
+import Logging
+
+/// Builds a worker process from its configuration and runs its roles
+/// (transfer worker, trigger dispatcher) until the task is cancelled.
+public enum FerryRuntime {
+    public static func makeStore(_ storage: WorkerConfiguration.Storage) throws(FerryError) -> any ObjectStore {
+        switch storage {
+        case .s3(let configuration): return S3Client(configuration)
+        case .local(let root): return try LocalObjectStore(root: root)
+        }
+    }
+
+    public static func run(configuration: WorkerConfiguration, registry: TriggerRegistry, logger: Logger) async throws {
+        let producer = try KafkaProducer(configuration: configuration.kafka, logger: logger)
+        var roles: [@Sendable () async -> Void] = []
+        if configuration.roles.transfers {
+            let engine = TransferEngine(store: try makeStore(configuration.storage), dataRoot: configuration.dataRoot,
+                                        configuration: configuration.engine, logger: logger)
+            let state = try WorkerStateStore(directory: configuration.stateDirectory)
+            let worker = try TransferWorker(configuration: configuration, engine: engine, state: state,
+                                            producer: producer, logger: logger)
+            roles.append { await worker.run() }
+        }
+        if configuration.roles.triggers {
+            let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: configuration.dataRoot.path),
+                                                 region: configuration.region)
+            let dispatcher = try TriggerDispatcher(registry: registry, environment: environment, topics: configuration.topics,
+                                                   kafka: configuration.kafka, producer: producer, logger: logger)
+            roles.append { await dispatcher.run() }
+        }
+        logger.info("ferry worker \(configuration.workerId) running",
+                    metadata: ["transfers": "\(configuration.roles.transfers)", "triggers": "\(configuration.roles.triggers)",
+                               "triggerCount": "\(registry.s3Triggers.count)"])
+        await withTaskGroup(of: Void.self) { group in
+            for role in roles { group.addTask(operation: role) }
+        }
+        producer.flush()
+    }
+}

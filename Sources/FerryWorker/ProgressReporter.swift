@@ -1,0 +1,35 @@
+import FerryCore
+import FerryEngine
+import Foundation
+import Synchronization
+
+/// Turns an engine's progress callbacks into `running` statuses, at most one
+/// per interval (the first is sent at once).
+final class ProgressReporter: Sendable {
+    private let publisher: OutcomePublisher
+    private let template: TransferStatus
+    private let interval: Double
+    private let lastSent = Mutex<Date?>(nil)
+
+    init(publisher: OutcomePublisher, template: TransferStatus, interval: Double) {
+        self.publisher = publisher
+        self.template = template
+        self.interval = interval
+    }
+
+    func report(_ progress: TransferProgress) {
+        let now = Date()
+        let due = lastSent.withLock { last in
+            guard last.map({ now.timeIntervalSince($0) >= interval }) ?? true else { return false }
+            last = now
+            return true
+        }
+        guard due else { return }
+        var status = template
+        status.state = .running
+        status.bytesTransferred = progress.bytesTransferred
+        status.totalBytes = progress.totalBytes
+        status.time = Timestamp.iso8601(now)
+        publisher.post(status)
+    }
+}

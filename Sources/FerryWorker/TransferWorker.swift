@@ -1,0 +1,73 @@
+import FerryCore
+import FerryEngine
+import FerryKafka
+import FerryStore
+import Foundation
+import Logging
+
+/// Consumes `<prefix>.requests` in the worker group and runs up to
+/// `maxTransfers` requests at once. An offset is committed only when every
+/// request before it in its partition has a durable outcome.
+public final class TransferWorker: Sendable {
+    private let consumer: KafkaConsumer
+    private let pipeline: RequestPipeline
+    private let tracker = OffsetTracker()
+    private let slots: TransferSlots
+    private let logger: Logger
+
+    init(configuration: WorkerConfiguration, engine: TransferEngine, state: WorkerStateStore,
+         producer: KafkaProducer, logger: Logger) throws(KafkaError) {
+        var kafka = configuration.kafka
+        kafka["group.id"] = configuration.topics.workerGroup
+        let maxTransfers = configuration.engine.maxTransfers
+        consumer = try KafkaConsumer(configuration: kafka, subscribing: [configuration.topics.requests],
+                                     bufferCapacity: max(8, maxTransfers * 2), logger: logger)
+        slots = TransferSlots(limit: maxTransfers)
+        pipeline = RequestPipeline(engine: engine, state: state,
+                                   publisher: OutcomePublisher(producer: producer, topics: configuration.topics, logger: logger),
+                                   events: EventBuilder(region: configuration.region),
+                                   resolver: configuration.prefixResolver, workerId: configuration.workerId,
+                                   progressInterval: configuration.progressIntervalSeconds, logger: logger)
+        self.logger = logger
+    }
+
+    /// Runs until the task is cancelled; then stops fetching, commits what is finished and leaves the group.
+    public func run() async {
+        await withTaskCancellationHandler {
+            let committer = Task { [self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(100))
+                    await commitFinished()
+                }
+            }
+            await withTaskGroup(of: Void.self) { group in
+                for await message in consumer {
+                    tracker.begin(message)
+                    await slots.acquire()
+                    group.addTask { [self] in
+                        defer { slots.release() }
+                        if await pipeline.process(message) { tracker.finish(message) }
+                    }
+                }
+                await group.waitForAll()
+            }
+            committer.cancel()
+            await commitFinished()
+            consumer.close()
+            logger.info("transfer worker stopped")
+        } onCancel: {
+            consumer.stopFetching()
+        }
+    }
+
+    private func commitFinished() async {
+        let offsets = tracker.takeCommittable()
+        guard !offsets.isEmpty else { return }
+        do {
+            try await consumer.commit(offsets)
+        } catch {
+            tracker.commitFailed(offsets)
+            logger.warning("offset commit failed (will retry): \(error)")
+        }
+    }
+}

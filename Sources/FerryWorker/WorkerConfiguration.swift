@@ -1,0 +1,51 @@
+import FerryCore
+import FerryEngine
+import FerryKafka
+import FerryS3
+import Foundation
+
+/// Everything a worker process needs; the command line fills it from flags
+/// and environment variables (see README, "Configuration").
+public struct WorkerConfiguration: Sendable {
+    /// Where objects live.
+    public enum Storage: Sendable {
+        case s3(S3Client.Configuration)
+        /// A `LocalObjectStore` directory (the embedded default).
+        case local(URL)
+    }
+
+    /// What this process runs.
+    public struct Roles: Sendable, Hashable {
+        public var transfers: Bool
+        public var triggers: Bool
+        public init(transfers: Bool = true, triggers: Bool = true) { self.transfers = transfers; self.triggers = triggers }
+    }
+
+    public var kafka: KafkaConfiguration
+    public var topics: Topics
+    public var storage: Storage
+    public var dataRoot: DataRoot
+    public var stateDirectory: URL
+    /// Names this worker in statuses and logs (default `hostname-pid`).
+    public var workerId: String
+    public var region: String
+    public var engine: TransferEngine.Configuration
+    public var roles: Roles
+    /// Minimum time between two `running` progress statuses of one transfer.
+    public var progressIntervalSeconds: Double
+    public var prefixResolver: any PrefixResolver
+
+    public init(kafka: KafkaConfiguration, topics: Topics = Topics(), storage: Storage, dataRoot: DataRoot,
+                stateDirectory: URL, workerId: String = WorkerConfiguration.defaultWorkerId, region: String,
+                engine: TransferEngine.Configuration = .init(), roles: Roles = .init(),
+                progressIntervalSeconds: Double = 0.5, prefixResolver: any PrefixResolver = DefaultPrefixResolver()) {
+        self.kafka = kafka; self.topics = topics; self.storage = storage; self.dataRoot = dataRoot
+        self.stateDirectory = stateDirectory; self.workerId = workerId; self.region = region
+        self.engine = engine; self.roles = roles; self.progressIntervalSeconds = progressIntervalSeconds
+        self.prefixResolver = prefixResolver
+    }
+
+    public static var defaultWorkerId: String {
+        "\(ProcessInfo.processInfo.hostName)-\(getpid())"
+    }
+}

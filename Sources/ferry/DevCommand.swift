@@ -1,0 +1,83 @@
+import ArgumentParser
+import FerryCore
+import FerryEngine
+import FerryKafka
+import FerryWorker
+import Foundation
+import Logging
+
+struct DevCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dev",
+        abstract: "Run Ferry on the embedded default: in-process Kafka (librdkafka's mock cluster), a local object store, a worker and the trigger dispatcher.",
+        discussion: """
+            Prints `Kafka bootstrap: <addresses>` so other clients (ferry enqueue, kcat) can reach the embedded cluster.
+            The mock cluster keeps messages in memory only: it is for trying Ferry out and for tests.
+
+            Examples:
+              ferry dev --demo          # enqueue uploads and a download, show the trigger's output, exit
+              ferry dev                 # keep running; in another shell:
+              ferry enqueue upload --bootstrap-servers <addresses> --bucket demo --key a.txt --source ferry-data/a.txt --wait
+            """)
+
+    @Flag(help: "Run a short demonstration through Kafka and exit (0 when every step worked).")
+    var demo = false
+
+    @Option(name: .customLong("data-root"), help: "Directory for file:// sources and destinations (default ./ferry-data).")
+    var dataRoot = "ferry-data"
+
+    @Option(name: .customLong("store-dir"), help: "Directory of the local object store (default ./.ferry/dev/objects).")
+    var storeDir = ".ferry/dev/objects"
+
+    @Option(name: .customLong("state-dir"), help: "Directory of the worker's SQLite state (default ./.ferry/dev/state).")
+    var stateDir = ".ferry/dev/state"
+
+    @Option(help: "Brokers in the embedded cluster.") var brokers = 3
+    @Option(help: "Partitions per topic.") var partitions = 4
+
+    @Option(name: .customLong("log-level"), help: "Log level (default warning with --demo, info otherwise).")
+    var logLevel: String?
+
+    func run() async throws {
+        var logOptions = LogOptions()
+        logOptions.level = logLevel ?? environment("FERRY_LOG_LEVEL") ?? (demo ? "warning" : "info")
+        let logger = try logOptions.bootstrap(label: "ferry.dev")
+        try FileManager.default.createDirectory(atPath: dataRoot, withIntermediateDirectories: true)
+
+        let topics = Topics()
+        let cluster = try EmbeddedKafkaCluster(brokers: brokers, logger: logger)
+        for topic in topics.all { try cluster.createTopic(topic, partitions: partitions) }
+        print("Kafka bootstrap: \(cluster.bootstrapServers)")
+        flushStandardOutput()
+
+        let root = try DataRoot(dataRoot)
+        let configuration = WorkerConfiguration(
+            kafka: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), topics: topics,
+            storage: .local(URL(fileURLWithPath: storeDir)), dataRoot: root,
+            stateDirectory: URL(fileURLWithPath: stateDir), region: "us-east-1")
+        let registry = try TriggerSetup.registry(dataRoot: root, region: configuration.region)
+
+        guard demo else {
+            print("Object store: \(URL(fileURLWithPath: storeDir).standardizedFileURL.path)")
+            print("Data root:    \(root.path)")
+            print("Ready. Enqueue with: ferry enqueue upload --bootstrap-servers \(cluster.bootstrapServers) --bucket demo --key hello.txt --source \(root.path)/hello.txt --wait")
+            flushStandardOutput()
+            try await runUntilSignalled {
+                try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger)
+            }
+            return
+        }
+
+        let runtime = Task { try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger) }
+        let succeeded: Bool
+        do {
+            succeeded = try await Demo(bootstrapServers: cluster.bootstrapServers, dataRoot: root, logger: logger).run()
+        } catch {
+            print("demo failed: \(error)")
+            succeeded = false
+        }
+        runtime.cancel()
+        _ = try? await runtime.value
+        if !succeeded { throw ExitCode.failure }
+    }
+}

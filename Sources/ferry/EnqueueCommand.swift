@@ -1,0 +1,114 @@
+import ArgumentParser
+import FerryClient
+import FerryCore
+import Foundation
+import Logging
+
+struct EnqueueCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "enqueue",
+        abstract: "Send a transfer request to Ferry and print its id; with --wait, follow it to the end.",
+        discussion: """
+            A local path for --source/--destination becomes a file:// URI (it must be under the workers' data root).
+
+            Examples:
+              ferry enqueue upload --bucket photos --key cat.jpg --source /srv/ferry/in/cat.jpg --wait
+              ferry enqueue download --bucket photos --key cat.jpg --destination /srv/ferry/out/cat.jpg
+              ferry enqueue delete --bucket photos --key cat.jpg --access-level private --identity-id alice
+              ferry enqueue copy --bucket photos --key copy.jpg --source s3://photos/public/cat.jpg
+            Exit codes: 0 enqueued (or completed, with --wait); 1 ended failed/cancelled/rejected; 3 --timeout passed.
+            """)
+
+    @Argument(help: "upload, download, delete or copy.")
+    var op: String
+
+    @OptionGroup var kafka: KafkaOptions
+    @OptionGroup var log: LogOptions
+
+    @Option(help: "Bucket.") var bucket: String
+    @Option(help: "Key, before the access-level prefix.") var key: String
+    @Option(help: "Upload source: a path, file:///…, data:…, https://…; copy source: s3://bucket/key.") var source: String?
+    @Option(help: "Download destination: a path or file:///….") var destination: String?
+    @Option(help: "Transfer id (idempotency key; default a new UUID).") var id: String?
+    @Option(name: .customLong("access-level"), help: "guest, protected or private (default guest).") var accessLevel: String?
+    @Option(name: .customLong("identity-id"), help: "Who acts.") var identityId: String?
+    @Option(name: .customLong("target-identity-id"), help: "Owner of a protected object being read.") var targetIdentityId: String?
+    @Option(name: .customLong("content-type"), help: "Content type (default from the file extension).") var contentType: String?
+    @Option(name: .customLong("metadata"), parsing: .singleValue, help: "User metadata NAME=VALUE (repeatable).") var metadata: [String] = []
+    @Flag(help: "Follow the transfer's statuses until it ends.") var wait = false
+    @Option(help: "With --wait: give up after this many seconds (default 600).") var timeout: Double = 600
+
+    func run() async throws {
+        let logger = try log.bootstrap(label: "ferry.enqueue")
+        guard let operation = TransferOperation(rawValue: op) else {
+            throw ValidationError("unknown operation '\(op)': use upload, download, delete or copy")
+        }
+        let request = try makeRequest(operation)
+        if let problem = RequestDecoder.validate(request) { throw ValidationError(problem.message) }
+        let configuration = try kafka.configuration()
+        let client = try TransferClient(bootstrapServers: configuration.properties["bootstrap.servers"]!,
+                                        properties: try kafka.properties(), topics: kafka.topics, logger: logger)
+        guard wait else {
+            try await client.enqueue(request)
+            print(request.id)
+            return
+        }
+        let statuses = try await client.enqueueAndFollow(request)
+        print(request.id)
+        let display = ProgressDisplay(label: "\(op) \(bucket)/\(key)")
+        let final = try await Self.lastStatus(statuses, display: display, timeout: timeout)
+        guard let final else {
+            display.finish(message: "timed out after \(Int(timeout)) s waiting for \(request.id)")
+            throw ExitCode(FerryExit.timedOut)
+        }
+        if final.state != .completed { throw ExitCode(FerryExit.transferNotCompleted) }
+    }
+
+    /// Shows each status; returns the terminal one, or nil on timeout.
+    static func lastStatus(_ statuses: AsyncStream<TransferStatus>, display: ProgressDisplay, timeout: Double) async throws -> TransferStatus? {
+        try await withThrowingTaskGroup(of: TransferStatus?.self) { group in
+            group.addTask {
+                for await status in statuses {
+                    display.show(status)
+                    if status.state.isTerminal { return status }
+                }
+                return nil
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(timeout))
+                return nil
+            }
+            let first = try await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+
+    func makeRequest(_ operation: TransferOperation) throws -> TransferRequest {
+        var pairs: [String: String] = [:]
+        for pair in metadata {
+            guard let eq = pair.firstIndex(of: "="), eq != pair.startIndex else {
+                throw ValidationError("--metadata wants NAME=VALUE, got '\(pair)'")
+            }
+            pairs[String(pair[..<eq])] = String(pair[pair.index(after: eq)...])
+        }
+        var level: AccessLevel?
+        if let accessLevel {
+            guard let parsed = AccessLevel(rawValue: accessLevel) else {
+                throw ValidationError("--access-level must be guest, protected or private")
+            }
+            level = parsed
+        }
+        return TransferRequest(
+            id: id ?? UUID().uuidString.lowercased(), op: operation, bucket: bucket, key: key, accessLevel: level,
+            identityId: identityId, targetIdentityId: targetIdentityId,
+            source: source.map { operation == .copy ? $0 : Self.uri($0) }, destination: destination.map(Self.uri),
+            contentType: contentType, metadata: pairs.isEmpty ? nil : pairs)
+    }
+
+    /// A local path becomes an absolute file:// URI; URIs pass unchanged.
+    static func uri(_ pathOrURI: String) -> String {
+        if pathOrURI.contains("://") || pathOrURI.hasPrefix("data:") { return pathOrURI }
+        return URL(fileURLWithPath: pathOrURI).standardizedFileURL.absoluteString
+    }
+}

@@ -1,0 +1,95 @@
+import ArgumentParser
+import FerryCore
+import FerryEngine
+import FerryTriggers
+import FerryWorker
+import Foundation
+import Logging
+import Triggers
+
+struct WorkerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "worker",
+        abstract: "Consume transfer requests, run them, publish statuses and events, and dispatch triggers.",
+        discussion: """
+            Examples:
+              ferry worker --bootstrap-servers kafka:9092 --s3-endpoint http://127.0.0.1:7480 --data-root /srv/ferry
+              FERRY_BOOTSTRAP_SERVERS=kafka:9092 AWS_REGION=eu-west-1 ferry worker --data-root /srv/ferry
+              ferry worker --bootstrap-servers 127.0.0.1:9092 --local-store /var/lib/ferry/objects --data-root /srv/ferry
+            """)
+
+    @OptionGroup var kafka: KafkaOptions
+    @OptionGroup var s3: S3Options
+    @OptionGroup var log: LogOptions
+
+    @Option(name: .customLong("data-root"), help: "Directory that file:// sources and destinations must be inside (env FERRY_DATA_ROOT).")
+    var dataRoot: String?
+
+    @Option(name: .customLong("state-dir"), help: "Directory of this worker's SQLite state (env FERRY_STATE_DIR; default .ferry).")
+    var stateDir: String?
+
+    @Option(name: .customLong("local-store"), help: "Keep objects in this directory instead of S3 (env FERRY_LOCAL_STORE).")
+    var localStore: String?
+
+    @Option(name: .customLong("max-transfers"), help: "Transfers run at once (env FERRY_MAX_TRANSFERS; default 8).")
+    var maxTransfers: Int?
+
+    @Option(name: .customLong("worker-id"), help: "Name in statuses and logs (env FERRY_WORKER_ID; default HOST-PID).")
+    var workerId: String?
+
+    @Option(help: "all, transfers or triggers (env FERRY_ROLE; default all).")
+    var role: String?
+
+    func run() async throws {
+        let logger = try log.bootstrap(label: "ferry.worker")
+        let configuration = try makeConfiguration()
+        let registry = try TriggerSetup.registry(dataRoot: configuration.dataRoot, region: configuration.region)
+        try await runUntilSignalled {
+            try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger)
+        }
+    }
+
+    func makeConfiguration() throws -> WorkerConfiguration {
+        let kafkaConfiguration = try kafka.configuration()
+        guard let root = dataRoot ?? environment("FERRY_DATA_ROOT") else {
+            throw ValidationError("no data root: pass --data-root or set FERRY_DATA_ROOT")
+        }
+        let storage: WorkerConfiguration.Storage
+        if let local = localStore ?? environment("FERRY_LOCAL_STORE") {
+            storage = .local(URL(fileURLWithPath: local))
+        } else {
+            storage = .s3(try s3.configuration())
+        }
+        var engine = TransferEngine.Configuration()
+        if let max = maxTransfers ?? environment("FERRY_MAX_TRANSFERS").flatMap(Int.init) {
+            guard max > 0 else { throw ValidationError("--max-transfers must be at least 1") }
+            engine.maxTransfers = max
+        }
+        let roles: WorkerConfiguration.Roles
+        switch role ?? environment("FERRY_ROLE") ?? "all" {
+        case "all": roles = .init(transfers: true, triggers: true)
+        case "transfers": roles = .init(transfers: true, triggers: false)
+        case "triggers": roles = .init(transfers: false, triggers: true)
+        case let other: throw ValidationError("--role must be all, transfers or triggers, got '\(other)'")
+        }
+        return WorkerConfiguration(
+            kafka: kafkaConfiguration, topics: kafka.topics, storage: storage, dataRoot: try DataRoot(root),
+            stateDirectory: URL(fileURLWithPath: stateDir ?? environment("FERRY_STATE_DIR") ?? ".ferry"),
+            workerId: workerId ?? environment("FERRY_WORKER_ID") ?? WorkerConfiguration.defaultWorkerId,
+            region: s3.resolvedRegion, engine: engine, roles: roles)
+    }
+}
+
+/// Builds the trigger registry from `triggers/Registrations.swift`.
+enum TriggerSetup {
+    static func registry(dataRoot: DataRoot, region: String) throws -> TriggerRegistry {
+        var registry = TriggerRegistry()
+        let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: dataRoot.path), region: region)
+        do {
+            try Registrations.register(into: &registry, environment: environment)
+        } catch {
+            throw ValidationError("trigger registration failed: \(error)")
+        }
+        return registry
+    }
+}

@@ -1,0 +1,50 @@
+import FerryTriggers
+import Foundation
+import Synchronization
+
+/// Example trigger: appends one JSON line per S3 event record to
+/// `<data root>/audit/audit.jsonl` — event name, bucket, decoded key, size,
+/// eTag, sequencer. Delivery is at-least-once, so a line may repeat after a
+/// crash; readers deduplicate by (bucket, key, sequencer).
+public struct AuditLogHandler: S3EventHandler {
+    public let file: URL
+
+    public init(file: URL) { self.file = file }
+
+    public struct Line: Codable, Hashable, Sendable {
+        public var eventName: String
+        public var bucket: String
+        public var key: String
+        public var size: Int64?
+        public var eTag: String?
+        public var sequencer: String?
+        public var eventTime: String
+    }
+
+    public func handle(_ event: S3Event, context: TriggerContext) async throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var text = Data()
+        for record in event.records {
+            let line = Line(eventName: record.eventName, bucket: record.s3.bucket.name, key: record.s3.object.decodedKey,
+                            size: record.s3.object.size, eTag: record.s3.object.eTag,
+                            sequencer: record.s3.object.sequencer, eventTime: record.eventTime)
+            text.append(try encoder.encode(line))
+            text.append(0x0A)
+        }
+        try AuditFile.append(text, to: file)
+        context.logger.info("audit: \(event.records.count) record(s) appended to \(file.path)")
+    }
+}
+
+/// Appends whole lines with O_APPEND, so concurrent writers never interleave within a line.
+enum AuditFile {
+    static func append(_ data: Data, to file: URL) throws {
+        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+        let fd = open(file.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        defer { close(fd) }
+        let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == data.count else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    }
+}
