@@ -76,7 +76,7 @@ public final class S3Client: ObjectStore {
                                         requestId: response.header("x-amz-request-id"))
         }
         var result = writeResult(response)
-        result.eTag = fields["ETag"] ?? result.eTag
+        result.eTag = fields["ETag"].map(Self.quotedETag) ?? result.eTag
         return result
     }
 
@@ -118,6 +118,13 @@ public final class S3Client: ObjectStore {
                                         requestId: response.header("x-amz-request-id"))
         }
         return response
+    }
+
+    /// ETags in XML bodies come quoted from some servers and bare from others;
+    /// Ferry always uses the quoted form of the HTTP header.
+    static func quotedETag(_ value: String) -> String {
+        let bare = value.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        return "\"\(bare)\""
     }
 
     private func writeResult(_ response: HTTPResponse) -> ObjectWriteResult {

@@ -1,0 +1,68 @@
+import FerryCore
+import Foundation
+import Testing
+
+@Suite struct RequestDecoderTests {
+    func decode(_ json: String) -> Result<TransferRequest, RequestDecoder.Failure> {
+        RequestDecoder.decode(Array(json.utf8))
+    }
+
+    @Test func decodesAFullUpload() throws {
+        let json = """
+            {"id":"job-1","op":"upload","bucket":"photos","key":"cats/a b.jpg","accessLevel":"protected",
+             "identityId":"alice","source":"file:///data/a.jpg","contentType":"image/jpeg",
+             "metadata":{"camera":"x100"},"options":{"partSizeBytes":8388608,"retryLimit":0},"unknownField":42}
+            """
+        let request = try decode(json).get()
+        #expect(request.id == "job-1")
+        #expect(request.op == .upload)
+        #expect(request.key == "cats/a b.jpg")
+        #expect(request.effectiveAccessLevel == .protected)
+        #expect(request.metadata == ["camera": "x100"])
+        #expect(request.options?.retryLimit == 0)
+        #expect(request.kafkaKey == "photos/cats/a b.jpg")
+    }
+
+    @Test(arguments: [
+        ("not json at all", "MalformedRequest", nil as String?),
+        ("[1,2,3]", "MalformedRequest", nil),
+        (#"{"id":"a1","op":"explode","bucket":"b","key":"k"}"#, "UnsupportedOperation", "a1"),
+        (#"{"id":"a2","op":"upload","bucket":"b"}"#, "InvalidRequest", "a2"),
+        (#"{"id":"a3","op":"upload","bucket":"b","key":"k"}"#, "InvalidRequest", "a3"),
+        (#"{"id":"a4","op":"download","bucket":"b","key":"k"}"#, "InvalidRequest", "a4"),
+        (#"{"id":"a5","op":"upload","bucket":"b","key":7,"source":"file:///x"}"#, "InvalidRequest", "a5"),
+        (#"{"id":"bad id!","op":"delete","bucket":"b","key":"k"}"#, "InvalidRequest", nil),
+        (#"{"id":"a6","op":"delete","bucket":"","key":"k"}"#, "InvalidRequest", "a6"),
+        (#"{"id":"a7","op":"delete","bucket":"b","key":"k","accessLevel":"private"}"#, "InvalidRequest", "a7"),
+        (#"{"id":"a8","op":"delete","bucket":"b","key":"k","accessLevel":"secret"}"#, "InvalidRequest", "a8"),
+    ])
+    func rejectsBadInputWithACode(json: String, code: String, id: String?) {
+        guard case .failure(let failure) = decode(json) else {
+            Issue.record("accepted \(json)")
+            return
+        }
+        #expect(failure.error.code.rawValue == code)
+        #expect(failure.id == id)
+        #expect(!failure.error.message.isEmpty)
+    }
+
+    @Test func idLimits() {
+        let longest = String(repeating: "a", count: 128)
+        #expect((try? decode(#"{"id":"\#(longest)","op":"delete","bucket":"b","key":"k"}"#).get()) != nil)
+        #expect((try? decode(#"{"id":"\#(longest)a","op":"delete","bucket":"b","key":"k"}"#).get()) == nil)
+        #expect((try? decode(#"{"id":"A.b_c:d-9","op":"delete","bucket":"b","key":"k"}"#).get()) != nil)
+    }
+
+    @Test func prefixResolution() throws {
+        let resolver = DefaultPrefixResolver()
+        var request = TransferRequest(id: "x", op: .upload, bucket: "b", key: "k.txt", source: "file:///a")
+        #expect(try resolver.objectKey(for: request) == "public/k.txt")
+        request.accessLevel = .private
+        request.identityId = "alice"
+        #expect(try resolver.objectKey(for: request) == "private/alice/k.txt")
+        request = TransferRequest(id: "x", op: .download, bucket: "b", key: "k.txt", accessLevel: .protected,
+                                  identityId: "bob", targetIdentityId: "alice", destination: "file:///a")
+        #expect(try resolver.objectKey(for: request) == "protected/alice/k.txt")
+        #expect(try PassThroughPrefixResolver().objectKey(for: request) == "k.txt")
+    }
+}

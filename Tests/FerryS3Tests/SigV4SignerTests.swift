@@ -1,0 +1,109 @@
+import FerryS3
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// Ferry's signer against botocore's, stage by stage, for fixed inputs and time.
+@Suite struct SigV4SignerTests {
+    struct Case: Encodable {
+        var method: String
+        var url: String
+        var headers: [String: String]
+        var body: String
+        var region: String
+        var amzDate: String
+        var accessKeyId: String
+        var secretAccessKey: String
+        var sessionToken: String?
+        var presignExpires: Int?
+    }
+
+    struct HeaderResult: Decodable { var canonicalRequest: String; var stringToSign: String; var signature: String }
+    struct PresignResult: Decodable { var url: String; var query: [String: String] }
+
+    static let date = Date(timeIntervalSince1970: 1_369_353_600)  // 2013-05-24T00:00:00Z
+    static let credentials = AWSCredentials(accessKeyId: "AKIAIOSFODNN7EXAMPLE",
+                                            secretAccessKey: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+
+    /// (method, host, raw path, raw query, headers, body, token)
+    static let inputs: [(String, String, String, [(String, String)], [(String, String)], String, String?)] = [
+        ("GET", "127.0.0.1:9000", "/bucket/key.txt", [], [], "", nil),
+        ("PUT", "127.0.0.1:9000", "/photos/a b+c/ü&=$@!'().jpg", [],
+         [("content-type", "image/jpeg"), ("x-amz-meta-camera", "  x100   v  "), ("content-md5", "XUFAKrxLKna5cZ2REBfFkg==")],
+         "hello", nil),
+        ("GET", "examplebucket.s3.amazonaws.com", "/", [("list-type", "2"), ("prefix", "a b/ü"), ("max-keys", "10")], [], "",
+         "FQoGZXIvYXdzEJr//////////wEaDOtoken+/="),
+        ("DELETE", "localhost:7480", "/b/~tilde_-.key", [("versionId", "3/L4kqtJl40Nr8X8gdRQBpUMLUo")], [], "", nil),
+    ]
+
+    func encodedURL(host: String, path: String, query: [(String, String)]) -> String {
+        var url = "http://\(host)\(SigV4Signer.uriEncode(path, keepSlash: true))"
+        if !query.isEmpty {
+            url += "?" + query.map { "\(SigV4Signer.uriEncode($0.0))=\(SigV4Signer.uriEncode($0.1))" }.joined(separator: "&")
+        }
+        return url
+    }
+
+    func botocore<R: Decodable>(_ cases: [Case]) async throws -> [R] {
+        let script = TestPaths.python.appendingPathComponent("botocore_sigv4.py").path
+        let output = try await runChecked("python3", [script], input: try JSONEncoder().encode(cases))
+        return try JSONDecoder().decode([R].self, from: Data(output.utf8))
+    }
+
+    @Test func headerSignaturesMatchBotocore() async throws {
+        var cases: [Case] = []
+        var ours: [(canonical: String, stringToSign: String, signature: String)] = []
+        for (method, host, path, query, headers, body, token) in Self.inputs {
+            var credentials = Self.credentials
+            credentials.sessionToken = token
+            let signer = SigV4Signer(credentials: credentials, region: "us-east-1")
+            let payloadHash = Digest.sha256(Array(body.utf8)).hexString
+            let request = SigV4Signer.Request(method: method, host: host, path: path, query: query,
+                                              headers: headers, payloadHash: payloadHash)
+            let signed = signer.signedHeaders(for: request, at: Self.date)
+            var full = request
+            full.headers = signed.filter { $0.0 != "authorization" }
+            let canonical = signer.canonicalRequest(full).text
+            let sts = signer.stringToSign(canonicalRequest: canonical, amzDate: "20130524T000000Z",
+                                          scope: signer.credentialScope(Self.date))
+            let authorization = try #require(signed.first { $0.0 == "authorization" }?.1)
+            let signature = String(try #require(authorization.split(separator: "=").last))
+            ours.append((canonical, sts, signature))
+            cases.append(Case(method: method, url: encodedURL(host: host, path: path, query: query),
+                              headers: Dictionary(uniqueKeysWithValues: headers), body: body, region: "us-east-1",
+                              amzDate: "20130524T000000Z", accessKeyId: credentials.accessKeyId,
+                              secretAccessKey: credentials.secretAccessKey, sessionToken: token))
+        }
+        let theirs: [HeaderResult] = try await botocore(cases)
+        #expect(theirs.count == ours.count)
+        for (mine, reference) in zip(ours, theirs) {
+            #expect(mine.canonical == reference.canonicalRequest)
+            #expect(mine.stringToSign == reference.stringToSign)
+            #expect(mine.signature == reference.signature)
+        }
+    }
+
+    @Test func presignedQueryMatchesBotocore() async throws {
+        let signer = SigV4Signer(credentials: Self.credentials, region: "eu-west-1")
+        let request = SigV4Signer.Request(method: "GET", host: "127.0.0.1:9000", path: "/bucket/dir/a b.txt",
+                                          payloadHash: SigV4Signer.unsignedPayload)
+        let query = signer.presignedQuery(for: request, at: Self.date, expires: 3600)
+        let theirs: [PresignResult] = try await botocore([Case(
+            method: "GET", url: encodedURL(host: "127.0.0.1:9000", path: "/bucket/dir/a b.txt", query: []), headers: [:],
+            body: "", region: "eu-west-1", amzDate: "20130524T000000Z", accessKeyId: Self.credentials.accessKeyId,
+            secretAccessKey: Self.credentials.secretAccessKey, presignExpires: 3600)])
+        let reference = try #require(theirs.first)
+        #expect(Dictionary(uniqueKeysWithValues: query) == reference.query)
+    }
+
+    /// AWS's published example (S3 API reference, "Example: GET Object").
+    @Test func awsDocumentedGetObjectExample() {
+        let signer = SigV4Signer(credentials: Self.credentials, region: "us-east-1")
+        let request = SigV4Signer.Request(method: "GET", host: "examplebucket.s3.amazonaws.com", path: "/test.txt",
+                                          headers: [("range", "bytes=0-9")], payloadHash: SigV4Signer.emptyPayloadHash)
+        let authorization = signer.signedHeaders(for: request, at: Self.date).first { $0.0 == "authorization" }?.1
+        #expect(authorization == "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
+                + "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
+                + "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import Synchronization
+
+/// The result of a finished command.
+public struct CommandResult: Sendable {
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
+}
+
+public struct CommandFailed: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// Starts `executable` (looked up in PATH unless absolute) with posix_spawn,
+/// its stdin, stdout and stderr bound to the given files. Foundation's Process
+/// is avoided: its waitUntilExit can spin forever on Linux.
+func spawn(_ executable: String, _ arguments: [String], environment: [String: String],
+           stdin: String, stdout: String, stderr: String) throws -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, stdin, O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    // Own process group, so a stop reaches the child's children too.
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+    posix_spawnattr_setpgroup(&attributes, 0)
+
+    let env = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
+    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+    let envp = env.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
+    var pid: pid_t = 0
+    let rc = posix_spawnp(&pid, executable, &actions, &attributes, argv, envp)
+    guard rc == 0 else { throw CommandFailed(description: "cannot start \(executable): \(String(cString: strerror(rc)))") }
+    return pid
+}
+
+/// Waits for `pid` without blocking the cooperative pool; returns its exit status
+/// (128 + signal when it was killed).
+func waitForExit(_ pid: pid_t) async -> Int32 {
+    await withCheckedContinuation { continuation in
+        DispatchQueue.global().async {
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            continuation.resume(returning: exitCode(status))
+        }
+    }
+}
+
+func exitCode(_ status: Int32) -> Int32 {
+    let signal = status & 0x7f
+    return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+}
+
+/// Runs a command to completion; stdin from `input`. Killed after `timeout` seconds.
+public func runCommand(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                       input: Data? = nil, timeout: Double = 120) async throws -> CommandResult {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-cmd-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let inPath = dir.appendingPathComponent("in").path, outPath = dir.appendingPathComponent("out").path
+    let errPath = dir.appendingPathComponent("err").path
+    try (input ?? Data()).write(to: URL(fileURLWithPath: inPath))
+    let pid = try spawn(executable, arguments, environment: environment, stdin: inPath, stdout: outPath, stderr: errPath)
+    let timer = DispatchWorkItem { kill(-pid, SIGKILL) }
+    DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: timer)
+    let status = await waitForExit(pid)
+    timer.cancel()
+    let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
+    let err = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
+    return CommandResult(status: status, stdout: out, stderr: err)
+}
+
+/// Like `runCommand`, but throws with the command's output when it exits non-zero.
+@discardableResult
+public func runChecked(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                       input: Data? = nil, timeout: Double = 120) async throws -> String {
+    let result = try await runCommand(executable, arguments, environment: environment, input: input, timeout: timeout)
+    guard result.status == 0 else {
+        throw CommandFailed(description: "\(executable) \(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)\(result.stdout)")
+    }
+    return result.stdout
+}
+
+/// A long-running child (a server, a worker) whose output goes to a log file.
+/// It is killed when stopped or deallocated.
+public final class BackgroundProcess: Sendable {
+    public let pid: pid_t
+    public let logFile: URL
+    public let name: String
+    private let reaped = Atomic<Bool>(false)
+
+    public init(name: String, executable: String, arguments: [String], environment: [String: String] = [:],
+                logDirectory: URL) throws {
+        self.name = name
+        logFile = logDirectory.appendingPathComponent("\(name).log")
+        pid = try spawn(executable, arguments, environment: environment, stdin: "/dev/null",
+                        stdout: logFile.path, stderr: logFile.path)
+    }
+
+    /// Whether the process has not exited (a zombie counts as exited).
+    public var isRunning: Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return false }
+        guard let close = stat.lastIndex(of: ")") else { return false }
+        let state = stat[stat.index(close, offsetBy: 2)]
+        return state != "Z" && state != "X"
+    }
+
+    public var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
+
+    /// Sends `signal` and waits up to `timeout` seconds for the exit, then
+    /// SIGKILLs the process group. Returns the exit status.
+    @discardableResult
+    public func stop(signal: Int32 = SIGTERM, timeout: Double = 20) async -> Int32 {
+        kill(pid, signal)
+        let deadline = Date().addingTimeInterval(timeout)
+        while isRunning && Date() < deadline { try? await Task.sleep(for: .milliseconds(50)) }
+        if isRunning { kill(-pid, SIGKILL) }
+        let status = await waitForExit(pid)
+        reaped.store(true, ordering: .releasing)
+        return status
+    }
+
+    deinit {
+        guard !reaped.load(ordering: .acquiring) else { return }
+        kill(-pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, WNOHANG)
+    }
+}
+
+/// Polls `condition` until it holds or `timeout` passes; returns whether it held.
+public func eventually(timeout: Double = 30, every interval: Double = 0.2,
+                       _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .seconds(interval))
+    }
+    return try await condition()
+}

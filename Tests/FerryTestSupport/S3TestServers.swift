@@ -1,0 +1,111 @@
+import Foundation
+
+/// An S3 server the tests run against, with the credentials it accepts.
+public protocol S3TestServer: Sendable {
+    var name: String { get }
+    var endpoint: String { get }
+    var accessKeyId: String { get }
+    var secretAccessKey: String { get }
+    func stop() async
+}
+
+extension S3TestServer {
+    /// Environment variables for clients (ferry, boto3) of this server.
+    public var clientEnvironment: [String: String] {
+        ["AWS_ACCESS_KEY_ID": accessKeyId, "AWS_SECRET_ACCESS_KEY": secretAccessKey, "AWS_REGION": "us-east-1",
+         "AWS_ENDPOINT_URL": endpoint, "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required"]
+    }
+}
+
+/// moto's S3 server (`python3 -m moto.server`): speaks S3, accepts any signature.
+public final class MotoServer: S3TestServer {
+    public let name = "moto"
+    public let endpoint: String
+    public let accessKeyId = "testing"
+    public let secretAccessKey = "testing"
+    private let process: BackgroundProcess
+
+    private init(endpoint: String, process: BackgroundProcess) { self.endpoint = endpoint; self.process = process }
+
+    public static func start(logDirectory: URL) async throws -> MotoServer {
+        let port = TestPaths.freePort()
+        let process = try BackgroundProcess(name: "moto", executable: "python3",
+                                            arguments: ["-m", "moto.server", "-H", "127.0.0.1", "-p", "\(port)"],
+                                            logDirectory: logDirectory)
+        let endpoint = "http://127.0.0.1:\(port)"
+        let up = await eventually(timeout: 30) { await httpAnswers(endpoint) }
+        guard up else { throw CommandFailed(description: "moto did not start: \(process.log)") }
+        return MotoServer(endpoint: endpoint, process: process)
+    }
+
+    public func stop() async { await process.stop() }
+}
+
+/// A throw-away Ceph RADOS Gateway (scripts/ceph-rgw): a production S3 server
+/// that checks SigV4 signatures and Content-MD5.
+public final class CephGateway: S3TestServer {
+    public let name = "ceph-rgw"
+    public let endpoint: String
+    public let accessKeyId: String
+    public let secretAccessKey: String
+    private let directory: URL
+
+    private init(endpoint: String, accessKeyId: String, secretAccessKey: String, directory: URL) {
+        self.endpoint = endpoint; self.accessKeyId = accessKeyId; self.secretAccessKey = secretAccessKey
+        self.directory = directory
+    }
+
+    /// Whether radosgw is installed (the test command installs it).
+    public static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/radosgw") }
+
+    public static func start() async throws -> CephGateway {
+        let directory = try TestPaths.temporaryDirectory("rgw")
+        let port = TestPaths.freePort()
+        let script = TestPaths.repositoryRoot.appendingPathComponent("scripts/ceph-rgw/rgw-up.sh").path
+        try await runChecked(script, [directory.appendingPathComponent("cluster").path, "\(port)"], timeout: 180)
+        let env = try String(contentsOf: directory.appendingPathComponent("cluster/s3.env"), encoding: .utf8)
+        func value(_ name: String) -> String {
+            env.split(separator: "\n").first { $0.contains("\(name)=") }
+                .map { String($0.split(separator: "=", maxSplits: 1)[1]) } ?? ""
+        }
+        return CephGateway(endpoint: value("AWS_ENDPOINT_URL"), accessKeyId: value("AWS_ACCESS_KEY_ID"),
+                           secretAccessKey: value("AWS_SECRET_ACCESS_KEY"), directory: directory)
+    }
+
+    public func stop() async {
+        let script = TestPaths.repositoryRoot.appendingPathComponent("scripts/ceph-rgw/rgw-down.sh").path
+        _ = try? await runCommand(script, [directory.appendingPathComponent("cluster").path, "--purge"])
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// Whether an HTTP server answers at `url` (any status).
+public func httpAnswers(_ url: String) async -> Bool {
+    let result = try? await runCommand("curl", ["-s", "-o", "/dev/null", "-m", "2", url], timeout: 5)
+    return result?.status == 0
+}
+
+/// boto3, through Tests/python/s3_client.py.
+public struct Boto3: Sendable {
+    public let server: any S3TestServer
+
+    public init(_ server: any S3TestServer) { self.server = server }
+
+    @discardableResult
+    public func callAsFunction(_ arguments: String...) async throws -> String {
+        try await runChecked("python3", [TestPaths.python.appendingPathComponent("s3_client.py").path, server.endpoint] + arguments,
+                             environment: server.clientEnvironment)
+    }
+
+    public struct ObjectHead: Decodable, Sendable {
+        public var ETag: String
+        public var ContentLength: Int64
+        public var ContentType: String?
+        public var Metadata: [String: String]
+    }
+
+    /// Downloads an object to `file` and returns its attributes.
+    public func get(bucket: String, key: String, to file: URL) async throws -> ObjectHead {
+        try JSONDecoder().decode(ObjectHead.self, from: Data(try await self("get", bucket, key, file.path).utf8))
+    }
+}

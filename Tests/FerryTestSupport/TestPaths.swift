@@ -1,0 +1,47 @@
+import Foundation
+
+/// Where the repository, the built `ferry` binary and the Python helpers are.
+public enum TestPaths {
+    public static let repositoryRoot: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    public static let python = repositoryRoot.appendingPathComponent("Tests/python")
+
+    /// The `ferry` executable built next to the test bundle (or `FERRY_BIN`).
+    public static var ferryBinary: String {
+        if let explicit = ProcessInfo.processInfo.environment["FERRY_BIN"] { return explicit }
+        let bundleDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for dir in [bundleDir, bundleDir.deletingLastPathComponent()] {
+            let candidate = dir.appendingPathComponent("ferry").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return repositoryRoot.appendingPathComponent(".build/debug/ferry").path
+    }
+
+    /// A new empty directory under the system temp dir.
+    public static func temporaryDirectory(_ label: String) throws -> URL {
+        let url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("ferry-test-\(label)-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        // Resolve /tmp symlinks so paths compare equal to what the worker resolves.
+        return URL(fileURLWithPath: realpath(url.path, nil).map { p in defer { free(p) }; return String(cString: p) } ?? url.path)
+    }
+
+    /// A TCP port on 127.0.0.1 that was free a moment ago.
+    public static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        withUnsafeMutablePointer(to: &address) { ptr in
+            ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                _ = bind(fd, sa, length)
+                _ = getsockname(fd, sa, &length)
+            }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}

@@ -1,0 +1,41 @@
+"""A tiny boto3 command line for tests: a real S3 client that no one here wrote.
+
+usage: s3_client.py ENDPOINT create-bucket BUCKET
+       s3_client.py ENDPOINT get BUCKET KEY OUTFILE      (prints JSON: ETag, ContentLength, ContentType, Metadata)
+       s3_client.py ENDPOINT put BUCKET KEY INFILE
+       s3_client.py ENDPOINT head BUCKET KEY
+Credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
+"""
+import json
+import os
+import sys
+
+import boto3
+from botocore.config import Config
+
+os.environ.setdefault("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")
+os.environ.setdefault("AWS_RESPONSE_CHECKSUM_VALIDATION", "when_required")
+endpoint, command, *args = sys.argv[1:]
+s3 = boto3.client("s3", endpoint_url=endpoint, region_name=os.environ.get("AWS_REGION", "us-east-1"),
+                  config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3}))
+if command == "create-bucket":
+    try:
+        s3.create_bucket(Bucket=args[0])
+    except s3.exceptions.BucketAlreadyOwnedByYou:
+        pass
+elif command == "get":
+    response = s3.get_object(Bucket=args[0], Key=args[1])
+    with open(args[2], "wb") as out:
+        out.write(response["Body"].read())
+    print(json.dumps({"ETag": response["ETag"], "ContentLength": response["ContentLength"],
+                      "ContentType": response.get("ContentType"), "Metadata": response.get("Metadata", {})}))
+elif command == "head":
+    response = s3.head_object(Bucket=args[0], Key=args[1])
+    print(json.dumps({"ETag": response["ETag"], "ContentLength": response["ContentLength"],
+                      "ContentType": response.get("ContentType"), "Metadata": response.get("Metadata", {})}))
+elif command == "put":
+    with open(args[2], "rb") as f:
+        response = s3.put_object(Bucket=args[0], Key=args[1], Body=f.read())
+    print(json.dumps({"ETag": response["ETag"]}))
+else:
+    sys.exit(f"unknown command {command}")
