@@ -83,7 +83,9 @@ let package = Package(
                 path: "Tests/FerryTestSupport"),
         .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore"]),
         .testTarget(name: "FerryS3Tests", dependencies: ["FerryS3", "FerryTestSupport"]),
-        .testTarget(name: "FerryTriggersTests", dependencies: ["FerryTriggers", "Triggers"]),
+        .testTarget(name: "FerryTriggersTests", dependencies: [
+            "FerryTriggers", "Triggers", "FerryKafka", "FerryTestSupport",
+        ]),
         .testTarget(name: "FerryKafkaTests", dependencies: ["FerryKafka", "FerryTestSupport"]),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore"]),
         .testTarget(name: "FerryIntegrationTests", dependencies: [

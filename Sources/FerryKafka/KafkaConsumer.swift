@@ -82,6 +82,9 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         }
     }
 
+    /// Messages fetched but not yet read.
+    public var bufferedCount: Int { buffer.count }
+
     public func makeAsyncIterator() -> MessageBuffer.Iterator { MessageBuffer.Iterator(buffer: buffer) }
 
     /// Commits `offsets` (each the offset of the next message to read) synchronously.

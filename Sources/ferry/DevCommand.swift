@@ -52,7 +52,8 @@ struct DevCommand: AsyncParsableCommand {
 
         let root = try DataRoot(dataRoot)
         let configuration = WorkerConfiguration(
-            kafka: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), topics: topics,
+            // The mock cluster forgets a departed group member only when its session times out.
+            kafka: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, ["session.timeout.ms": "6000"]), topics: topics,
             storage: .local(URL(fileURLWithPath: storeDir)), dataRoot: root,
             stateDirectory: URL(fileURLWithPath: stateDir), region: "us-east-1")
         let registry = try TriggerSetup.registry(dataRoot: root, region: configuration.region)

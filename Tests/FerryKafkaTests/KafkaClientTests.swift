@@ -1,0 +1,106 @@
+@testable import FerryKafka
+import FerryTestSupport
+import Foundation
+import Logging
+import Testing
+
+/// Producer and consumer against librdkafka's mock cluster, cross-checked with kcat.
+@Suite struct KafkaClientTests {
+    let logger = Logger(label: "test.kafka")
+
+    func cluster(topics: [String: Int]) throws -> EmbeddedKafkaCluster {
+        let cluster = try EmbeddedKafkaCluster(brokers: 3, logger: logger)
+        for (topic, partitions) in topics { try cluster.createTopic(topic, partitions: partitions) }
+        return cluster
+    }
+
+    func next(_ consumer: KafkaConsumer, timeout: Double = 30) async -> KafkaMessage? {
+        await withTaskGroup(of: KafkaMessage?.self) { group in
+            group.addTask { var it = consumer.makeAsyncIterator(); return await it.next() }
+            group.addTask { try? await Task.sleep(for: .seconds(timeout)); return nil }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            if first == nil { consumer.stopFetching() }
+            return first
+        }
+    }
+
+    @Test func committedOffsetsAreWhereAGroupResumes() async throws {
+        let cluster = try cluster(topics: ["t.commit": 1])
+        let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+        let producer = try KafkaProducer(configuration: kafka, logger: logger)
+        for i in 1...3 { try await producer.send(topic: "t.commit", key: "k", value: Array("m\(i)".utf8)) }
+
+        var group = kafka
+        group["group.id"] = "g1"
+        // The mock cluster drops a departed member only when its session times out.
+        group["session.timeout.ms"] = "6000"
+        let first = try KafkaConsumer(configuration: group, subscribing: ["t.commit"], logger: logger)
+        let m1 = try #require(await next(first))
+        #expect(String(decoding: m1.value, as: UTF8.self) == "m1")
+        try await first.commit([TopicPartitionOffset(topic: m1.topic, partition: m1.partition, offset: m1.offset + 1)])
+        first.close()
+
+        let second = try KafkaConsumer(configuration: group, subscribing: ["t.commit"], logger: logger)
+        let m2 = try #require(await next(second))
+        #expect(String(decoding: m2.value, as: UTF8.self) == "m2")
+        second.close()
+    }
+
+    @Test func interoperatesWithKcat() async throws {
+        let cluster = try cluster(topics: ["t.kcat": 2])
+        let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+        let producer = try KafkaProducer(configuration: kafka, logger: logger)
+        try await producer.send(topic: "t.kcat", key: "bucket/key", value: Array(#"{"a":1}"#.utf8),
+                                headers: [("ferry-error-code", "InvalidRequest")])
+        let kcat = Kcat(bootstrapServers: cluster.bootstrapServers)
+        let records = try await kcat.consumeAll(topic: "t.kcat")
+        #expect(records.count == 1)
+        #expect(records.first?.key == "bucket/key")
+        #expect(records.first?.value == #"{"a":1}"#)
+        #expect(records.first?.headers == "ferry-error-code=InvalidRequest")
+
+        try await kcat.produce(topic: "t.kcat", key: "from-kcat", value: "line one\nline two")
+        var group = kafka
+        group["group.id"] = "g2"
+        let consumer = try KafkaConsumer(configuration: group, subscribing: ["t.kcat"], logger: logger)
+        var seen: [String: String] = [:]
+        while seen.count < 2, let m = await next(consumer) {
+            seen[m.keyString ?? ""] = String(decoding: m.value, as: UTF8.self)
+        }
+        #expect(seen["from-kcat"] == "line one\nline two")
+        consumer.close()
+    }
+
+    @Test func fullBufferPausesFetchingWithoutLosingMessages() async throws {
+        let cluster = try cluster(topics: ["t.pause": 2])
+        let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+        let producer = try KafkaProducer(configuration: kafka, logger: logger)
+        for i in 0..<200 { try await producer.send(topic: "t.pause", key: "k\(i % 7)", value: Array("\(i)".utf8)) }
+        var group = kafka
+        group["group.id"] = "g3"
+        let consumer = try KafkaConsumer(configuration: group, subscribing: ["t.pause"], bufferCapacity: 8, logger: logger)
+        let first = try #require(await next(consumer))
+        try await Task.sleep(for: .seconds(2))
+        // The buffer stays bounded while nobody reads.
+        #expect(consumer.bufferedCount <= 8)
+        var values: Set<String> = [String(decoding: first.value, as: UTF8.self)]
+        while values.count < 200, let m = await next(consumer, timeout: 15) {
+            values.insert(String(decoding: m.value, as: UTF8.self))
+        }
+        #expect(values.count == 200)
+        consumer.close()
+    }
+
+    @Test func tailingSeesOnlyNewMessages() async throws {
+        let cluster = try cluster(topics: ["t.tail": 3])
+        let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+        let producer = try KafkaProducer(configuration: kafka, logger: logger)
+        try await producer.send(topic: "t.tail", key: "old", value: Array("old".utf8))
+        let tail = try await KafkaConsumer.tailing(topic: "t.tail", configuration: kafka, logger: logger)
+        try await producer.send(topic: "t.tail", key: "new", value: Array("new".utf8))
+        let m = try #require(await next(tail))
+        #expect(m.keyString == "new")
+        tail.close()
+    }
+}

@@ -1,0 +1,103 @@
+import FerryKafka
+import FerryTestSupport
+@testable import FerryTriggers
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+/// Lambda's asynchronous-invocation semantics, over the mock cluster.
+@Suite struct TriggerDispatcherTests {
+    let logger = Logger(label: "test.dispatcher")
+
+    /// Fails its first `failures` invocations, recording each attempt number.
+    final class FlakyHandler: S3EventHandler {
+        let failures: Int
+        let attempts = Mutex<[Int]>([])
+        init(failures: Int) { self.failures = failures }
+        func handle(_ event: S3Event, context: TriggerContext) async throws {
+            let n = attempts.withLock { $0.append(context.attempt); return $0.count }
+            if n <= failures { throw FerryError(.internalError, "planned failure \(n)") }
+        }
+    }
+
+    func event(key: String) -> S3Event {
+        S3Event(records: [S3Event.Record(
+            awsRegion: "us-east-1", eventTime: "2026-01-01T00:00:00.000Z", eventName: "ObjectCreated:Put",
+            userIdentity: .init(principalId: "p"), requestParameters: .init(sourceIPAddress: "127.0.0.1"),
+            responseElements: .init(requestId: "r", id2: "i"),
+            s3: .init(configurationId: "c", bucket: .init(name: "b", ownerIdentity: .init(principalId: "o")),
+                      object: .init(rawKey: key, size: 1, eTag: "e", sequencer: "01")))])
+    }
+
+    func run(_ triggers: [S3TriggerRegistration], messages: [String], until done: @escaping () -> Bool) async throws -> [Kcat.Record] {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
+        let topics = Topics(prefix: "t\(UUID().uuidString.prefix(6))")
+        for topic in topics.all { try cluster.createTopic(topic, partitions: 2) }
+        let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+        let producer = try KafkaProducer(configuration: kafka, logger: logger)
+        var registry = TriggerRegistry()
+        for t in triggers { try registry.register(t) }
+        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
+                                               topics: topics, kafka: kafka, producer: producer, logger: logger)
+        let running = Task { await dispatcher.run() }
+        for m in messages { try await producer.send(topic: topics.events, key: "b/k", value: Array(m.utf8)) }
+        let kcat = Kcat(bootstrapServers: cluster.bootstrapServers)
+        _ = await eventually(timeout: 40) { done() }
+        try await Task.sleep(for: .milliseconds(300))
+        running.cancel()
+        await running.value
+        return try await kcat.consumeAll(topic: topics.triggersDLQ)
+    }
+
+    func json(_ event: S3Event) throws -> String { String(decoding: try JSONEncoder().encode(event), as: UTF8.self) }
+
+    @Test func retriesThenSucceeds() async throws {
+        let handler = FlakyHandler(failures: 2)
+        let trigger = S3TriggerRegistration(name: "flaky", events: ["ObjectCreated:*"],
+                                            delivery: AsyncDelivery(maximumRetryAttempts: 2, retryDelaySeconds: 0.05), handler: handler)
+        let dlq = try await run([trigger], messages: [try json(event(key: "a"))]) { handler.attempts.withLock { $0.count } >= 3 }
+        #expect(handler.attempts.withLock { $0 } == [1, 2, 3])
+        #expect(dlq.isEmpty)
+    }
+
+    @Test func exhaustedRetriesWriteAnInvocationRecord() async throws {
+        let handler = FlakyHandler(failures: 100)
+        let trigger = S3TriggerRegistration(name: "broken", events: ["ObjectCreated:*"],
+                                            delivery: AsyncDelivery(maximumRetryAttempts: 1, retryDelaySeconds: 0.05), handler: handler)
+        let dlq = try await run([trigger], messages: [try json(event(key: "a b"))]) { handler.attempts.withLock { $0.count } >= 2 }
+        #expect(handler.attempts.withLock { $0 } == [1, 2])
+        let record = try #require(dlq.first)
+        let parsed = try JSONSerialization.jsonObject(with: Data(record.value.utf8)) as! [String: Any]
+        let context = parsed["requestContext"] as! [String: Any]
+        #expect(context["condition"] as? String == "RetriesExhausted")
+        #expect(context["functionArn"] as? String == "ferry:trigger:broken")
+        #expect(context["approximateInvokeCount"] as? Int == 2)
+        #expect((parsed["responsePayload"] as? [String: Any])?["errorMessage"] as? String == "InternalError: planned failure 2")
+        let payload = try JSONDecoder().decode(S3Event.self, from: JSONSerialization.data(withJSONObject: parsed["requestPayload"]!))
+        #expect(payload.records.first?.s3.object.decodedKey == "a b")
+    }
+
+    @Test func undecodableEventsAreDeadLetteredAndDoNotBlock() async throws {
+        let handler = FlakyHandler(failures: 0)
+        let trigger = S3TriggerRegistration(name: "ok", events: ["*"], handler: handler)
+        let dlq = try await run([trigger], messages: ["{not json", try json(event(key: "after"))]) {
+            handler.attempts.withLock { $0.count } >= 1
+        }
+        #expect(handler.attempts.withLock { $0.count } == 1)
+        #expect(dlq.count == 1)
+        #expect(dlq.first?.value.contains("UndecodableEvent") == true)
+    }
+
+    @Test func slowHandlersTimeOut() async throws {
+        struct Sleeper: S3EventHandler {
+            func handle(_ event: S3Event, context: TriggerContext) async throws { try await Task.sleep(for: .seconds(30)) }
+        }
+        let trigger = S3TriggerRegistration(name: "slow", events: ["*"],
+                                            delivery: AsyncDelivery(maximumRetryAttempts: 0, timeoutSeconds: 0.2), handler: Sleeper())
+        let started = Date()
+        // One 0.2 s attempt and no retry: two seconds is ample.
+        let dlq = try await run([trigger], messages: [try json(event(key: "x"))]) { Date().timeIntervalSince(started) > 2 }
+        #expect(dlq.first?.value.contains("timed out") == true)
+    }
+}

@@ -1,0 +1,77 @@
+import FerryTriggers
+import Foundation
+import Testing
+import Triggers
+
+@Suite struct TriggerMatchingTests {
+    struct Recorder: S3EventHandler {
+        func handle(_ event: S3Event, context: TriggerContext) async throws {}
+    }
+
+    func record(_ name: String, key: String) -> S3Event.Record {
+        S3Event.Record(awsRegion: "us-east-1", eventTime: "2026-01-01T00:00:00.000Z", eventName: name,
+                       userIdentity: .init(principalId: "p"), requestParameters: .init(sourceIPAddress: "127.0.0.1"),
+                       responseElements: .init(requestId: "r", id2: "i"),
+                       s3: .init(configurationId: "c", bucket: .init(name: "b", ownerIdentity: .init(principalId: "o")),
+                                 object: .init(rawKey: key, size: 1, eTag: "e", sequencer: "01")))
+    }
+
+    @Test(arguments: [
+        ("ObjectCreated:*", "ObjectCreated:Put", true),
+        ("ObjectCreated:*", "ObjectCreated:CompleteMultipartUpload", true),
+        ("s3:ObjectCreated:*", "ObjectCreated:Copy", true),
+        ("ObjectCreated:*", "s3:ObjectCreated:Put", true),
+        ("ObjectCreated:*", "ObjectRemoved:Delete", false),
+        ("ObjectCreated:Put", "ObjectCreated:Post", false),
+        ("ObjectRemoved:Delete", "ObjectRemoved:Delete", true),
+        ("*", "ObjectRemoved:DeleteMarkerCreated", true),
+        ("ObjectCreated", "ObjectCreated:Put", false),
+    ])
+    func eventTypePatterns(pattern: String, event: String, matches: Bool) {
+        #expect(EventTypePattern(pattern).matches(event) == matches)
+    }
+
+    @Test func prefixAndSuffixFilterTheDecodedKey() {
+        let trigger = S3TriggerRegistration(name: "jpg", events: ["ObjectCreated:*"], prefix: "public/my photos/",
+                                            suffix: ".jpg", handler: Recorder())
+        #expect(trigger.matches(record("ObjectCreated:Put", key: "public/my photos/a b.jpg")))
+        #expect(!trigger.matches(record("ObjectCreated:Put", key: "public/my photos/a.png")))
+        #expect(!trigger.matches(record("ObjectCreated:Put", key: "private/x/my photos/a.jpg")))
+        #expect(!trigger.matches(record("ObjectRemoved:Delete", key: "public/my photos/a.jpg")))
+    }
+
+    @Test func registryRefusesDuplicatesAndEmptyEventLists() throws {
+        var registry = TriggerRegistry()
+        try registry.register(S3TriggerRegistration(name: "a", events: ["*"], handler: Recorder()))
+        #expect(throws: TriggerRegistrationError.self) {
+            try registry.register(S3TriggerRegistration(name: "a", events: ["*"], handler: Recorder()))
+        }
+        #expect(throws: TriggerRegistrationError.self) {
+            try registry.register(S3TriggerRegistration(name: "b", events: [], handler: Recorder()))
+        }
+        #expect(registry.s3Triggers(for: record("ObjectCreated:Put", key: "k")).map(\.name) == ["a"])
+    }
+
+    @Test func shippedRegistrationsLoad() throws {
+        var registry = TriggerRegistry()
+        try Registrations.register(into: &registry, environment: TriggerEnvironment(dataRoot: URL(fileURLWithPath: "/tmp"), region: "us-east-1"))
+        #expect(registry.s3Triggers.map(\.name).contains("audit-log"))
+    }
+
+    @Test func auditHandlerWritesOneLinePerRecord() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-audit-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("audit/audit.jsonl")
+        let handler = AuditLogHandler(file: file)
+        let context = TriggerContext(requestId: "r", handlerName: "audit-log", attempt: 1, deadline: .distantFuture,
+                                     logger: .init(label: "t"), environment: .init(dataRoot: dir, region: "us-east-1"))
+        try await handler.handle(S3Event(records: [record("ObjectCreated:Put", key: "a b+c.txt"),
+                                                   record("ObjectRemoved:Delete", key: "z")]), context: context)
+        let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 2)
+        let first = try JSONDecoder().decode(AuditLogHandler.Line.self, from: Data(lines[0].utf8))
+        #expect(first.key == "a b+c.txt")
+        #expect(first.eventName == "ObjectCreated:Put")
+        #expect(first.size == 1)
+    }
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what Ferry needs on Debian 12, only when missing.
+#   install-deps.sh          build and run: C libraries (librdkafka, libcurl, OpenSSL, SQLite) and pkg-config
+#   install-deps.sh --test   also the test peers: kcat, curl, Ceph RADOS Gateway, moto[server] and boto3
+set -euo pipefail
+
+apt_packages=(pkg-config librdkafka-dev libcurl4-openssl-dev libssl-dev libsqlite3-dev)
+pip_modules=()
+if [ "${1:-}" = "--test" ]; then
+    apt_packages+=(kcat curl uuid-runtime radosgw ceph-mon ceph-osd)
+    pip_modules+=("moto[server]:moto.server" "boto3:boto3")
+fi
+
+missing=()
+for p in "${apt_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing Debian packages: ${missing[*]}"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    # radosgw and the ceph daemons: without recommends they are ~70 MB instead of a full Ceph.
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+for entry in "${pip_modules[@]}"; do
+    requirement=${entry%%:*}
+    module=${entry##*:}
+    if ! python3 -c "import $module" 2>/dev/null; then
+        echo "installing Python package: $requirement"
+        python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "$requirement"
+    fi
+done
