@@ -27,11 +27,13 @@ public final class TriggerDispatcher: Sendable {
         self.logger = logger
     }
 
-    /// Dispatches until the task is cancelled or the consumer is closed.
+    /// Dispatches until the task is cancelled; the event being dispatched then
+    /// finishes and is committed before the consumer leaves its group.
     public func run() async {
         await withTaskCancellationHandler {
             for await message in consumer {
-                await dispatch(message)
+                // Interrupted by shutdown: leave it uncommitted, it is delivered again.
+                guard await dispatch(message) else { break }
                 do {
                     try await consumer.commit([TopicPartitionOffset(topic: message.topic, partition: message.partition,
                                                                     offset: message.offset + 1)])
@@ -40,12 +42,14 @@ public final class TriggerDispatcher: Sendable {
                     logger.warning("trigger dispatcher: commit failed: \(error)")
                 }
             }
-        } onCancel: {
             consumer.close()
+        } onCancel: {
+            consumer.stopFetching()
         }
     }
 
-    func dispatch(_ message: KafkaMessage) async {
+    /// Returns false when shutdown interrupted an invocation.
+    func dispatch(_ message: KafkaMessage) async -> Bool {
         let event: S3Event
         do {
             event = try JSONDecoder().decode(S3Event.self, from: Data(message.value))
@@ -54,17 +58,19 @@ public final class TriggerDispatcher: Sendable {
             await deadLetter(InvocationRecord(requestId: UUID().uuidString, triggerName: "-", condition: "UndecodableEvent",
                                               invokeCount: 0, payload: .raw(String(decoding: message.value, as: UTF8.self)),
                                               error: error), key: message.key)
-            return
+            return true
         }
         for trigger in registry.s3Triggers {
             let records = event.records.filter(trigger.matches)
             guard !records.isEmpty else { continue }
-            await invoke(trigger, with: S3Event(records: records), key: message.key)
+            guard await invoke(trigger, with: S3Event(records: records), key: message.key) else { return false }
         }
+        return true
     }
 
     /// One asynchronous invocation: first try plus retries, then the DLQ.
-    func invoke(_ trigger: S3TriggerRegistration, with event: S3Event, key: [UInt8]?) async {
+    /// Returns false when shutdown interrupted it.
+    func invoke(_ trigger: S3TriggerRegistration, with event: S3Event, key: [UInt8]?) async -> Bool {
         let delivery = trigger.delivery
         let requestId = UUID().uuidString
         var lastError: any Error = CancellationError()
@@ -80,8 +86,9 @@ public final class TriggerDispatcher: Sendable {
                 try await withDeadline(seconds: delivery.timeoutSeconds) {
                     try await trigger.handler.handle(event, context: context)
                 }
-                return
+                return true
             } catch {
+                if Task.isCancelled { return false }
                 lastError = error
                 log.warning("trigger invocation failed: \(error)")
                 if attempt <= delivery.maximumRetryAttempts {
@@ -95,6 +102,7 @@ public final class TriggerDispatcher: Sendable {
         await deadLetter(InvocationRecord(requestId: requestId, triggerName: trigger.name, condition: "RetriesExhausted",
                                           invokeCount: 1 + delivery.maximumRetryAttempts, payload: .s3(event),
                                           error: lastError), key: key)
+        return true
     }
 
     private func deadLetter(_ record: InvocationRecord, key: [UInt8]?) async {
