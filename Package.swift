@@ -86,6 +86,7 @@ let package = Package(
         .testTarget(name: "FerryTriggersTests", dependencies: [
             "FerryTriggers", "Triggers", "FerryKafka", "FerryTestSupport",
         ]),
+        .testTarget(name: "FerryEngineTests", dependencies: ["FerryEngine", "FerryS3", "FerryTestSupport"]),
         .testTarget(name: "FerryKafkaTests", dependencies: ["FerryKafka", "FerryTestSupport"]),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore"]),
         .testTarget(name: "FerryIntegrationTests", dependencies: [

@@ -29,6 +29,17 @@ public struct FerryError: Error, Sendable, Hashable, Codable, CustomStringConver
         public static let noSuchKey = Code(rawValue: "NoSuchKey")
         public static let noSuchBucket = Code(rawValue: "NoSuchBucket")
         public static let slowDown = Code(rawValue: "SlowDown")
+        /// The object changed since the transfer started (`If-Match` failed).
+        public static let preconditionFailed = Code(rawValue: "PreconditionFailed")
+        public static let invalidRange = Code(rawValue: "InvalidRange")
+        /// The multipart upload is gone (completed or aborted).
+        public static let noSuchUpload = Code(rawValue: "NoSuchUpload")
+        /// A body did not match its checksum.
+        public static let badDigest = Code(rawValue: "BadDigest")
+        /// The transfer was cancelled (API, control topic or `ferry cancel`).
+        public static let cancelled = Code(rawValue: "Cancelled")
+        /// The transfer ran past its `timeoutSeconds`.
+        public static let timedOut = Code(rawValue: "TimedOut")
         /// The storage answered with an error Ferry has no better code for.
         public static let storageError = Code(rawValue: "StorageError")
         /// The connection to storage failed (DNS, refused, reset, timeout).

@@ -3,57 +3,67 @@ import Foundation
 import Logging
 
 /// An S3 client over libcurl. Every request is signed when it is sent, so a
-/// long transfer never outlives a signature.
+/// long transfer never outlives a signature. Bodies covered by Content-MD5 or an
+/// additional checksum are sent with `UNSIGNED-PAYLOAD`, saving a SHA-256 pass.
 public final class S3Client: ObjectStore {
     public struct Configuration: Sendable {
         public var endpoint: S3Endpoint
         public var region: String
         public var credentials: AWSCredentials
         public var timeouts: CurlTransport.Timeouts
+        public var limits: CurlTransport.Limits
         /// PEM file of CAs to trust for HTTPS (default: the system's).
         public var caBundle: String?
 
         public init(endpoint: S3Endpoint, region: String, credentials: AWSCredentials,
-                    timeouts: CurlTransport.Timeouts = .init(), caBundle: String? = nil) {
+                    timeouts: CurlTransport.Timeouts = .init(), limits: CurlTransport.Limits = .init(),
+                    caBundle: String? = nil) {
             self.endpoint = endpoint; self.region = region; self.credentials = credentials
-            self.timeouts = timeouts; self.caBundle = caBundle
+            self.timeouts = timeouts; self.limits = limits; self.caBundle = caBundle
         }
     }
 
     public let configuration: Configuration
-    private let transport: CurlTransport
-    private let signer: SigV4Signer
+    let transport: CurlTransport
+    let signer: SigV4Signer
 
     public init(_ configuration: Configuration) {
         self.configuration = configuration
-        self.transport = CurlTransport(timeouts: configuration.timeouts, caBundle: configuration.caBundle)
+        self.transport = CurlTransport(timeouts: configuration.timeouts, limits: configuration.limits,
+                                       caBundle: configuration.caBundle)
         self.signer = SigV4Signer(credentials: configuration.credentials, region: configuration.region)
     }
 
-    // MARK: ObjectStore
+    /// Requests to storage running now.
+    public var connectionsInUse: Int { transport.connectionsInUse }
 
-    public func putObject(_ input: PutObjectInput, body: ObjectBody) async throws(FerryError) -> ObjectWriteResult {
-        let digests = try BodyDigests.compute(body)
-        var headers: [(String, String)] = [("content-md5", Data(digests.md5).base64EncodedString())]
-        if let type = input.contentType { headers.append(("content-type", type)) }
-        for (name, value) in input.metadata.sorted(by: { $0.key < $1.key }) {
-            headers.append(("x-amz-meta-\(name.lowercased())", value))
-        }
-        let httpBody: HTTPRequest.Body
-        switch body {
-        case .bytes(let b): httpBody = .bytes(b)
-        case .file(let fd, let length): httpBody = .file(descriptor: fd, offset: 0, length: length)
-        }
-        let response = try await send("PutObject", method: "PUT", bucket: input.bucket, key: input.key,
-                                      headers: headers, body: httpBody, payloadHash: digests.sha256.hexString)
+    // MARK: Objects
+
+    public func putObject(_ input: PutObjectInput, body: ObjectBody, progress: TransferMeter?) async throws(FerryError) -> ObjectWriteResult {
+        let digests = try BodyDigests.compute(body, checksum: input.checksum)
+        var headers = Self.objectHeaders(input)
+        headers.append(("content-md5", Data(digests.md5).base64EncodedString()))
+        if let algorithm = input.checksum, let value = digests.checksum { headers.append((algorithm.headerName, value)) }
+        let response = try await send("PutObject", method: "PUT", bucket: input.bucket, key: input.key, headers: headers,
+                                      body: body.httpBody, payloadHash: SigV4Signer.unsignedPayload, progress: progress)
         return writeResult(response)
     }
 
-    public func getObject(bucket: String, key: String, into descriptor: Int32) async throws(FerryError) -> ObjectAttributes {
-        let response = try await send("GetObject", method: "GET", bucket: bucket, key: key,
-                                      sink: .file(descriptor: descriptor, offset: 0))
+    public func getObject(_ input: GetObjectInput, into descriptor: Int32, at offset: Int64,
+                          progress: TransferMeter?) async throws(FerryError) -> ObjectAttributes {
+        var headers = input.headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        if let range = input.range { headers.append(("range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
+        if let eTag = input.ifMatch { headers.append(("if-match", eTag)) }
+        let response = try await send("GetObject", method: "GET", bucket: input.bucket, key: input.key, headers: headers,
+                                      sink: .file(descriptor: descriptor, offset: offset), progress: progress)
         var attributes = Self.attributes(response)
-        attributes.size = response.bodyLength
+        // A ranged answer names the whole size after the slash: "bytes 0-99/12345".
+        if let contentRange = response.header("content-range"), let total = contentRange.split(separator: "/").last.flatMap({ Int64($0) }) {
+            attributes.size = total
+        } else {
+            attributes.size = response.bodyLength
+        }
+        attributes.bytesReceived = response.bodyLength
         return attributes
     }
 
@@ -69,14 +79,8 @@ public final class S3Client: ObjectStore {
         let copySource = "/\(source.bucket)/\(SigV4Signer.uriEncode(source.key, keepSlash: true))"
         let response = try await send("CopyObject", method: "PUT", bucket: destination.bucket, key: destination.key,
                                       headers: [("x-amz-copy-source", copySource)], body: .bytes([]))
-        // CopyObject can fail after answering 200: the error is then in the body.
-        let fields = XMLFields.parse(response.body, wanted: ["ETag", "Code", "Message"])
-        if let code = fields["Code"] {
-            throw S3ErrorResponse.error(status: 200, body: response.body, operation: "CopyObject \(code)",
-                                        requestId: response.header("x-amz-request-id"))
-        }
         var result = writeResult(response)
-        result.eTag = fields["ETag"].map(Self.quotedETag) ?? result.eTag
+        result.eTag = try Self.resultETag(response, operation: "CopyObject") ?? result.eTag
         return result
     }
 
@@ -87,11 +91,25 @@ public final class S3Client: ObjectStore {
     /// Creates a bucket (used by tests and `ferry dev`); an existing bucket of ours is fine.
     public func createBucket(_ bucket: String) async throws(FerryError) {
         do {
-            _ = try await send("CreateBucket", method: "PUT", bucket: bucket, key: nil, body: .bytes([]),
-                               payloadHash: SigV4Signer.emptyPayloadHash)
+            _ = try await send("CreateBucket", method: "PUT", bucket: bucket, key: nil, body: .bytes([]))
         } catch where error.message.contains("BucketAlreadyOwnedByYou") {
             return
         }
+    }
+
+    // MARK: Presigning
+
+    /// A URL that performs `method` on the object without credentials until it expires.
+    /// `headers` (e.g. content-type for PUT) are signed and must be sent as given.
+    public func presignedURL(method: String, location: ObjectLocation, expires: Int, headers: [(String, String)] = [],
+                             at date: Date = Date()) -> String {
+        let endpoint = configuration.endpoint
+        let host = endpoint.hostHeader(bucket: location.bucket)
+        let path = endpoint.path(bucket: location.bucket, key: location.key)
+        let request = SigV4Signer.Request(method: method, host: host, path: path, headers: headers,
+                                          payloadHash: SigV4Signer.unsignedPayload)
+        let query = signer.presignedQuery(for: request, at: date, expires: expires)
+        return Self.url(endpoint: endpoint, host: host, path: path, query: query)
     }
 
     // MARK: Requests
@@ -99,20 +117,18 @@ public final class S3Client: ObjectStore {
     /// Signs and sends one request; a non-2xx answer becomes a `FerryError`.
     func send(_ operation: String, method: String, bucket: String?, key: String?,
               query: [(String, String)] = [], headers: [(String, String)] = [],
-              body: HTTPRequest.Body = .none, payloadHash: String = SigV4Signer.emptyPayloadHash,
-              sink: HTTPRequest.ResponseSink = .memory) async throws(FerryError) -> HTTPResponse {
+              body: HTTPRequest.Body = .none, payloadHash: String? = nil,
+              sink: HTTPRequest.ResponseSink = .memory, progress: TransferMeter? = nil) async throws(FerryError) -> HTTPResponse {
         let endpoint = configuration.endpoint
         let host = endpoint.hostHeader(bucket: bucket)
         let path = endpoint.path(bucket: bucket, key: key)
+        let hash = payloadHash ?? Self.payloadHash(body)
         let unsigned = SigV4Signer.Request(method: method, host: host, path: path, query: query,
-                                           headers: headers, payloadHash: payloadHash)
+                                           headers: headers, payloadHash: hash)
         let signed = signer.signedHeaders(for: unsigned, at: Date())
-        var url = "\(endpoint.scheme)://\(host)\(SigV4Signer.uriEncode(path, keepSlash: true))"
-        if !query.isEmpty {
-            url += "?" + query.map { "\(SigV4Signer.uriEncode($0.0))=\(SigV4Signer.uriEncode($0.1))" }.joined(separator: "&")
-        }
+        let url = Self.url(endpoint: endpoint, host: host, path: path, query: query)
         let response = try await transport.execute(HTTPRequest(method: method, url: url, headers: signed,
-                                                                body: body, response: sink))
+                                                                body: body, response: sink, progress: progress))
         guard (200..<300).contains(response.status) else {
             throw S3ErrorResponse.error(status: response.status, body: response.body, operation: operation,
                                         requestId: response.header("x-amz-request-id"))
@@ -120,17 +136,57 @@ public final class S3Client: ObjectStore {
         return response
     }
 
+    static func url(endpoint: S3Endpoint, host: String, path: String, query: [(String, String)]) -> String {
+        var url = "\(endpoint.scheme)://\(host)\(SigV4Signer.uriEncode(path, keepSlash: true))"
+        if !query.isEmpty {
+            url += "?" + query.map { $0.1.isEmpty && $0.0 == "uploads" ? "uploads="
+                                     : "\(SigV4Signer.uriEncode($0.0))=\(SigV4Signer.uriEncode($0.1))" }
+                .joined(separator: "&")
+        }
+        return url
+    }
+
+    /// Small in-memory bodies (XML) are hashed; others must say how they are covered.
+    private static func payloadHash(_ body: HTTPRequest.Body) -> String {
+        switch body {
+        case .none: return SigV4Signer.emptyPayloadHash
+        case .bytes(let b): return Digest.sha256(b).hexString
+        case .file: return SigV4Signer.unsignedPayload
+        }
+    }
+
+    static func objectHeaders(_ input: PutObjectInput) -> [(String, String)] {
+        var headers: [(String, String)] = []
+        if let type = input.contentType { headers.append(("content-type", type)) }
+        for (name, value) in input.metadata.sorted(by: { $0.key < $1.key }) {
+            headers.append(("x-amz-meta-\(name.lowercased())", value))
+        }
+        for (name, value) in input.headers.sorted(by: { $0.key < $1.key }) { headers.append((name.lowercased(), value)) }
+        return headers
+    }
+
+    func writeResult(_ response: HTTPResponse) -> ObjectWriteResult {
+        ObjectWriteResult(eTag: response.header("etag"), versionId: response.header("x-amz-version-id"),
+                          requestId: response.header("x-amz-request-id") ?? "",
+                          hostId: response.header("x-amz-id-2") ?? "")
+    }
+
+    /// The ETag in a CopyObject / CompleteMultipartUpload result body. These can
+    /// fail after answering 200: the error is then in the body.
+    static func resultETag(_ response: HTTPResponse, operation: String) throws(FerryError) -> String? {
+        let fields = XMLFields.parse(response.body, wanted: ["ETag", "Code"])
+        if fields["Code"] != nil {
+            throw S3ErrorResponse.error(status: 500, body: response.body, operation: operation,
+                                        requestId: response.header("x-amz-request-id"))
+        }
+        return fields["ETag"].map(quotedETag)
+    }
+
     /// ETags in XML bodies come quoted from some servers and bare from others;
     /// Ferry always uses the quoted form of the HTTP header.
     static func quotedETag(_ value: String) -> String {
         let bare = value.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
         return "\"\(bare)\""
-    }
-
-    private func writeResult(_ response: HTTPResponse) -> ObjectWriteResult {
-        ObjectWriteResult(eTag: response.header("etag"), versionId: response.header("x-amz-version-id"),
-                          requestId: response.header("x-amz-request-id") ?? "",
-                          hostId: response.header("x-amz-id-2") ?? "")
     }
 
     static func attributes(_ response: HTTPResponse) -> ObjectAttributes {
@@ -146,36 +202,19 @@ public final class S3Client: ObjectStore {
     }
 }
 
-/// SHA-256 (for the signature) and MD5 (for Content-MD5) of a body, in one pass.
+/// MD5 (for Content-MD5) and an optional additional checksum of a body, in one pass.
 struct BodyDigests {
-    var sha256: [UInt8]
     var md5: [UInt8]
+    var checksum: String?
 
-    static func compute(_ body: ObjectBody) throws(FerryError) -> BodyDigests {
-        var sha = Digest.Hasher.sha256()
-        var md5 = Digest.Hasher.md5()
-        switch body {
-        case .bytes(let bytes):
-            sha.update(bytes); md5.update(bytes)
-        case .file(let fd, let length):
-            var buffer = [UInt8](repeating: 0, count: 1 << 20)
-            var offset: Int64 = 0
-            while offset < length {
-                let want = Int(min(Int64(buffer.count), length - offset))
-                let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, want, off_t(offset)) }
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else {
-                    throw FerryError(.localIOError, n == 0 ? "file shrank while it was being read"
-                                                           : "cannot read upload source: \(String(cString: strerror(errno)))")
-                }
-                buffer.withUnsafeBytes { raw in
-                    let chunk = UnsafeRawBufferPointer(rebasing: raw[0..<n])
-                    sha.update(chunk); md5.update(chunk)
-                }
-                offset += Int64(n)
-            }
+    static func compute(_ body: ObjectBody, checksum algorithm: ChecksumAlgorithm?) throws(FerryError) -> BodyDigests {
+        let md5 = Digest.Hasher.md5()
+        var checksum = algorithm?.makeHasher()
+        try body.read { chunk in
+            md5.update(chunk)
+            checksum?.update(chunk)
         }
-        return BodyDigests(sha256: sha.finish(), md5: md5.finish())
+        return BodyDigests(md5: md5.finish(), checksum: checksum?.finish())
     }
 }
 

@@ -12,7 +12,7 @@ public final class TransferWorker: Sendable {
     private let consumer: KafkaConsumer
     private let pipeline: RequestPipeline
     private let tracker = OffsetTracker()
-    private let slots: TransferSlots
+    private let slots: AsyncSemaphore
     private let logger: Logger
 
     init(configuration: WorkerConfiguration, engine: TransferEngine, state: WorkerStateStore,
@@ -22,7 +22,7 @@ public final class TransferWorker: Sendable {
         let maxTransfers = configuration.engine.maxTransfers
         consumer = try KafkaConsumer(configuration: kafka, subscribing: [configuration.topics.requests],
                                      bufferCapacity: max(8, maxTransfers * 2), logger: logger)
-        slots = TransferSlots(limit: maxTransfers)
+        slots = AsyncSemaphore(limit: maxTransfers)
         pipeline = RequestPipeline(engine: engine, state: state,
                                    publisher: OutcomePublisher(producer: producer, topics: configuration.topics, logger: logger),
                                    events: EventBuilder(region: configuration.region),

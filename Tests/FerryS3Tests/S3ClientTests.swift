@@ -36,7 +36,7 @@ import Testing
         try Data(bytes.reversed()).write(to: source)
         let sfd = open(source.path, O_RDONLY)
         defer { close(sfd) }
-        _ = try await s3.putObject(PutObjectInput(bucket: "ferry-client", key: "file-source"), body: .file(descriptor: sfd, length: Int64(bytes.count)))
+        _ = try await s3.putObject(PutObjectInput(bucket: "ferry-client", key: "file-source"), body: .file(descriptor: sfd, offset: 0, length: Int64(bytes.count)))
         let out = dir.appendingPathComponent("out.bin")
         let ofd = open(out.path, O_RDWR | O_CREAT, 0o644)
         defer { close(ofd) }

@@ -17,25 +17,48 @@ public final class CurlTransport: Sendable {
         public init() {}
     }
 
+    /// Connection limits of one transport (one per worker or `ferry cp`).
+    public struct Limits: Sendable {
+        /// Requests (hence connections) open at once.
+        public var maxConnections: Int = 64
+        /// Total bytes/s across all connections, split evenly among them; nil for no limit.
+        public var bandwidthBytesPerSecond: Int64?
+        public init(maxConnections: Int = 64, bandwidthBytesPerSecond: Int64? = nil) {
+            self.maxConnections = maxConnections
+            self.bandwidthBytesPerSecond = bandwidthBytesPerSecond
+        }
+    }
+
     private let timeouts: Timeouts
+    private let limits: Limits
     private let caBundle: String?
+    private let connections: AsyncSemaphore
     private let idleHandles = Mutex<[CurlEasyHandle]>([])
     private let queue = DispatchQueue(label: "ferry.curl", qos: .userInitiated, attributes: .concurrent)
 
-    public init(timeouts: Timeouts = Timeouts(), caBundle: String? = nil) {
+    public init(timeouts: Timeouts = Timeouts(), limits: Limits = Limits(), caBundle: String? = nil) {
         CurlGlobal.initialize()
         self.timeouts = timeouts
+        self.limits = limits
         self.caBundle = caBundle
+        self.connections = AsyncSemaphore(limit: max(1, limits.maxConnections))
     }
+
+    /// Requests running now (at most `limits.maxConnections`).
+    public var connectionsInUse: Int { connections.inUse }
 
     /// libcurl's version line, e.g. `libcurl/7.88.1 OpenSSL/3.0.17 …`.
     public static var libcurlVersion: String { String(cString: curl_version()) }
 
     public func execute(_ request: HTTPRequest) async throws(FerryError) -> HTTPResponse {
+        await connections.acquire()
+        defer { connections.release() }
+        let perConnectionSpeed = limits.bandwidthBytesPerSecond.map { max(1, $0 / Int64(max(1, limits.maxConnections))) }
         let result: Result<HTTPResponse, FerryError> = await withCheckedContinuation { continuation in
             queue.async {
                 let handle = self.idleHandles.withLock { $0.popLast() } ?? CurlEasyHandle()
-                let result = handle.perform(request, timeouts: self.timeouts, caBundle: self.caBundle)
+                let result = handle.perform(request, timeouts: self.timeouts, maxSpeed: perConnectionSpeed,
+                                            caBundle: self.caBundle)
                 self.idleHandles.withLock { $0.append(handle) }
                 continuation.resume(returning: result)
             }
@@ -61,7 +84,8 @@ final class CurlEasyHandle: @unchecked Sendable {
 
     deinit { curl_easy_cleanup(handle) }
 
-    func perform(_ request: HTTPRequest, timeouts: CurlTransport.Timeouts, caBundle: String?) -> Result<HTTPResponse, FerryError> {
+    func perform(_ request: HTTPRequest, timeouts: CurlTransport.Timeouts, maxSpeed: Int64?,
+                 caBundle: String?) -> Result<HTTPResponse, FerryError> {
         curl_easy_reset(handle)
         let exchange = Exchange(request: request)
         let box = Unmanaged.passRetained(exchange)
@@ -85,6 +109,10 @@ final class CurlEasyHandle: @unchecked Sendable {
             ferry_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, timeouts.lowSpeedSeconds)
             ferry_curl_setopt_long(handle, CURLOPT_TCP_NODELAY, 1)
             if let caBundle { ferry_curl_setopt_string(handle, CURLOPT_CAINFO, caBundle) }
+            if let maxSpeed {
+                ferry_curl_setopt_off(handle, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(maxSpeed))
+                ferry_curl_setopt_off(handle, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(maxSpeed))
+            }
             let context = box.toOpaque()
             ferry_curl_setopt_header_function(handle, curlHeaderCallback)
             ferry_curl_setopt_ptr(handle, CURLOPT_HEADERDATA, context)
@@ -105,16 +133,23 @@ final class CurlEasyHandle: @unchecked Sendable {
             }
             return curl_easy_perform(handle)
         }
+        var status = 0
+        ferry_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        if exchange.localError != nil || code != CURLE_OK || !(200..<300).contains(status) {
+            // A failed attempt's bytes do not count: its retry sends them again.
+            request.progress?.add(-exchange.counted)
+        }
         if let ioError = exchange.localError {
             return .failure(ioError)
+        }
+        if request.progress?.isAborted == true {
+            return .failure(FerryError(.cancelled, "\(request.method) \(redactedURL(request.url)): transfer cancelled"))
         }
         guard code == CURLE_OK else {
             let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             let text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
             return .failure(FerryError(.connectionError, "\(request.method) \(redactedURL(request.url)): \(text) (curl \(code.rawValue))"))
         }
-        var status = 0
-        ferry_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
         return .success(HTTPResponse(status: status, headers: exchange.headers, body: exchange.body,
                                      bodyLength: exchange.received))
     }
@@ -133,7 +168,15 @@ final class Exchange {
     var body: [UInt8] = []
     var received: Int64 = 0
     var sent: Int64 = 0
+    /// Bytes reported to the request's progress counter.
+    var counted: Int64 = 0
     var localError: FerryError?
+
+    func count(_ n: Int) {
+        guard let progress = request.progress else { return }
+        counted += Int64(n)
+        progress.add(Int64(n))
+    }
 
     init(request: HTTPRequest) { self.request = request }
 
@@ -167,6 +210,7 @@ private let curlWriteCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int
     let length = size * count
     guard let data, let context else { return length }
     let exchange = Unmanaged<Exchange>.fromOpaque(context).takeUnretainedValue()
+    if exchange.request.progress?.isAborted == true { return 0 }  // curl stops with CURLE_WRITE_ERROR
     if let (fd, offset) = exchange.bodyToFile {
         var written = 0
         while written < length {
@@ -181,6 +225,7 @@ private let curlWriteCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int
     } else {
         exchange.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))
     }
+    if exchange.bodyToFile != nil { exchange.count(length) }
     exchange.received += Int64(length)
     return length
 }
@@ -188,6 +233,7 @@ private let curlWriteCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int
 private let curlReadCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { buffer, size, count, context in
     guard let buffer, let context else { return 0 }
     let exchange = Unmanaged<Exchange>.fromOpaque(context).takeUnretainedValue()
+    if exchange.request.progress?.isAborted == true { return Int(CURL_READFUNC_ABORT) }
     let capacity = size * count
     let remaining = Int(exchange.request.body.length - exchange.sent)
     let wanted = min(capacity, remaining)
@@ -201,6 +247,7 @@ private let curlReadCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int,
             UnsafeMutableRawPointer(buffer).copyMemory(from: src.baseAddress! + start, byteCount: wanted)
         }
         exchange.sent += Int64(wanted)
+        exchange.count(wanted)
         return wanted
     case .file(let fd, let offset, _):
         while true {
@@ -212,6 +259,7 @@ private let curlReadCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int,
                 return Int(CURL_READFUNC_ABORT)
             }
             exchange.sent += Int64(n)
+            exchange.count(n)
             return n
         }
     }

@@ -7,6 +7,9 @@ public struct HTTPRequest: Sendable {
     public var headers: [(String, String)]
     public var body: Body
     public var response: ResponseSink
+    /// Counts body bytes sent and (2xx) body bytes received; a failed request takes its count back.
+    /// Counts body bytes sent and (2xx) body bytes received, and can abort the request.
+    public var progress: TransferMeter?
 
     /// Where the request body comes from.
     public enum Body: Sendable {
@@ -32,8 +35,9 @@ public struct HTTPRequest: Sendable {
     }
 
     public init(method: String, url: String, headers: [(String, String)] = [], body: Body = .none,
-                response: ResponseSink = .memory) {
+                response: ResponseSink = .memory, progress: TransferMeter? = nil) {
         self.method = method; self.url = url; self.headers = headers; self.body = body; self.response = response
+        self.progress = progress
     }
 }
 

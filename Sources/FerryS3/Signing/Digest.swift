@@ -22,13 +22,13 @@ public enum Digest {
     }
 
     private static func oneShot<C: Collection<UInt8>>(_ md: OpaquePointer?, _ bytes: C) -> [UInt8] {
-        var hasher = Hasher(md)
+        let hasher = Hasher(md)
         hasher.update(Array(bytes))
         return hasher.finish()
     }
 
-    /// An incremental hash, for bodies read in chunks.
-    public struct Hasher: ~Copyable {
+    /// An incremental hash, for bodies read in chunks. Used by one thread at a time.
+    public final class Hasher {
         private let context: OpaquePointer
 
         public static func sha256() -> Hasher { Hasher(EVP_sha256()) }
@@ -41,16 +41,16 @@ public enum Digest {
             context = ctx
         }
 
-        public mutating func update(_ buffer: UnsafeRawBufferPointer) {
+        public func update(_ buffer: UnsafeRawBufferPointer) {
             guard let base = buffer.baseAddress, buffer.count > 0 else { return }
             EVP_DigestUpdate(context, base, buffer.count)
         }
 
-        public mutating func update(_ bytes: [UInt8]) {
+        public func update(_ bytes: [UInt8]) {
             bytes.withUnsafeBytes { update($0) }
         }
 
-        public consuming func finish() -> [UInt8] {
+        public func finish() -> [UInt8] {
             var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
             var length: UInt32 = 0
             EVP_DigestFinal_ex(context, &out, &length)

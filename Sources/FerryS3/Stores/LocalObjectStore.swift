@@ -33,11 +33,11 @@ public final class LocalObjectStore: ObjectStore {
         var lastModified: Double
     }
 
-    public func putObject(_ input: PutObjectInput, body: ObjectBody) async throws(FerryError) -> ObjectWriteResult {
+    public func putObject(_ input: PutObjectInput, body: ObjectBody, progress: TransferMeter?) async throws(FerryError) -> ObjectWriteResult {
         let bucketDir = try bucketDirectory(input.bucket)
         let blobName = UUID().uuidString
         let blobPath = bucketDir.appendingPathComponent("blobs/\(blobName)").path
-        let md5 = try writeBlob(body, to: blobPath)
+        let md5 = try writeBlob(body, to: blobPath, progress: progress)
         let entry = IndexEntry(key: input.key, blob: blobName, size: body.length, eTag: "\"\(md5.hexString)\"",
                                contentType: input.contentType, metadata: input.metadata,
                                lastModified: Date().timeIntervalSince1970)
@@ -46,18 +46,32 @@ public final class LocalObjectStore: ObjectStore {
         return ObjectWriteResult(eTag: entry.eTag, versionId: nil, requestId: Self.requestId(), hostId: Self.hostId())
     }
 
-    public func getObject(bucket: String, key: String, into descriptor: Int32) async throws(FerryError) -> ObjectAttributes {
-        let bucketDir = try bucketDirectory(bucket, create: false)
-        guard let entry = readIndex(key: key, bucketDir: bucketDir) else {
-            throw FerryError(.noSuchKey, "GetObject: no object \(bucket)/\(key)")
+    public func getObject(_ input: GetObjectInput, into descriptor: Int32, at offset: Int64,
+                          progress: TransferMeter?) async throws(FerryError) -> ObjectAttributes {
+        let bucketDir = try bucketDirectory(input.bucket, create: false)
+        guard let entry = readIndex(key: input.key, bucketDir: bucketDir) else {
+            throw FerryError(.noSuchKey, "GetObject: no object \(input.bucket)/\(input.key)")
+        }
+        if let ifMatch = input.ifMatch, ifMatch != entry.eTag {
+            throw FerryError(.preconditionFailed, "GetObject: \(input.bucket)/\(input.key) changed (ETag \(entry.eTag), expected \(ifMatch))")
+        }
+        var start: Int64 = 0, length = entry.size
+        if let range = input.range {
+            guard range.lowerBound < entry.size else {
+                throw FerryError(.invalidRange, "GetObject: range \(range) is beyond the object's \(entry.size) bytes")
+            }
+            start = range.lowerBound
+            length = min(range.upperBound, entry.size - 1) - start + 1
         }
         let source = open(bucketDir.appendingPathComponent("blobs/\(entry.blob)").path, O_RDONLY | O_CLOEXEC)
         guard source >= 0 else {
-            throw FerryError(.noSuchKey, "GetObject: object \(bucket)/\(key) was removed while it was read")
+            throw FerryError(.noSuchKey, "GetObject: object \(input.bucket)/\(input.key) was removed while it was read")
         }
         defer { close(source) }
-        try FileCopy.copy(from: source, to: descriptor, length: entry.size)
-        return attributes(entry)
+        try FileCopy.copy(from: source, at: start, to: descriptor, at: offset, length: length, progress: progress)
+        var attributes = attributes(entry)
+        attributes.bytesReceived = length
+        return attributes
     }
 
     public func headObject(bucket: String, key: String) async throws(FerryError) -> ObjectAttributes? {
@@ -73,9 +87,12 @@ public final class LocalObjectStore: ObjectStore {
         let blob = open(sourceDir.appendingPathComponent("blobs/\(entry.blob)").path, O_RDONLY | O_CLOEXEC)
         guard blob >= 0 else { throw FerryError(.noSuchKey, "CopyObject: object \(source) was removed while it was copied") }
         defer { close(blob) }
-        return try await putObject(PutObjectInput(bucket: destination.bucket, key: destination.key,
-                                                  contentType: entry.contentType, metadata: entry.metadata),
-                                   body: .file(descriptor: blob, length: entry.size))
+        var result = try await putObject(PutObjectInput(bucket: destination.bucket, key: destination.key,
+                                                        contentType: entry.contentType, metadata: entry.metadata),
+                                         body: .file(descriptor: blob, offset: 0, length: entry.size), progress: nil)
+        // A copy keeps a multipart object's ETag, as S3's CopyObject of a single request does not; keep the bytes' MD5.
+        result.eTag = result.eTag ?? entry.eTag
+        return result
     }
 
     public func deleteObject(bucket: String, key: String) async throws(FerryError) -> ObjectWriteResult {
@@ -92,13 +109,13 @@ public final class LocalObjectStore: ObjectStore {
 
     // MARK: Layout
 
-    private func bucketDirectory(_ bucket: String, create: Bool = true) throws(FerryError) -> URL {
+    func bucketDirectory(_ bucket: String, create: Bool = true) throws(FerryError) -> URL {
         guard !bucket.isEmpty, !bucket.contains("/"), bucket != ".", bucket != "..", !bucket.hasPrefix(".") else {
             throw FerryError(.invalidRequest, "invalid bucket name '\(bucket)'")
         }
         let dir = root.appendingPathComponent(bucket, isDirectory: true)
         if create {
-            for sub in ["blobs", "index"] {
+            for sub in ["blobs", "index", "uploads"] {
                 do {
                     try FileManager.default.createDirectory(at: dir.appendingPathComponent(sub), withIntermediateDirectories: true)
                 } catch {
@@ -113,14 +130,14 @@ public final class LocalObjectStore: ObjectStore {
         bucketDir.appendingPathComponent("index/\(Digest.sha256(Array(key.utf8)).hexString).json")
     }
 
-    private func readIndex(key: String, bucketDir: URL) -> IndexEntry? {
+    func readIndex(key: String, bucketDir: URL) -> IndexEntry? {
         guard let data = FileManager.default.contents(atPath: indexURL(key: key, bucketDir: bucketDir).path),
               let entry = try? JSONDecoder().decode(IndexEntry.self, from: data), entry.key == key else { return nil }
         return entry
     }
 
     /// Makes `entry` the object's current state; returns the state it replaced.
-    private func commitIndex(_ entry: IndexEntry, bucketDir: URL) throws(FerryError) -> IndexEntry? {
+    func commitIndex(_ entry: IndexEntry, bucketDir: URL) throws(FerryError) -> IndexEntry? {
         let target = indexURL(key: entry.key, bucketDir: bucketDir)
         let temp = bucketDir.appendingPathComponent("index/.tmp-\(UUID().uuidString)")
         do {
@@ -140,73 +157,93 @@ public final class LocalObjectStore: ObjectStore {
     }
 
     /// Writes the body to a new file, fsyncs it, and returns the MD5 of its bytes.
-    private func writeBlob(_ body: ObjectBody, to path: String) throws(FerryError) -> [UInt8] {
+    func writeBlob(_ body: ObjectBody, to path: String, progress: TransferMeter?) throws(FerryError) -> [UInt8] {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
             throw FerryError(.localIOError, "cannot create \(path): \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }
         do throws(FerryError) {
-            let md5: [UInt8]
-            switch body {
-            case .bytes(let bytes):
-                try FileCopy.writeAll(bytes, to: fd, at: 0)
-                md5 = Digest.md5(bytes)
-            case .file(let source, let length):
-                md5 = try FileCopy.copy(from: source, to: fd, length: length, hashing: true)!
+            let md5 = Digest.Hasher.md5()
+            var written: Int64 = 0
+            var failure: FerryError?
+            try body.read { chunk in
+                guard failure == nil else { return }
+                if progress?.isAborted == true { failure = FerryError(.cancelled, "transfer cancelled"); return }
+                do throws(FerryError) {
+                    try FileCopy.writeAll(chunk, to: fd, at: written)
+                } catch { failure = error; return }
+                md5.update(chunk)
+                written += Int64(chunk.count)
+                progress?.add(Int64(chunk.count))
             }
+            if let failure { throw failure }
             guard fsync(fd) == 0 else {
                 throw FerryError(.localIOError, "fsync \(path): \(String(cString: strerror(errno)))")
             }
-            return md5
+            return md5.finish()
         } catch {
             unlink(path)
             throw error
         }
     }
 
-    private func attributes(_ entry: IndexEntry) -> ObjectAttributes {
+    func attributes(_ entry: IndexEntry) -> ObjectAttributes {
         ObjectAttributes(size: entry.size, eTag: entry.eTag, contentType: entry.contentType, metadata: entry.metadata,
                          lastModified: Date(timeIntervalSince1970: entry.lastModified), versionId: nil)
     }
 
-    private static func requestId() -> String {
+    static func requestId() -> String {
         (0..<8).map { _ in UInt8.random(in: 0...255) }.hexString.uppercased()
     }
 
-    private static func hostId() -> String {
+    static func hostId() -> String {
         Data((0..<24).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
     }
 }
 
-/// Positioned copies between file descriptors.
+/// Positioned reads and writes between file descriptors.
 enum FileCopy {
-    /// Copies `length` bytes from offset 0 of `source` to offset 0 of `target`;
-    /// returns their MD5 when `hashing`.
-    @discardableResult
-    static func copy(from source: Int32, to target: Int32, length: Int64, hashing: Bool = false) throws(FerryError) -> [UInt8]? {
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        var md5 = Digest.Hasher.md5()
-        var offset: Int64 = 0
-        while offset < length {
-            let want = Int(min(Int64(buffer.count), length - offset))
-            let n = buffer.withUnsafeMutableBytes { pread(source, $0.baseAddress, want, off_t(offset)) }
+    /// Feeds `length` bytes of `fd` from `offset` to `consume`, 1 MiB at a time.
+    static func read(_ fd: Int32, offset: Int64, length: Int64, _ consume: (UnsafeRawBufferPointer) -> Void) throws(FerryError) {
+        let capacity = Int(min(Int64(1 << 20), max(length, 1)))
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
+        defer { buffer.deallocate() }
+        var done: Int64 = 0
+        while done < length {
+            let want = Int(min(Int64(capacity), length - done))
+            let n = pread(fd, buffer.baseAddress, want, off_t(offset + done))
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else {
-                throw FerryError(.localIOError, n == 0 ? "source ended before \(length) bytes" : "read failed: \(String(cString: strerror(errno)))")
+                throw FerryError(.localIOError, n == 0 ? "file ended \(length - done) bytes early (did it shrink?)"
+                                                       : "read failed: \(String(cString: strerror(errno)))")
             }
-            let chunk = Array(buffer[0..<n])
-            if hashing { md5.update(chunk) }
-            try writeAll(chunk, to: target, at: offset)
-            offset += Int64(n)
+            consume(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            done += Int64(n)
         }
-        return hashing ? md5.finish() : nil
     }
 
-    static func writeAll(_ bytes: [UInt8], to fd: Int32, at offset: Int64) throws(FerryError) {
+    /// Copies `length` bytes from `source` at `sourceOffset` to `target` at `targetOffset`.
+    static func copy(from source: Int32, at sourceOffset: Int64, to target: Int32, at targetOffset: Int64,
+                     length: Int64, progress: TransferMeter? = nil) throws(FerryError) {
+        var written: Int64 = 0
+        var failure: FerryError?
+        try read(source, offset: sourceOffset, length: length) { chunk in
+            guard failure == nil else { return }
+            if progress?.isAborted == true { failure = FerryError(.cancelled, "transfer cancelled"); return }
+            do throws(FerryError) {
+                try writeAll(chunk, to: target, at: targetOffset + written)
+            } catch { failure = error; return }
+            written += Int64(chunk.count)
+            progress?.add(Int64(chunk.count))
+        }
+        if let failure { throw failure }
+    }
+
+    static func writeAll(_ bytes: UnsafeRawBufferPointer, to fd: Int32, at offset: Int64) throws(FerryError) {
         var written = 0
         while written < bytes.count {
-            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, bytes.count - written, off_t(offset + Int64(written))) }
+            let n = pwrite(fd, bytes.baseAddress! + written, bytes.count - written, off_t(offset + Int64(written)))
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { throw FerryError(.localIOError, "write failed: \(String(cString: strerror(errno)))") }
             written += n

@@ -3,12 +3,15 @@ import Foundation
 
 /// The seam between the transfer engine and a storage backend. `S3Client`
 /// speaks S3 over HTTP; `LocalObjectStore` keeps objects in a directory (the
-/// embedded default). Both throw `FerryError` with S3's codes.
+/// embedded default). Both throw `FerryError` with S3's codes and report bytes
+/// moved to an optional `TransferMeter`.
 public protocol ObjectStore: Sendable {
-    /// Stores `body` as `bucket/key` in one request.
-    func putObject(_ input: PutObjectInput, body: ObjectBody) async throws(FerryError) -> ObjectWriteResult
-    /// Writes the object's bytes into `descriptor` from offset 0 and returns its attributes.
-    func getObject(bucket: String, key: String, into descriptor: Int32) async throws(FerryError) -> ObjectAttributes
+    /// Stores `body` as one object in one request.
+    func putObject(_ input: PutObjectInput, body: ObjectBody, progress: TransferMeter?) async throws(FerryError) -> ObjectWriteResult
+    /// Writes the object's bytes (or `input.range` of them) into `descriptor` from `offset`.
+    /// Fails with `preconditionFailed` when `input.ifMatch` no longer names the object.
+    func getObject(_ input: GetObjectInput, into descriptor: Int32, at offset: Int64,
+                   progress: TransferMeter?) async throws(FerryError) -> ObjectAttributes
     /// The object's attributes, or nil when there is none.
     func headObject(bucket: String, key: String) async throws(FerryError) -> ObjectAttributes?
     /// Copies `source` to `destination` inside storage (no bytes pass through Ferry).
@@ -16,6 +19,24 @@ public protocol ObjectStore: Sendable {
     func copyObject(from source: ObjectLocation, to destination: ObjectLocation) async throws(FerryError) -> ObjectWriteResult
     /// Removes the object; removing an absent object succeeds, as in S3.
     func deleteObject(bucket: String, key: String) async throws(FerryError) -> ObjectWriteResult
+
+    // MARK: Multipart upload
+
+    /// Starts a multipart upload and returns its upload id.
+    func createMultipartUpload(_ input: PutObjectInput) async throws(FerryError) -> String
+    /// Uploads one part (1…10,000) of at most 5 GiB. Of `headers`, those that S3
+    /// wants on every part (SSE-C) are sent.
+    func uploadPart(_ location: ObjectLocation, uploadId: String, partNumber: Int, body: ObjectBody,
+                    checksum: ChecksumAlgorithm?, headers: [String: String], progress: TransferMeter?) async throws(FerryError) -> CompletedPart
+    /// Assembles the parts, in part-number order, into the object.
+    func completeMultipartUpload(_ location: ObjectLocation, uploadId: String,
+                                 parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult
+    /// Discards the upload and its parts.
+    func abortMultipartUpload(_ location: ObjectLocation, uploadId: String) async throws(FerryError)
+    /// The parts stored so far.
+    func listParts(_ location: ObjectLocation, uploadId: String) async throws(FerryError) -> [CompletedPart]
+    /// Uploads in progress whose key starts with `prefix`.
+    func listMultipartUploads(bucket: String, prefix: String) async throws(FerryError) -> [MultipartUploadSummary]
 }
 
 /// A bucket and a key.
@@ -37,16 +58,35 @@ public struct ObjectLocation: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// The bytes of an upload.
+/// The bytes of an upload or of one part.
 public enum ObjectBody: Sendable {
     case bytes([UInt8])
-    /// An open file, read from offset 0 to `length`.
-    case file(descriptor: Int32, length: Int64)
+    /// `length` bytes of an open file from `offset`, read with pread (never all in memory).
+    case file(descriptor: Int32, offset: Int64, length: Int64)
 
     public var length: Int64 {
         switch self {
         case .bytes(let b): return Int64(b.count)
-        case .file(_, let length): return length
+        case .file(_, _, let length): return length
+        }
+    }
+
+    var httpBody: HTTPRequest.Body {
+        switch self {
+        case .bytes(let b): return .bytes(b)
+        case .file(let fd, let offset, let length): return .file(descriptor: fd, offset: offset, length: length)
+        }
+    }
+
+    /// Feeds the body's bytes to `consume`, 1 MiB at a time.
+    public func readAll(_ consume: (UnsafeRawBufferPointer) -> Void) throws(FerryError) { try read(consume) }
+
+    func read(_ consume: (UnsafeRawBufferPointer) -> Void) throws(FerryError) {
+        switch self {
+        case .bytes(let bytes):
+            bytes.withUnsafeBytes(consume)
+        case .file(let fd, let offset, let length):
+            try FileCopy.read(fd, offset: offset, length: length, consume)
         }
     }
 }
@@ -57,9 +97,33 @@ public struct PutObjectInput: Sendable {
     public var contentType: String?
     /// User metadata, sent as `x-amz-meta-<name>`.
     public var metadata: [String: String]
+    /// Further allow-listed headers (SSE, cache-control, storage class, …), sent as given.
+    public var headers: [String: String]
+    /// The additional checksum stored with the object (or with each part).
+    public var checksum: ChecksumAlgorithm?
 
-    public init(bucket: String, key: String, contentType: String? = nil, metadata: [String: String] = [:]) {
+    public init(bucket: String, key: String, contentType: String? = nil, metadata: [String: String] = [:],
+                headers: [String: String] = [:], checksum: ChecksumAlgorithm? = nil) {
         self.bucket = bucket; self.key = key; self.contentType = contentType; self.metadata = metadata
+        self.headers = headers; self.checksum = checksum
+    }
+
+    public var location: ObjectLocation { ObjectLocation(bucket: bucket, key: key) }
+}
+
+public struct GetObjectInput: Sendable {
+    public var bucket: String
+    public var key: String
+    /// Inclusive byte range; nil for the whole object.
+    public var range: ClosedRange<Int64>?
+    /// Only if the object still has this ETag (S3's `If-Match`).
+    public var ifMatch: String?
+    /// Headers such as SSE-C keys, sent as given.
+    public var headers: [String: String]
+
+    public init(bucket: String, key: String, range: ClosedRange<Int64>? = nil, ifMatch: String? = nil,
+                headers: [String: String] = [:]) {
+        self.bucket = bucket; self.key = key; self.range = range; self.ifMatch = ifMatch; self.headers = headers
     }
 }
 
@@ -77,16 +141,53 @@ public struct ObjectWriteResult: Sendable, Hashable {
 }
 
 public struct ObjectAttributes: Sendable, Hashable {
+    /// The whole object's size (from `Content-Range` for a ranged read).
     public var size: Int64
     public var eTag: String?
     public var contentType: String?
     public var metadata: [String: String]
     public var lastModified: Date?
     public var versionId: String?
+    /// Bytes of body received by this request.
+    public var bytesReceived: Int64
 
     public init(size: Int64, eTag: String?, contentType: String?, metadata: [String: String],
-                lastModified: Date?, versionId: String?) {
+                lastModified: Date?, versionId: String?, bytesReceived: Int64 = 0) {
         self.size = size; self.eTag = eTag; self.contentType = contentType; self.metadata = metadata
-        self.lastModified = lastModified; self.versionId = versionId
+        self.lastModified = lastModified; self.versionId = versionId; self.bytesReceived = bytesReceived
+    }
+}
+
+/// A part stored in a multipart upload.
+public struct CompletedPart: Sendable, Hashable, Codable {
+    public var partNumber: Int
+    public var eTag: String
+    public var size: Int64
+    /// Base64 checksum value, when the part was uploaded with one.
+    public var checksum: String?
+    public var checksumAlgorithm: ChecksumAlgorithm?
+
+    public init(partNumber: Int, eTag: String, size: Int64, checksum: String? = nil,
+                checksumAlgorithm: ChecksumAlgorithm? = nil) {
+        self.partNumber = partNumber; self.eTag = eTag; self.size = size; self.checksum = checksum
+        self.checksumAlgorithm = checksumAlgorithm
+    }
+}
+
+public struct MultipartUploadSummary: Sendable, Hashable {
+    public var key: String
+    public var uploadId: String
+    public var initiated: Date?
+}
+
+extension ObjectStore {
+    /// Stores `body` in one request, without progress reporting.
+    public func putObject(_ input: PutObjectInput, body: ObjectBody) async throws(FerryError) -> ObjectWriteResult {
+        try await putObject(input, body: body, progress: nil)
+    }
+
+    /// Writes the whole object into `descriptor` from offset 0.
+    public func getObject(bucket: String, key: String, into descriptor: Int32) async throws(FerryError) -> ObjectAttributes {
+        try await getObject(GetObjectInput(bucket: bucket, key: key), into: descriptor, at: 0, progress: nil)
     }
 }

@@ -1,8 +1,8 @@
 import Synchronization
 
-/// A counting limit for async code (e.g. transfers in flight). Waiters are
-/// served in arrival order. `inUse` is observable for metrics and backpressure.
-public final class TransferSlots: Sendable {
+/// A counting limit for async code (transfers in flight, connections, parts).
+/// Waiters are served in arrival order. `inUse` is observable for metrics and backpressure.
+public final class AsyncSemaphore: Sendable {
     private struct State {
         var available: Int
         var waiters: [CheckedContinuation<Void, Never>] = []

@@ -18,6 +18,11 @@ enum S3ErrorResponse {
         case "AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId", "ExpiredToken", "Forbidden":
             return FerryError(.accessDenied, text)
         case "SlowDown": return FerryError(.slowDown, text)
+        case "PreconditionFailed": return FerryError(.preconditionFailed, text)
+        case "InvalidRange": return FerryError(.invalidRange, text)
+        case "NoSuchUpload": return FerryError(.noSuchUpload, text)
+        case "BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch", "XAmzContentSHA256Mismatch":
+            return FerryError(.badDigest, text)
         default: return FerryError(.storageError, text)
         }
     }
@@ -26,9 +31,48 @@ enum S3ErrorResponse {
     private static func defaultCode(_ status: Int) -> String {
         switch status {
         case 404: return "NotFound"
+        case 412: return "PreconditionFailed"
+        case 416: return "InvalidRange"
         case 403: return "Forbidden"
         case 503: return "SlowDown"
         default: return "HTTP\(status)"
+        }
+    }
+}
+
+/// Reads the text of repeated elements (`<Part>…</Part>` in ListParts) as one
+/// dictionary each, keyed by child element name.
+enum XMLRecords {
+    static func parse(_ bytes: [UInt8], record: String) -> [[String: String]] {
+        guard !bytes.isEmpty else { return [] }
+        let collector = Collector(record: record)
+        let parser = XMLParser(data: Data(bytes))
+        parser.delegate = collector
+        _ = parser.parse()
+        return collector.records
+    }
+
+    private final class Collector: NSObject, XMLParserDelegate {
+        let record: String
+        var records: [[String: String]] = []
+        var current: [String: String]?
+        var text = ""
+        init(record: String) { self.record = record }
+
+        func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?,
+                    qualifiedName: String?, attributes: [String: String] = [:]) {
+            if name == record { current = [:] }
+            text = ""
+        }
+        func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
+        func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
+            if name == record, let c = current {
+                records.append(c)
+                current = nil
+            } else if current != nil, current?[name] == nil {
+                current?[name] = text
+            }
+            text = ""
         }
     }
 }

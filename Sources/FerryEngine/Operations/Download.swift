@@ -1,0 +1,105 @@
+import FerryCore
+import FerryS3
+import Foundation
+
+extension TransferRun {
+    /// Downloads into a hidden temp file beside the destination: a first GET of
+    /// one part's range learns the size and ETag; the other ranges follow in
+    /// parallel with `If-Match`, written at their offsets. An object replaced
+    /// meanwhile fails `If-Match` and the download starts over. The temp file
+    /// is fsynced and renamed into place, or removed.
+    func download() async throws(FerryError) -> TransferOutcome {
+        guard let destination = request.destination else { throw FerryError(.invalidRequest, "download needs a destination") }
+        let path = try dataRoot.destinationPath(destination)
+        let url = URL(fileURLWithPath: path)
+        let temp = url.deletingLastPathComponent()
+            .appendingPathComponent(".\(url.lastPathComponent).ferry-\(request.id).part").path
+        let fd = open(temp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw FerryError(.localIOError, "cannot create \(temp): \(String(cString: strerror(errno)))") }
+        var committed = false
+        defer {
+            close(fd)
+            if !committed { unlink(temp) }
+        }
+        var restarts = 0
+        var attributes: ObjectAttributes
+        while true {
+            do {
+                attributes = try await downloadOnce(into: fd)
+                break
+            } catch where error.code == .preconditionFailed && restarts < 3 {
+                restarts += 1
+                logger.info("object changed during download; starting over", metadata: ["restart": "\(restarts)"])
+                meter.add(-meter.value)
+                guard ftruncate(fd, 0) == 0 else { throw FerryError(.localIOError, "cannot truncate \(temp)") }
+            }
+        }
+        guard fsync(fd) == 0 else { throw FerryError(.localIOError, "fsync \(temp): \(String(cString: strerror(errno)))") }
+        guard rename(temp, path) == 0 else {
+            throw FerryError(.localIOError, "cannot move download into place at \(destination): \(String(cString: strerror(errno)))")
+        }
+        committed = true
+        return TransferOutcome(object: .init(bucket: request.bucket, key: job.objectKey, size: attributes.size,
+                                             eTag: attributes.eTag, versionId: attributes.versionId),
+                               eventName: nil, requestId: "", hostId: "", bytesTransferred: attributes.size,
+                               attempts: restarts + 1)
+    }
+
+    private func downloadOnce(into fd: Int32) async throws(FerryError) -> ObjectAttributes {
+        let partSize = settings.partSize
+        let sse = request.headers ?? [:]
+        var first: ObjectAttributes
+        do {
+            first = try await attempt("GetObject") { () async throws(FerryError) -> ObjectAttributes in
+                try await store.getObject(GetObjectInput(bucket: location.bucket, key: location.key, range: 0...(partSize - 1),
+                                                         headers: sse), into: fd, at: 0, progress: meter)
+            }
+        } catch where error.code == .invalidRange {
+            // An empty object has no byte 0: fetch it whole.
+            first = try await attempt("GetObject") { () async throws(FerryError) -> ObjectAttributes in
+                try await store.getObject(GetObjectInput(bucket: location.bucket, key: location.key, headers: sse),
+                                          into: fd, at: 0, progress: meter)
+            }
+        }
+        let size = first.size
+        setTotal(size)
+        if first.bytesReceived < size {
+            guard let eTag = first.eTag else {
+                throw FerryError(.storageError, "ranged GET answered without an ETag; cannot guard against a replaced object")
+            }
+            let rest = Array(PartPlan(rangesOf: size, partSize: partSize).parts.dropFirst())
+            let run = self
+            let location = self.location
+            _ = try await forEachConcurrently(rest, concurrency: settings.partConcurrency) { (part) async throws(FerryError) -> Int64 in
+                let got = try await run.attempt("GetObject range \(part.number)") { () async throws(FerryError) -> ObjectAttributes in
+                    try await run.store.getObject(GetObjectInput(bucket: location.bucket, key: location.key, range: part.range,
+                                                                 ifMatch: eTag, headers: sse),
+                                                  into: fd, at: part.offset, progress: run.meter)
+                }
+                guard got.bytesReceived == part.length else {
+                    throw FerryError(.storageError, "range \(part.range) returned \(got.bytesReceived) bytes")
+                }
+                return got.bytesReceived
+            }
+        }
+        guard ftruncate(fd, off_t(size)) == 0 else { throw FerryError(.localIOError, "cannot size the download file") }
+        try verifyWholeObjectMD5(fd: fd, size: size, eTag: first.eTag)
+        report()
+        return first
+    }
+
+    /// A single-part object's ETag is the MD5 of its bytes (unless encrypted
+    /// with SSE-C or KMS): check it for objects up to the multipart threshold,
+    /// where the extra read is cheap. A mismatch is retried, never accepted.
+    private func verifyWholeObjectMD5(fd: Int32, size: Int64, eTag: String?) throws(FerryError) {
+        guard size <= settings.multipartThreshold, request.headers?.isEmpty ?? true,
+              let eTag, case let hex = eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")),
+              hex.count == 32, hex.allSatisfy(\.isHexDigit) else { return }
+        let md5 = Digest.Hasher.md5()
+        try ObjectBody.file(descriptor: fd, offset: 0, length: size).readAll { md5.update($0) }
+        let actual = md5.finish().hexString
+        guard actual == hex.lowercased() else {
+            throw FerryError(.badDigest, "downloaded bytes have MD5 \(actual), the object's ETag says \(hex)")
+        }
+    }
+}

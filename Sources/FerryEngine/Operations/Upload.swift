@@ -1,0 +1,124 @@
+import FerryCore
+import FerryS3
+import Foundation
+import Synchronization
+
+extension TransferRun {
+    /// Uploads a `file://` or `data:` source: one PUT up to the multipart
+    /// threshold, else a multipart upload with parts read by position from the file.
+    func upload() async throws(FerryError) -> TransferOutcome {
+        guard let source = request.source else { throw FerryError(.invalidRequest, "upload needs a source") }
+        let input = PutObjectInput(bucket: request.bucket, key: job.objectKey,
+                                   contentType: request.contentType, metadata: request.metadata ?? [:],
+                                   headers: request.headers ?? [:], checksum: settings.checksum)
+        if source.lowercased().hasPrefix("data:") {
+            let bytes = try DataURI.decode(source, limit: settings.maxDataURIBytes)
+            var typed = input
+            typed.contentType = typed.contentType ?? DataURI.mediaType(source) ?? ContentType.fallback
+            return try await uploadBody(typed, body: .bytes(bytes))
+        }
+        let path = try dataRoot.sourcePath(source)
+        // O_NOFOLLOW: a symbolic link swapped in after the check is refused, not followed.
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw FerryError(.localIOError, "cannot open \(source): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            throw FerryError(.invalidPath, "source \(source) is not a regular file")
+        }
+        var typed = input
+        typed.contentType = typed.contentType ?? ContentType.forFileName(path)
+        return try await uploadBody(typed, body: .file(descriptor: fd, offset: 0, length: Int64(info.st_size)))
+    }
+
+    private func uploadBody(_ input: PutObjectInput, body: ObjectBody) async throws(FerryError) -> TransferOutcome {
+        let size = body.length
+        setTotal(size)
+        let attempts = Mutex(1)
+        let result: ObjectWriteResult
+        let eventName: String
+        if size <= settings.multipartThreshold {
+            result = try await attempt("PutObject") { () async throws(FerryError) -> ObjectWriteResult in
+                try await store.putObject(input, body: body, progress: meter)
+            }
+            eventName = "ObjectCreated:Put"
+        } else {
+            guard case .file(let fd, _, _) = body else {
+                throw FerryError(.invalidRequest, "in-memory sources are limited to \(settings.multipartThreshold) bytes")
+            }
+            result = try await multipartUpload(input, descriptor: fd, size: size)
+            eventName = "ObjectCreated:CompleteMultipartUpload"
+        }
+        report()
+        return TransferOutcome(object: .init(bucket: input.bucket, key: input.key, size: size, eTag: result.eTag,
+                                             versionId: result.versionId),
+                               eventName: eventName, requestId: result.requestId, hostId: result.hostId,
+                               bytesTransferred: size, attempts: attempts.withLock { $0 })
+    }
+
+    /// CreateMultipartUpload, the parts (at most `partConcurrency` at once, each
+    /// retried on its own), CompleteMultipartUpload with the parts in order.
+    /// Any failure or cancel aborts the upload, so no parts are left behind.
+    private func multipartUpload(_ input: PutObjectInput, descriptor fd: Int32, size: Int64) async throws(FerryError) -> ObjectWriteResult {
+        let plan = try PartPlan(size: size, requestedPartSize: settings.partSize)
+        let uploadId = try await attempt("CreateMultipartUpload") { () async throws(FerryError) -> String in
+            try await store.createMultipartUpload(input)
+        }
+        logger.debug("multipart upload started", metadata: ["uploadId": "\(uploadId)", "parts": "\(plan.count)",
+                                                             "partSize": "\(plan.partSize)"])
+        let location = input.location
+        do {
+            let run = self
+            let headers = input.headers
+            let checksum = input.checksum
+            let parts = try await forEachConcurrently(plan.parts, concurrency: settings.partConcurrency) { (part) async throws(FerryError) -> CompletedPart in
+                try await run.attempt("UploadPart \(part.number)") { () async throws(FerryError) -> CompletedPart in
+                    try await run.store.uploadPart(location, uploadId: uploadId, partNumber: part.number,
+                                                   body: .file(descriptor: fd, offset: part.offset, length: part.length),
+                                                   checksum: checksum, headers: headers, progress: run.meter)
+                }
+            }
+            try await control.checkpoint()
+            return try await attempt("CompleteMultipartUpload") { () async throws(FerryError) -> ObjectWriteResult in
+                try await store.completeMultipartUpload(location, uploadId: uploadId,
+                                                        parts: parts.sorted { $0.partNumber < $1.partNumber })
+            }
+        } catch {
+            logger.info("aborting multipart upload", metadata: ["uploadId": "\(uploadId)", "reason": "\(error)"])
+            do {
+                try await store.abortMultipartUpload(location, uploadId: uploadId)
+            } catch let abortError {
+                logger.error("cannot abort multipart upload \(uploadId): \(abortError)")
+            }
+            throw error
+        }
+    }
+}
+
+/// `data:[<media type>][;base64],<data>` sources (RFC 2397), for small payloads.
+enum DataURI {
+    static func decode(_ uri: String, limit: Int) throws(FerryError) -> [UInt8] {
+        guard let comma = uri.firstIndex(of: ",") else { throw FerryError(.invalidRequest, "data: URI has no ','") }
+        let header = uri[uri.index(uri.startIndex, offsetBy: 5)..<comma]
+        let payload = String(uri[uri.index(after: comma)...])
+        guard payload.utf8.count <= limit * 4 / 3 + 4 else {
+            throw FerryError(.invalidRequest, "data: source is larger than \(limit) bytes")
+        }
+        let bytes: [UInt8]
+        if header.hasSuffix(";base64") {
+            guard let data = Data(base64Encoded: payload) else { throw FerryError(.invalidRequest, "data: URI is not valid base64") }
+            bytes = Array(data)
+        } else {
+            guard let text = payload.removingPercentEncoding else { throw FerryError(.invalidRequest, "data: URI has bad percent-encoding") }
+            bytes = Array(text.utf8)
+        }
+        guard bytes.count <= limit else { throw FerryError(.invalidRequest, "data: source is larger than \(limit) bytes") }
+        return bytes
+    }
+
+    static func mediaType(_ uri: String) -> String? {
+        guard let comma = uri.firstIndex(of: ",") else { return nil }
+        let type = uri[uri.index(uri.startIndex, offsetBy: 5)..<comma].split(separator: ";").first.map(String.init) ?? ""
+        return type.isEmpty ? nil : type
+    }
+}

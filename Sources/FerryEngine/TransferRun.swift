@@ -1,0 +1,82 @@
+import FerryCore
+import FerryS3
+import Foundation
+import Logging
+import Synchronization
+
+/// One transfer while it runs: its settings, control and progress. The
+/// operations live in extensions (Operations/).
+struct TransferRun: Sendable {
+    let job: TransferJob
+    let settings: TransferSettings
+    let control: TransferControl
+    let store: any ObjectStore
+    let dataRoot: DataRoot
+    let progress: @Sendable (TransferProgress) -> Void
+    let logger: Logger
+    /// The total size, once known (-1 before).
+    let totalBytes = TotalBytes()
+
+    var request: TransferRequest { job.request }
+    var location: ObjectLocation { ObjectLocation(bucket: request.bucket, key: job.objectKey) }
+    var meter: TransferMeter { control.meter }
+
+    final class TotalBytes: Sendable {
+        let value = Atomic<Int64>(-1)
+    }
+
+    func setTotal(_ bytes: Int64) {
+        totalBytes.value.store(bytes, ordering: .relaxed)
+        report()
+    }
+
+    func report() {
+        let total = totalBytes.value.load(ordering: .relaxed)
+        progress(TransferProgress(bytesTransferred: meter.value, totalBytes: total < 0 ? nil : total))
+    }
+
+    /// Runs one storage request with the transfer's retry policy; a cancelled
+    /// transfer fails with its cancel reason instead of retrying.
+    func attempt<T: Sendable>(_ what: String, _ body: () async throws(FerryError) -> T) async throws(FerryError) -> T {
+        do {
+            return try await settings.retryPolicy.run(onRetry: { n, error in
+                logger.warning("retrying \(what)", metadata: ["retry": "\(n)", "error": "\(error)"])
+            }) { () async throws(FerryError) -> T in
+                try await control.checkpoint()
+                return try await body()
+            }
+        } catch {
+            throw control.cancellationReason ?? error
+        }
+    }
+
+    /// Runs `work` for each item with at most `concurrency` at once, starting
+    /// each only after the control's checkpoint (so pause stops new ones).
+    func forEachConcurrently<Item: Sendable, Result: Sendable>(
+        _ items: [Item], concurrency: Int, _ work: @escaping @Sendable (Item) async throws(FerryError) -> Result
+    ) async throws(FerryError) -> [Result] {
+        do {
+            return try await withThrowingTaskGroup(of: Result.self) { group in
+                var results: [Result] = []
+                var iterator = items.makeIterator()
+                var running = 0
+                func startNext() async throws -> Bool {
+                    guard let item = iterator.next() else { return false }
+                    try await control.checkpoint()
+                    group.addTask { try await work(item) }
+                    running += 1
+                    return true
+                }
+                while running < concurrency, try await startNext() {}
+                while let result = try await group.next() {
+                    running -= 1
+                    results.append(result)
+                    _ = try await startNext()
+                }
+                return results
+            }
+        } catch {
+            throw control.cancellationReason ?? ferryError(error)
+        }
+    }
+}

@@ -1,0 +1,48 @@
+import FerryCore
+import FerryS3
+
+/// The engine's defaults, and the settings of one transfer after its
+/// request's `options` are applied (see README, "Transfer options").
+public struct TransferSettings: Sendable, Hashable {
+    /// Uploads larger than this use multipart; downloads larger than one part use ranges.
+    public var multipartThreshold: Int64 = 16 << 20
+    /// Part size (uploads: at least 5 MiB, raised so an object needs at most 10,000 parts).
+    public var partSize: Int64 = 8 << 20
+    /// Parts of one transfer in flight at once.
+    public var partConcurrency: Int = 5
+    public var retryPolicy = RetryPolicy()
+    /// A whole transfer must finish within this time (TransferUtility's 50 minutes).
+    public var timeoutSeconds: Double = 3000
+    /// The additional checksum sent with uploads (nil: none).
+    public var checksum: ChecksumAlgorithm? = .crc32c
+    /// `data:` sources larger than this are refused.
+    public var maxDataURIBytes: Int = 1 << 20
+
+    public init() {}
+
+    /// These settings with a request's options applied.
+    public func applying(_ options: TransferOptions?) throws(FerryError) -> TransferSettings {
+        guard let options else { return self }
+        var s = self
+        if let size = options.partSizeBytes {
+            guard size >= PartPlan.minimumPartSize, size <= PartPlan.maximumPartSize else {
+                throw FerryError(.invalidRequest, "partSizeBytes must be 5 MiB…5 GiB, got \(size)")
+            }
+            s.partSize = Int64(size)
+        }
+        if let n = options.partConcurrency {
+            guard (1...64).contains(n) else { throw FerryError(.invalidRequest, "partConcurrency must be 1…64, got \(n)") }
+            s.partConcurrency = n
+        }
+        if let n = options.retryLimit {
+            guard (0...20).contains(n) else { throw FerryError(.invalidRequest, "retryLimit must be 0…20, got \(n)") }
+            s.retryPolicy.retryLimit = n
+        }
+        if let t = options.timeoutSeconds {
+            guard t > 0 else { throw FerryError(.invalidRequest, "timeoutSeconds must be positive") }
+            s.timeoutSeconds = t
+        }
+        if options.checksumAlgorithm != nil { s.checksum = try ChecksumAlgorithm.parse(options.checksumAlgorithm) }
+        return s
+    }
+}

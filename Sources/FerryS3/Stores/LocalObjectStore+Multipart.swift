@@ -1,0 +1,157 @@
+import FerryCore
+import Foundation
+
+/// Multipart uploads in the local store: `<bucket>/uploads/<uploadId>/` holds
+/// `upload.json` and one file per part with a JSON sidecar; completing
+/// concatenates the parts into a blob and commits it like a single PUT. The
+/// ETag is S3's: the MD5 of the parts' binary MD5s, then `-<part count>`.
+extension LocalObjectStore {
+    struct UploadRecord: Codable {
+        var key: String
+        var contentType: String?
+        var metadata: [String: String]
+        var initiated: Double
+    }
+
+    public func createMultipartUpload(_ input: PutObjectInput) async throws(FerryError) -> String {
+        let bucketDir = try bucketDirectory(input.bucket)
+        let uploadId = UUID().uuidString.lowercased()
+        let dir = bucketDir.appendingPathComponent("uploads/\(uploadId)")
+        do {
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            try JSONEncoder().encode(UploadRecord(key: input.key, contentType: input.contentType, metadata: input.metadata,
+                                                  initiated: Date().timeIntervalSince1970))
+                .write(to: dir.appendingPathComponent("upload.json"), options: .atomic)
+        } catch {
+            throw FerryError(.localIOError, "cannot start upload: \(error.localizedDescription)")
+        }
+        return uploadId
+    }
+
+    public func uploadPart(_ location: ObjectLocation, uploadId: String, partNumber: Int, body: ObjectBody,
+                           checksum: ChecksumAlgorithm?, headers extra: [String: String], progress: TransferMeter?) async throws(FerryError) -> CompletedPart {
+        guard (1...10_000).contains(partNumber) else { throw FerryError(.invalidRequest, "part number \(partNumber) is not in 1…10000") }
+        let dir = try uploadDirectory(location, uploadId: uploadId)
+        let name = String(format: "part-%05d", partNumber)
+        let temp = dir.appendingPathComponent(".\(name)-\(UUID().uuidString)").path
+        let md5 = try writeBlob(body, to: temp, progress: progress)
+        var value: String?
+        if let checksum {
+            var hasher = checksum.makeHasher()
+            try body.read { hasher.update($0) }
+            value = hasher.finish()
+        }
+        let part = CompletedPart(partNumber: partNumber, eTag: "\"\(md5.hexString)\"", size: body.length,
+                                 checksum: value, checksumAlgorithm: value == nil ? nil : checksum)
+        do {
+            try JSONEncoder().encode(part).write(to: dir.appendingPathComponent("\(name).json"), options: .atomic)
+        } catch {
+            unlink(temp)
+            throw FerryError(.localIOError, "cannot record part \(partNumber): \(error.localizedDescription)")
+        }
+        guard rename(temp, dir.appendingPathComponent(name).path) == 0 else {
+            throw FerryError(.localIOError, "cannot store part \(partNumber): \(String(cString: strerror(errno)))")
+        }
+        return part
+    }
+
+    public func completeMultipartUpload(_ location: ObjectLocation, uploadId: String,
+                                        parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult {
+        let dir = try uploadDirectory(location, uploadId: uploadId)
+        let stored = Dictionary(try await listParts(location, uploadId: uploadId).map { ($0.partNumber, $0) }) { a, _ in a }
+        let ordered = parts.sorted { $0.partNumber < $1.partNumber }
+        guard !ordered.isEmpty else { throw FerryError(.invalidRequest, "CompleteMultipartUpload needs at least one part") }
+        var md5s: [UInt8] = []
+        for part in ordered {
+            guard let have = stored[part.partNumber], have.eTag == part.eTag else {
+                throw FerryError(.invalidRequest, "InvalidPart: part \(part.partNumber) is not stored with ETag \(part.eTag)")
+            }
+            md5s += Self.bytes(hex: have.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
+        }
+        let record = try uploadRecord(dir)
+        let bucketDir = try bucketDirectory(location.bucket)
+        let blobName = UUID().uuidString
+        let blobPath = bucketDir.appendingPathComponent("blobs/\(blobName)").path
+        let blob = open(blobPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard blob >= 0 else { throw FerryError(.localIOError, "cannot create \(blobPath): \(String(cString: strerror(errno)))") }
+        var size: Int64 = 0
+        do throws(FerryError) {
+            defer { close(blob) }
+            for part in ordered {
+                let path = dir.appendingPathComponent(String(format: "part-%05d", part.partNumber)).path
+                let fd = open(path, O_RDONLY | O_CLOEXEC)
+                guard fd >= 0 else { throw FerryError(.localIOError, "part \(part.partNumber) vanished") }
+                defer { close(fd) }
+                let length = stored[part.partNumber]!.size
+                try FileCopy.copy(from: fd, at: 0, to: blob, at: size, length: length)
+                size += length
+            }
+            guard fsync(blob) == 0 else { throw FerryError(.localIOError, "fsync \(blobPath) failed") }
+        } catch {
+            unlink(blobPath)
+            throw error
+        }
+        let eTag = "\"\(Digest.md5(md5s).hexString)-\(ordered.count)\""
+        let entry = IndexEntry(key: location.key, blob: blobName, size: size, eTag: eTag, contentType: record.contentType,
+                               metadata: record.metadata, lastModified: Date().timeIntervalSince1970)
+        let replaced = try commitIndex(entry, bucketDir: bucketDir)
+        if let replaced { unlink(bucketDir.appendingPathComponent("blobs/\(replaced.blob)").path) }
+        try? FileManager.default.removeItem(at: dir)
+        return ObjectWriteResult(eTag: eTag, versionId: nil, requestId: Self.requestId(), hostId: Self.hostId())
+    }
+
+    public func abortMultipartUpload(_ location: ObjectLocation, uploadId: String) async throws(FerryError) {
+        guard let dir = try? uploadDirectory(location, uploadId: uploadId) else { return }
+        try? FileManager.default.removeItem(at: dir)
+    }
+
+    public func listParts(_ location: ObjectLocation, uploadId: String) async throws(FerryError) -> [CompletedPart] {
+        let dir = try uploadDirectory(location, uploadId: uploadId)
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []
+        return names.filter { $0.hasPrefix("part-") && $0.hasSuffix(".json") }.compactMap { name -> CompletedPart? in
+            // A sidecar without its part file is an upload interrupted mid-part: not stored.
+            let partFile = dir.appendingPathComponent(String(name.dropLast(5))).path
+            guard FileManager.default.fileExists(atPath: partFile),
+                  let data = FileManager.default.contents(atPath: dir.appendingPathComponent(name).path) else { return nil }
+            return try? JSONDecoder().decode(CompletedPart.self, from: data)
+        }.sorted { $0.partNumber < $1.partNumber }
+    }
+
+    public func listMultipartUploads(bucket: String, prefix: String) async throws(FerryError) -> [MultipartUploadSummary] {
+        let uploads = try bucketDirectory(bucket, create: false).appendingPathComponent("uploads")
+        let ids = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []
+        return ids.compactMap { id -> MultipartUploadSummary? in
+            guard let record = try? uploadRecord(uploads.appendingPathComponent(id)), record.key.hasPrefix(prefix) else { return nil }
+            return MultipartUploadSummary(key: record.key, uploadId: id, initiated: Date(timeIntervalSince1970: record.initiated))
+        }.sorted { ($0.key, $0.uploadId) < ($1.key, $1.uploadId) }
+    }
+
+    private func uploadDirectory(_ location: ObjectLocation, uploadId: String) throws(FerryError) -> URL {
+        guard !uploadId.isEmpty, !uploadId.contains("/"), !uploadId.hasPrefix(".") else {
+            throw FerryError(.noSuchUpload, "no upload \(uploadId)")
+        }
+        let dir = try bucketDirectory(location.bucket, create: false).appendingPathComponent("uploads/\(uploadId)")
+        guard let record = try? uploadRecord(dir), record.key == location.key else {
+            throw FerryError(.noSuchUpload, "no upload \(uploadId) for \(location)")
+        }
+        return dir
+    }
+
+    private func uploadRecord(_ dir: URL) throws(FerryError) -> UploadRecord {
+        guard let data = FileManager.default.contents(atPath: dir.appendingPathComponent("upload.json").path),
+              let record = try? JSONDecoder().decode(UploadRecord.self, from: data) else {
+            throw FerryError(.noSuchUpload, "no upload at \(dir.lastPathComponent)")
+        }
+        return record
+    }
+
+    static func bytes(hex: String) -> [UInt8] {
+        var out: [UInt8] = []
+        var index = hex.startIndex
+        while let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex), index < hex.endIndex {
+            out.append(UInt8(hex[index..<next], radix: 16) ?? 0)
+            index = next
+        }
+        return out
+    }
+}

@@ -1,0 +1,51 @@
+import FerryCore
+import FerryS3
+import Synchronization
+
+/// Forwards every call to a real store and counts the part requests, so tests
+/// can see what was sent (not a mock: the server still does the work).
+final class CountingStore: ObjectStore {
+    let base: any ObjectStore
+    let uploadedParts = Mutex<[Int]>([])
+    let rangedGets = Mutex(0)
+
+    init(_ base: any ObjectStore) { self.base = base }
+
+    func putObject(_ input: PutObjectInput, body: ObjectBody, progress: TransferMeter?) async throws(FerryError) -> ObjectWriteResult {
+        try await base.putObject(input, body: body, progress: progress)
+    }
+    func getObject(_ input: GetObjectInput, into descriptor: Int32, at offset: Int64, progress: TransferMeter?) async throws(FerryError) -> ObjectAttributes {
+        if input.range != nil { rangedGets.withLock { $0 += 1 } }
+        return try await base.getObject(input, into: descriptor, at: offset, progress: progress)
+    }
+    func headObject(bucket: String, key: String) async throws(FerryError) -> ObjectAttributes? {
+        try await base.headObject(bucket: bucket, key: key)
+    }
+    func copyObject(from source: ObjectLocation, to destination: ObjectLocation) async throws(FerryError) -> ObjectWriteResult {
+        try await base.copyObject(from: source, to: destination)
+    }
+    func deleteObject(bucket: String, key: String) async throws(FerryError) -> ObjectWriteResult {
+        try await base.deleteObject(bucket: bucket, key: key)
+    }
+    func createMultipartUpload(_ input: PutObjectInput) async throws(FerryError) -> String {
+        try await base.createMultipartUpload(input)
+    }
+    func uploadPart(_ location: ObjectLocation, uploadId: String, partNumber: Int, body: ObjectBody,
+                    checksum: ChecksumAlgorithm?, headers: [String: String], progress: TransferMeter?) async throws(FerryError) -> CompletedPart {
+        uploadedParts.withLock { $0.append(partNumber) }
+        return try await base.uploadPart(location, uploadId: uploadId, partNumber: partNumber, body: body,
+                                         checksum: checksum, headers: headers, progress: progress)
+    }
+    func completeMultipartUpload(_ location: ObjectLocation, uploadId: String, parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult {
+        try await base.completeMultipartUpload(location, uploadId: uploadId, parts: parts)
+    }
+    func abortMultipartUpload(_ location: ObjectLocation, uploadId: String) async throws(FerryError) {
+        try await base.abortMultipartUpload(location, uploadId: uploadId)
+    }
+    func listParts(_ location: ObjectLocation, uploadId: String) async throws(FerryError) -> [CompletedPart] {
+        try await base.listParts(location, uploadId: uploadId)
+    }
+    func listMultipartUploads(bucket: String, prefix: String) async throws(FerryError) -> [MultipartUploadSummary] {
+        try await base.listMultipartUploads(bucket: bucket, prefix: prefix)
+    }
+}
