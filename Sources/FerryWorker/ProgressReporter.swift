@@ -17,7 +17,21 @@ final class ProgressReporter: Sendable {
         self.interval = interval
     }
 
+    private let last = Mutex(TransferProgress(bytesTransferred: 0, totalBytes: nil))
+
+    /// A status of `state` with the latest progress.
+    func snapshot(_ state: TransferStatus.State) -> TransferStatus {
+        let progress = last.withLock { $0 }
+        var status = template
+        status.state = state
+        status.bytesTransferred = progress.bytesTransferred
+        status.totalBytes = progress.totalBytes
+        status.time = Timestamp.iso8601(Date())
+        return status
+    }
+
     func report(_ progress: TransferProgress) {
+        last.withLock { $0 = progress }
         let now = Date()
         let due = lastSent.withLock { last in
             guard last.map({ now.timeIntervalSince($0) >= interval }) ?? true else { return false }

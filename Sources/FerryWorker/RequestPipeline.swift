@@ -55,10 +55,18 @@ struct RequestPipeline: Sendable {
 
         let reporter = ProgressReporter(publisher: publisher, template: base, interval: progressInterval)
         let job = TransferJob(request: request, objectKey: objectKey)
+        // Pause and resume (from ferry.control) are visible as `paused` and `running` statuses.
+        let control = TransferControl { [publisher, reporter] state in
+            switch state {
+            case .paused: publisher.post(reporter.snapshot(.paused))
+            case .running: publisher.post(reporter.snapshot(.running))
+            case .cancelled: break  // the terminal status follows
+            }
+        }
         var final = base
         final.time = Timestamp.iso8601(Date())
         do {
-            let outcome = try await engine.run(job, progress: reporter.report)
+            let outcome = try await engine.run(job, control: control, progress: reporter.report)
             if let eventName = outcome.eventName {
                 let event = events.event(for: request, outcome: outcome, eventName: eventName)
                 guard await publisher.durably("S3 event", { () async throws(KafkaError) in
@@ -74,9 +82,10 @@ struct RequestPipeline: Sendable {
                                                                       "eTag": "\(outcome.object.eTag ?? "-")"])
         } catch {
             if Task.isCancelled { return false }
-            final.state = .failed
+            final.state = error.code == .cancelled ? .cancelled : .failed
             final.error = .init(error)
-            log.error("\(request.op.rawValue) failed: \(error)")
+            final.bytesTransferred = control.meter.value
+            log.error("\(request.op.rawValue) \(final.state.rawValue): \(error)")
         }
         final.time = Timestamp.iso8601(Date())
         let status = final

@@ -10,6 +10,7 @@ import Logging
 /// request before it in its partition has a durable outcome.
 public final class TransferWorker: Sendable {
     private let consumer: KafkaConsumer
+    private let controls: ControlListener
     private let pipeline: RequestPipeline
     private let tracker = OffsetTracker()
     private let slots: AsyncSemaphore
@@ -23,6 +24,7 @@ public final class TransferWorker: Sendable {
         consumer = try KafkaConsumer(configuration: kafka, subscribing: [configuration.topics.requests],
                                      bufferCapacity: max(8, maxTransfers * 2), logger: logger)
         slots = AsyncSemaphore(limit: maxTransfers)
+        controls = try ControlListener(configuration: configuration, engine: engine, logger: logger)
         pipeline = RequestPipeline(engine: engine, state: state,
                                    publisher: OutcomePublisher(producer: producer, topics: configuration.topics, logger: logger),
                                    events: EventBuilder(region: configuration.region),
@@ -34,6 +36,7 @@ public final class TransferWorker: Sendable {
     /// Runs until the task is cancelled; then stops fetching, commits what is finished and leaves the group.
     public func run() async {
         await withTaskCancellationHandler {
+            let controlTask = Task { [controls] in await controls.run() }
             let committer = Task { [self] in
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(100))
@@ -52,6 +55,7 @@ public final class TransferWorker: Sendable {
                 await group.waitForAll()
             }
             committer.cancel()
+            controlTask.cancel()
             await commitFinished()
             consumer.close()
             logger.info("transfer worker stopped")

@@ -1,5 +1,6 @@
 import ArgumentParser
 import FerryCore
+import FerryEngine
 import FerryKafka
 import FerryS3
 import Foundation
@@ -63,8 +64,13 @@ struct S3Options: ParsableArguments {
     @Option(name: .customLong("session-token"), help: "Session token (env AWS_SESSION_TOKEN).")
     var sessionToken: String?
 
+    @Option(help: "Profile of ~/.aws/credentials (env AWS_PROFILE; default 'default').")
+    var profile: String?
+
     @Option(name: .customLong("ca-bundle"), help: "PEM file of CAs to trust for HTTPS (env AWS_CA_BUNDLE).")
     var caBundle: String?
+
+    @OptionGroup var limits: TransferLimitOptions
 
     var resolvedRegion: String { region ?? environment("AWS_REGION", "AWS_DEFAULT_REGION") ?? "us-east-1" }
 
@@ -82,13 +88,15 @@ struct S3Options: ParsableArguments {
             }
             endpoint.style = parsed
         }
-        let fromEnv = AWSCredentials.fromEnvironment()
+        // Flags, then the environment, then the shared credentials file (AWS_PROFILE).
+        let fromEnv = AWSCredentials.fromEnvironment() ?? AWSCredentials.fromSharedFile(profile: profile)
         guard let id = accessKeyId ?? fromEnv?.accessKeyId, let secret = secretAccessKey ?? fromEnv?.secretAccessKey else {
-            throw ValidationError("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or pass --access-key-id/--secret-access-key)")
+            throw ValidationError("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or pass --access-key-id/--secret-access-key")
         }
         let credentials = AWSCredentials(accessKeyId: id, secretAccessKey: secret,
                                          sessionToken: sessionToken ?? fromEnv?.sessionToken)
         return S3Client.Configuration(endpoint: endpoint, region: region, credentials: credentials,
+                                      limits: try limits.transportLimits(),
                                       caBundle: caBundle ?? environment("AWS_CA_BUNDLE"))
     }
 }
@@ -107,5 +115,70 @@ struct LogOptions: ParsableArguments {
             return handler
         }
         return Logger(label: label)
+    }
+}
+
+/// Engine and connection settings shared by `ferry worker` and `ferry cp`.
+struct TransferLimitOptions: ParsableArguments {
+    @Option(name: .customLong("part-size"), help: "Part size, e.g. 8MiB (default 8MiB; uploads: at least 5MiB).")
+    var partSize: String?
+
+    @Option(name: .customLong("part-concurrency"), help: "Parts of one transfer in flight (default 5).")
+    var partConcurrency: Int?
+
+    @Option(name: .customLong("multipart-threshold"), help: "Uploads above this use multipart (default 16MiB).")
+    var multipartThreshold: String?
+
+    @Option(name: .customLong("max-connections"), help: "Requests to S3 open at once (default 64).")
+    var maxConnections: Int?
+
+    @Option(name: .customLong("bandwidth-limit"), help: "Total bytes/s to and from S3, e.g. 50MiB (default: none).")
+    var bandwidthLimit: String?
+
+    @Option(name: .customLong("checksum"), help: "Additional upload checksum: CRC32C (default), CRC32, SHA256 or NONE.")
+    var checksum: String?
+
+    @Option(name: .customLong("retry-limit"), help: "Retries of a failed request (default 3).")
+    var retryLimit: Int?
+
+    @Option(name: .customLong("transfer-timeout"), help: "Seconds a whole transfer may take (default 3000).")
+    var transferTimeout: Double?
+
+    func transportLimits() throws -> CurlTransport.Limits {
+        var limits = CurlTransport.Limits()
+        if let maxConnections {
+            guard maxConnections > 0 else { throw ValidationError("--max-connections must be at least 1") }
+            limits.maxConnections = maxConnections
+        }
+        if let bandwidthLimit { limits.bandwidthBytesPerSecond = try ByteSize.parse(bandwidthLimit, option: "--bandwidth-limit") }
+        return limits
+    }
+
+    /// The engine defaults with these options applied.
+    func settings(_ base: TransferSettings = TransferSettings()) throws -> TransferSettings {
+        var s = base
+        do {
+            s = try s.applying(TransferOptions(
+                partSizeBytes: try partSize.map { Int(try ByteSize.parse($0, option: "--part-size")) },
+                partConcurrency: partConcurrency, retryLimit: retryLimit, timeoutSeconds: transferTimeout,
+                checksumAlgorithm: checksum))
+        } catch let error as FerryError {
+            throw ValidationError(error.message)
+        }
+        if let multipartThreshold { s.multipartThreshold = try ByteSize.parse(multipartThreshold, option: "--multipart-threshold") }
+        return s
+    }
+}
+
+/// `8MiB`, `64KiB`, `1GiB`, `1000` (bytes).
+enum ByteSize {
+    static func parse(_ text: String, option: String) throws -> Int64 {
+        let units: [(String, Int64)] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("GB", 1_000_000_000),
+                                        ("MB", 1_000_000), ("KB", 1000), ("B", 1)]
+        for (suffix, factor) in units where text.hasSuffix(suffix) {
+            if let n = Double(text.dropLast(suffix.count)), n > 0 { return Int64(n * Double(factor)) }
+        }
+        if let n = Int64(text), n > 0 { return n }
+        throw ValidationError("\(option) wants a size such as 8MiB, got '\(text)'")
     }
 }

@@ -10,7 +10,8 @@ struct Ferry: AsyncParsableCommand {
             2 bad usage or configuration; 3 a wait timed out; 4 Kafka or storage unreachable.
             """,
         version: FerryVersion.current,
-        subcommands: [DevCommand.self, WorkerCommand.self, EnqueueCommand.self, VersionCommand.self]
+        subcommands: [DevCommand.self, WorkerCommand.self, EnqueueCommand.self, CopyCommand.self, PresignCommand.self,
+                      PauseCommand.self, ResumeCommand.self, CancelCommand.self, VersionCommand.self]
     )
 }
 

@@ -61,6 +61,7 @@ struct WorkerCommand: AsyncParsableCommand {
             storage = .s3(try s3.configuration())
         }
         var engine = TransferEngine.Configuration()
+        engine.defaults = try s3.limits.settings()
         if let max = maxTransfers ?? environment("FERRY_MAX_TRANSFERS").flatMap(Int.init) {
             guard max > 0 else { throw ValidationError("--max-transfers must be at least 1") }
             engine.maxTransfers = max

@@ -81,3 +81,49 @@ import Testing
         await rgw.stop()
     }
 }
+
+/// Presigned URLs from `ferry presign`, used with curl against a server that checks them.
+@Suite(.serialized) struct PresignTests {
+    @Test(.enabled(if: CephGateway.isInstalled || ProcessInfo.processInfo.environment["CI"] != nil))
+    func presignedGetAndPutWorkWithCurl() async throws {
+        let rgw = try await CephGateway.start()
+        do {
+            let dir = try TestPaths.temporaryDirectory("presign")
+            try await Boto3(rgw)("create-bucket", "presign")
+            let env = rgw.clientEnvironment
+            let ferry = TestPaths.ferryBinary
+            let body = dir.appendingPathComponent("in.txt")
+            try Data("presigned hello\n".utf8).write(to: body)
+
+            let putURL = try await runChecked(ferry, ["presign", "put", "s3://presign/dir/a b.txt", "--expires", "600",
+                                                      "--content-type", "text/plain"], environment: env)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            try await runChecked("curl", ["-fsS", "-T", body.path, "-H", "Content-Type: text/plain", putURL])
+
+            let getURL = try await runChecked(ferry, ["presign", "get", "s3://presign/dir/a b.txt"], environment: env)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(try await runChecked("curl", ["-fsS", getURL]) == "presigned hello\n")
+            let head = try await Boto3(rgw).get(bucket: "presign", key: "dir/a b.txt", to: dir.appendingPathComponent("b3"))
+            #expect(head.ContentType == "text/plain")
+
+            // A tampered URL is refused by the server.
+            let tampered = getURL.replacingOccurrences(of: "X-Amz-Expires=3600", with: "X-Amz-Expires=3601")
+            let refused = try await runCommand("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", tampered])
+            #expect(refused.stdout == "403")
+            // So is one past its expiry.
+            let shortURL = try await runChecked(ferry, ["presign", "get", "s3://presign/dir/a b.txt", "--expires", "1"],
+                                                environment: env).trimmingCharacters(in: .whitespacesAndNewlines)
+            try await Task.sleep(for: .seconds(2.5))
+            let expired = try await runCommand("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", shortURL])
+            #expect(expired.stdout == "403")
+            // Bad input: a clear error and a non-zero exit.
+            let tooLong = try await runCommand(ferry, ["presign", "get", "s3://presign/x", "--expires", "604801"], environment: env)
+            #expect(tooLong.status != 0)
+            #expect(tooLong.stderr.contains("7 days"))
+        } catch {
+            await rgw.stop()
+            throw error
+        }
+        await rgw.stop()
+    }
+}

@@ -23,4 +23,29 @@ public struct AWSCredentials: Sendable, Hashable, CustomStringConvertible {
         let token = env["AWS_SESSION_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         return AWSCredentials(accessKeyId: id, secretAccessKey: secret, sessionToken: token)
     }
+
+    /// A profile of the shared credentials file (`AWS_SHARED_CREDENTIALS_FILE`,
+    /// default `~/.aws/credentials`); `profile` defaults to `AWS_PROFILE`, then `default`.
+    public static func fromSharedFile(profile: String? = nil,
+                                      _ env: [String: String] = ProcessInfo.processInfo.environment) -> AWSCredentials? {
+        let home = env["HOME"] ?? NSHomeDirectory()
+        let path = env["AWS_SHARED_CREDENTIALS_FILE"] ?? "\(home)/.aws/credentials"
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        let wanted = profile ?? env["AWS_PROFILE"] ?? "default"
+        var section: String?
+        var values: [String: String] = [:]
+        for rawLine in text.split(whereSeparator: \.isNewline) {
+            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
+            if line.hasPrefix("[") && line.hasSuffix("]") {
+                section = String(line.dropFirst().dropLast()).trimmingCharacters(in: .whitespaces)
+                continue
+            }
+            guard section == wanted, let eq = line.firstIndex(of: "=") else { continue }
+            values[line[..<eq].trimmingCharacters(in: .whitespaces).lowercased()] =
+                line[line.index(after: eq)...].trimmingCharacters(in: .whitespaces)
+        }
+        guard let id = values["aws_access_key_id"], let secret = values["aws_secret_access_key"] else { return nil }
+        return AWSCredentials(accessKeyId: id, secretAccessKey: secret, sessionToken: values["aws_session_token"])
+    }
 }

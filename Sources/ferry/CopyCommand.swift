@@ -1,0 +1,101 @@
+import ArgumentParser
+import FerryCore
+import FerryEngine
+import FerryS3
+import Foundation
+import Logging
+import Synchronization
+
+struct CopyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cp",
+        abstract: "Copy a file to or from S3, or an object within S3, with Ferry's transfer engine (no Kafka).",
+        discussion: """
+            Examples:
+              ferry cp ./video.mp4 s3://media/raw/video.mp4 --part-size 16MiB --part-concurrency 8
+              ferry cp s3://media/raw/video.mp4 /tmp/video.mp4
+              ferry cp s3://media/raw/video.mp4 s3://archive/video.mp4
+              AWS_PROFILE=prod ferry cp report.pdf s3://docs/report.pdf --content-type application/pdf --metadata owner=alice
+            Exit codes: 0 copied; 1 the transfer failed; 2 bad usage.
+            """)
+
+    @Argument(help: "Source: a local path or s3://bucket/key.") var source: String
+    @Argument(help: "Destination: a local path or s3://bucket/key.") var destination: String
+    @OptionGroup var s3: S3Options
+    @OptionGroup var log: LogOptions
+    @Option(name: .customLong("content-type"), help: "Content type of an upload (default from the extension).") var contentType: String?
+    @Option(name: .customLong("metadata"), parsing: .singleValue, help: "User metadata NAME=VALUE (repeatable).") var metadata: [String] = []
+    @Flag(help: "Print only the final line.") var quiet = false
+
+    func run() async throws {
+        var logOptions = log
+        logOptions.level = log.level ?? environment("FERRY_LOG_LEVEL") ?? "warning"
+        let logger = try logOptions.bootstrap(label: "ferry.cp")
+        let client = S3Client(try s3.configuration())
+        let settings = try s3.limits.settings()
+        var configuration = TransferEngine.Configuration()
+        configuration.maxTransfers = 1
+        configuration.defaults = settings
+        let engine = TransferEngine(store: client, dataRoot: try DataRoot("/"), configuration: configuration, logger: logger)
+
+        let (job, label) = try makeJob()
+        let display = ProgressDisplay(label: label)
+        let started = Date()
+        let lastDraw = LockedDate()
+        do {
+            let outcome = try await engine.run(job) { progress in
+                guard !quiet, lastDraw.due(every: 0.2) else { return }
+                display.show(TransferStatus(id: job.request.id, op: job.request.op.rawValue, state: .running,
+                                            bytesTransferred: progress.bytesTransferred, totalBytes: progress.totalBytes))
+            }
+            let seconds = max(Date().timeIntervalSince(started), 0.001)
+            let bytes = outcome.bytesTransferred
+            display.finish(message: String(format: "%@: %@ in %.2f s (%.1f MiB/s)%@", label, ProgressDisplay.bytes(bytes), seconds,
+                                           Double(bytes) / 1_048_576 / seconds, outcome.object.eTag.map { ", eTag \($0)" } ?? ""))
+        } catch {
+            display.finish(message: "\(label) failed: \(error)")
+            throw ExitCode(FerryExit.transferNotCompleted)
+        }
+    }
+
+    func makeJob() throws -> (TransferJob, String) {
+        let id = "cp-\(UUID().uuidString.lowercased())"
+        var pairs: [String: String] = [:]
+        for pair in metadata {
+            guard let eq = pair.firstIndex(of: "=") else { throw ValidationError("--metadata wants NAME=VALUE") }
+            pairs[String(pair[..<eq])] = String(pair[pair.index(after: eq)...])
+        }
+        switch (source.hasPrefix("s3://"), destination.hasPrefix("s3://")) {
+        case (false, true):
+            let target = try ObjectLocation(s3URI: destination)
+            let request = TransferRequest(id: id, op: .upload, bucket: target.bucket, key: target.key,
+                                          source: EnqueueCommand.uri(source), contentType: contentType,
+                                          metadata: pairs.isEmpty ? nil : pairs)
+            return (TransferJob(request: request, objectKey: target.key), "upload \(source) → \(destination)")
+        case (true, false):
+            let object = try ObjectLocation(s3URI: source)
+            let request = TransferRequest(id: id, op: .download, bucket: object.bucket, key: object.key,
+                                          destination: EnqueueCommand.uri(destination))
+            return (TransferJob(request: request, objectKey: object.key), "download \(source) → \(destination)")
+        case (true, true):
+            let target = try ObjectLocation(s3URI: destination)
+            let request = TransferRequest(id: id, op: .copy, bucket: target.bucket, key: target.key, source: source)
+            return (TransferJob(request: request, objectKey: target.key), "copy \(source) → \(destination)")
+        case (false, false):
+            throw ValidationError("one side must be s3://bucket/key")
+        }
+    }
+}
+
+/// Rate-limits progress drawing from transport threads.
+final class LockedDate: Sendable {
+    private let last = Mutex(Date.distantPast)
+    func due(every seconds: Double) -> Bool {
+        let now = Date()
+        return last.withLock { last in
+            guard now.timeIntervalSince(last) >= seconds else { return false }
+            last = now
+            return true
+        }
+    }
+}

@@ -1,0 +1,58 @@
+import FerryCore
+import FerryEngine
+import FerryS3
+import FerryTestSupport
+import Foundation
+import Logging
+import Testing
+
+/// Retries against a proxy that answers 503 SlowDown or resets the connection
+/// for a fifth of all requests: the results must still be byte-exact.
+@Suite(.serialized) struct FaultInjectionTests {
+    @Test func transfersSurvive503sAndResets() async throws {
+        let root = try TestPaths.temporaryDirectory("faults")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let moto = try await MotoServer.start(logDirectory: root)
+        let port = TestPaths.freePort()
+        let faults = root.appendingPathComponent("faults.txt")
+        let proxy = try BackgroundProcess(name: "proxy", executable: "python3",
+                                          arguments: [TestPaths.python.appendingPathComponent("fault_proxy.py").path,
+                                                      "\(port)", moto.endpoint, "0.2", faults.path],
+                                          logDirectory: root)
+        defer { Task { await proxy.stop(); await moto.stop() } }
+        let endpoint = "http://127.0.0.1:\(port)"
+        #expect(await eventually(timeout: 20) { await httpAnswers(endpoint) })
+        // Create the bucket directly, so only the transfers meet faults.
+        try await S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+                                 credentials: .init(accessKeyId: "testing", secretAccessKey: "testing"))).createBucket("faults")
+
+        let client = S3Client(.init(endpoint: try S3Endpoint(url: endpoint), region: "us-east-1",
+                                    credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
+        let counting = CountingStore(client)
+        var configuration = TransferEngine.Configuration()
+        configuration.defaults.retryPolicy = RetryPolicy(retryLimit: 8, baseDelaySeconds: 0.01, maxDelaySeconds: 0.2)
+        let engine = TransferEngine(store: counting, dataRoot: try DataRoot(root.path), configuration: configuration,
+                                    logger: Logger(label: "test.faults"))
+
+        var bytes = Data(count: 21 * (1 << 20) + 7)
+        bytes.withUnsafeMutableBytes { raw in for i in 0..<raw.count { raw[i] = UInt8(truncatingIfNeeded: i &* 131 &+ i >> 9) } }
+        let source = root.appendingPathComponent("src.bin")
+        try bytes.write(to: source)
+        for round in 0..<3 {
+            let key = "retry-\(round).bin"
+            _ = try await engine.run(TransferJob(request: TransferRequest(id: "fu\(round)", op: .upload, bucket: "faults", key: key,
+                                                                          source: source.absoluteString), objectKey: key))
+            let target = root.appendingPathComponent("out-\(round).bin")
+            _ = try await engine.run(TransferJob(request: TransferRequest(id: "fd\(round)", op: .download, bucket: "faults", key: key,
+                                                                          destination: target.absoluteString), objectKey: key))
+            #expect(try Data(contentsOf: target) == bytes, "round \(round)")
+        }
+        let injected = (try? String(contentsOf: faults, encoding: .utf8))?.split(separator: "\n") ?? []
+        let partRequests = counting.uploadedParts.withLock { $0.count }
+        print("fault injection: \(injected.filter { $0 == "503" }.count) × 503, \(injected.filter { $0 == "reset" }.count) resets; "
+              + "\(partRequests) part uploads for 9 parts")
+        #expect(injected.count > 0)
+        // Each retried part shows up as an extra part request.
+        #expect(partRequests > 9)
+    }
+}

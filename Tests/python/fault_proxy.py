@@ -1,0 +1,75 @@
+"""An HTTP proxy for tests that injects faults on the way to an S3 server.
+
+usage: fault_proxy.py LISTEN_PORT UPSTREAM_URL FAULT_RATE COUNT_FILE
+A FAULT_RATE fraction of requests (seeded, so runs repeat) is answered with
+503 SlowDown, or has its connection reset before any answer. Headers pass
+unchanged (the Host header too, so signatures stay valid). Each fault adds a
+line to COUNT_FILE.
+"""
+import http.client
+import random
+import socket
+import struct
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+port, upstream, rate, count_file = int(sys.argv[1]), urlsplit(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+rng = random.Random(7)
+lock = threading.Lock()
+
+SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+             b'<Message>Please reduce your request rate.</Message></Error>')
+
+
+def record(kind):
+    with lock, open(count_file, "a") as f:
+        f.write(kind + "\n")
+
+
+class Proxy(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def handle_any(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        with lock:
+            roll = rng.random()
+        if roll < rate / 2:
+            record("503")
+            self.send_response(503)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(SLOW_DOWN)))
+            self.end_headers()
+            self.wfile.write(SLOW_DOWN)
+            return
+        if roll < rate:
+            record("reset")
+            # RST instead of FIN: the client sees "connection reset by peer".
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            self.connection.close()
+            return
+        conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
+        headers = {k: v for k, v in self.headers.items()}
+        conn.request(self.command, self.path, body=body, headers=headers)
+        response = conn.getresponse()
+        data = response.read()
+        self.send_response(response.status)
+        for k, v in response.getheaders():
+            if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        conn.close()
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
+
+
+ThreadingHTTPServer(("127.0.0.1", port), Proxy).serve_forever()
