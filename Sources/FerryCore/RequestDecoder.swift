@@ -64,6 +64,7 @@ public enum RequestDecoder {
         case .delete:
             break
         }
+        if let headers = r.headers, let problem = HeaderPolicy.violation(in: headers) { return problem }
         let level = r.effectiveAccessLevel
         if level != .guest, r.identityId?.isEmpty ?? true {
             return FerryError(.invalidRequest, "accessLevel \(level.rawValue) needs an identityId")

@@ -18,7 +18,7 @@ public struct RetryPolicy: Sendable, Hashable {
     /// Authorization and validation failures are final.
     public static func isRetryable(_ error: FerryError) -> Bool {
         switch error.code {
-        case .connectionError, .slowDown: return true
+        case .connectionError, .slowDown, .badDigest: return true
         case .storageError:
             return ["HTTP 500", "HTTP 502", "HTTP 503", "HTTP 504", "RequestTimeout", "InternalError"]
                 .contains { error.message.contains($0) }
@@ -27,8 +27,10 @@ public struct RetryPolicy: Sendable, Hashable {
     }
 
     /// The wait before retry number `retry` (1-based): uniform in [0, min(max, base·2^retry)].
-    public func delay(beforeRetry retry: Int) -> Double {
-        let ceiling = min(maxDelaySeconds, baseDelaySeconds * Double(1 << min(retry, 20)))
+    /// After `SlowDown` the ceiling is four times higher: the server asked for a lower pace.
+    public func delay(beforeRetry retry: Int, after error: FerryError? = nil) -> Double {
+        let base = error?.code == .slowDown ? baseDelaySeconds * 4 : baseDelaySeconds
+        let ceiling = min(maxDelaySeconds, base * Double(1 << min(retry, 20)))
         return Double.random(in: 0...ceiling)
     }
 
@@ -44,7 +46,7 @@ public struct RetryPolicy: Sendable, Hashable {
                 guard attempt <= retryLimit, Self.isRetryable(error) else { throw error }
                 onRetry(attempt, error)
                 do {
-                    try await Task.sleep(for: .seconds(delay(beforeRetry: attempt)))
+                    try await Task.sleep(for: .seconds(delay(beforeRetry: attempt, after: error)))
                 } catch {
                     throw FerryError(.internalError, "cancelled while waiting to retry")
                 }

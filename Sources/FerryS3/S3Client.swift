@@ -43,7 +43,10 @@ public final class S3Client: ObjectStore {
         let digests = try BodyDigests.compute(body, checksum: input.checksum)
         var headers = Self.objectHeaders(input)
         headers.append(("content-md5", Data(digests.md5).base64EncodedString()))
-        if let algorithm = input.checksum, let value = digests.checksum { headers.append((algorithm.headerName, value)) }
+        if let algorithm = input.checksum, let value = digests.checksum {
+            headers.append((algorithm.headerName, value))
+            headers.append(("x-amz-sdk-checksum-algorithm", algorithm.rawValue))
+        }
         let response = try await send("PutObject", method: "PUT", bucket: input.bucket, key: input.key, headers: headers,
                                       body: body.httpBody, payloadHash: SigV4Signer.unsignedPayload, progress: progress)
         return writeResult(response)

@@ -66,3 +66,21 @@ import Testing
         #expect(try PassThroughPrefixResolver().objectKey(for: request) == "k.txt")
     }
 }
+
+@Suite struct HeaderPolicyTests {
+    @Test func allowListed() {
+        #expect(HeaderPolicy.violation(in: ["Cache-Control": "max-age=60", "x-amz-server-side-encryption": "AES256",
+                                            "x-amz-storage-class": "STANDARD_IA"]) == nil)
+    }
+
+    @Test(arguments: ["x-amz-copy-source", "authorization", "x-amz-grant-full-control", "host", "x-amz-checksum-crc32c"])
+    func refused(name: String) {
+        let request = #"{"id":"h1","op":"delete","bucket":"b","key":"k","headers":{"\#(name)":"v"}}"#
+        guard case .failure(let failure) = RequestDecoder.decode(Array(request.utf8)) else {
+            Issue.record("\(name) accepted")
+            return
+        }
+        #expect(failure.error.code == .invalidRequest)
+        #expect(failure.error.message.contains(name))
+    }
+}

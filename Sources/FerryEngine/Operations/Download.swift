@@ -47,7 +47,8 @@ extension TransferRun {
 
     private func downloadOnce(into fd: Int32) async throws(FerryError) -> ObjectAttributes {
         let partSize = settings.partSize
-        let sse = request.headers ?? [:]
+        // Of the request's headers only SSE-C keys belong on a GET.
+        let sse = (request.headers ?? [:]).filter { HeaderPolicy.isCustomerKeyHeader($0.key) }
         var first: ObjectAttributes
         do {
             first = try await attempt("GetObject") { () async throws(FerryError) -> ObjectAttributes in

@@ -1,0 +1,26 @@
+/// Which S3 headers a request may set in `headers`: everything else is refused,
+/// so a producer cannot slip in headers that change what a request means
+/// (copy sources, ACL grants, checksums, signatures).
+public enum HeaderPolicy {
+    public static let allowed: Set<String> = [
+        "cache-control", "content-disposition", "content-encoding", "content-language", "expires",
+        "x-amz-storage-class", "x-amz-tagging", "x-amz-website-redirect-location",
+        "x-amz-server-side-encryption", "x-amz-server-side-encryption-aws-kms-key-id",
+        "x-amz-server-side-encryption-context", "x-amz-server-side-encryption-bucket-key-enabled",
+        "x-amz-server-side-encryption-customer-algorithm", "x-amz-server-side-encryption-customer-key",
+        "x-amz-server-side-encryption-customer-key-md5",
+    ]
+
+    /// SSE-C headers: S3 wants them on every request that reads or writes the object's bytes.
+    public static func isCustomerKeyHeader(_ name: String) -> Bool {
+        name.lowercased().hasPrefix("x-amz-server-side-encryption-customer-")
+    }
+
+    /// The first problem with `headers`, if any.
+    public static func violation(in headers: [String: String]) -> FerryError? {
+        for name in headers.keys.sorted() where !allowed.contains(name.lowercased()) {
+            return FerryError(.invalidRequest, "header '\(name)' is not allowed; allowed: \(allowed.sorted().joined(separator: ", "))")
+        }
+        return nil
+    }
+}
