@@ -18,6 +18,14 @@ final class ProgressReporter: Sendable {
     }
 
     private let last = Mutex(TransferProgress(bytesTransferred: 0, totalBytes: nil))
+    /// While paused, parts in flight still report bytes: no `running` status then.
+    private let paused = Mutex(false)
+
+    /// Publishes `paused` or `running` for a pause or resume.
+    func stateChanged(_ state: TransferStatus.State) {
+        paused.withLock { $0 = state == .paused }
+        publisher.post(snapshot(state))
+    }
 
     /// A status of `state` with the latest progress.
     func snapshot(_ state: TransferStatus.State) -> TransferStatus {
@@ -32,6 +40,7 @@ final class ProgressReporter: Sendable {
 
     func report(_ progress: TransferProgress) {
         last.withLock { $0 = progress }
+        guard !paused.withLock({ $0 }) else { return }
         let now = Date()
         let due = lastSent.withLock { last in
             guard last.map({ now.timeIntervalSince($0) >= interval }) ?? true else { return false }

@@ -56,10 +56,10 @@ struct RequestPipeline: Sendable {
         let reporter = ProgressReporter(publisher: publisher, template: base, interval: progressInterval)
         let job = TransferJob(request: request, objectKey: objectKey)
         // Pause and resume (from ferry.control) are visible as `paused` and `running` statuses.
-        let control = TransferControl { [publisher, reporter] state in
+        let control = TransferControl { [reporter] state in
             switch state {
-            case .paused: publisher.post(reporter.snapshot(.paused))
-            case .running: publisher.post(reporter.snapshot(.running))
+            case .paused: reporter.stateChanged(.paused)
+            case .running: reporter.stateChanged(.running)
             case .cancelled: break  // the terminal status follows
             }
         }

@@ -19,14 +19,18 @@ import Testing
         var server: any S3TestServer
         var bucket = "e2e"
 
-        func startWorker(name: String, stateDir: String) throws -> BackgroundProcess {
+        func startWorker(name: String, stateDir: String, extra: [String] = []) throws -> BackgroundProcess {
             try BackgroundProcess(
                 name: name, executable: TestPaths.ferryBinary,
                 arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", server.endpoint,
                             "--region", "us-east-1", "--data-root", dataRoot.path,
                             "--state-dir", logs.appendingPathComponent(stateDir).path,
-                            "--kafka-property", "session.timeout.ms=6000", "--log-level", "debug"],
+                            "--kafka-property", "session.timeout.ms=6000", "--log-level", "debug"] + extra,
                 environment: server.clientEnvironment, logDirectory: logs)
+        }
+
+        func ferry(_ arguments: [String]) async throws -> String {
+            try await runChecked(TestPaths.ferryBinary, arguments + ["--bootstrap-servers", cluster.bootstrapServers])
         }
 
         func statuses() async throws -> [TransferStatus] {
@@ -144,6 +148,7 @@ import Testing
             try await withEnvironment(server) { env in
                 try await uploadTriggerDownload(env)
                 try await badInputIsDeadLetteredAndOffsetsCommitted(env)
+                try await pauseResumeCancelThroughKafka(env)
             }
         } catch {
             await server.stop()
@@ -210,5 +215,55 @@ import Testing
         #expect(acceptedAfter == acceptedBefore + 1, "old requests were processed again")
         #expect(try await env.kcat.consumeAll(topic: "ferry.requests.dlq").count == dlqBefore)
         await fresh.stop()
+    }
+
+    /// `ferry pause|resume|cancel` reach the worker through ferry.control; the
+    /// statuses say so; a cancelled multipart upload leaves nothing behind.
+    func pauseResumeCancelThroughKafka(_ env: Environment) async throws {
+        // 6 MiB/s: a 30 MiB upload takes about five seconds, time to steer it.
+        let worker = try env.startWorker(name: "worker-ctl", stateDir: "state-ctl",
+                                         extra: ["--bandwidth-limit", "6MiB", "--part-size", "5MiB", "--part-concurrency", "1"])
+        let bytes = Data((0..<(30 << 20)).map { UInt8(truncatingIfNeeded: $0 >> 7) })
+        let source = env.dataRoot.appendingPathComponent("in/steer.bin")
+        try bytes.write(to: source)
+        func enqueue(_ id: String, key: String) async throws {
+            try await env.kcat.produce(topic: "ferry.requests", key: "e2e/\(key)", value: """
+                {"id":"\(id)","op":"upload","bucket":"e2e","key":"\(key)","source":"\(source.absoluteString)"}
+                """)
+        }
+        func states(_ id: String) async throws -> [TransferStatus] { try await env.statuses().filter { $0.id == id } }
+
+        let started = Date()
+        try await enqueue("ctl-pause", key: "steer.bin")
+        #expect(try await eventually(timeout: 60) { try await states("ctl-pause").contains { $0.state == .running && ($0.bytesTransferred ?? 0) > 0 } },
+                "no progress; log:\n\(worker.log)")
+        _ = try await env.ferry(["pause", "ctl-pause"])
+        #expect(try await eventually(timeout: 30) { try await states("ctl-pause").contains { $0.state == .paused } })
+        try await Task.sleep(for: .seconds(2))
+        let whilePaused = try await states("ctl-pause")
+        let pausedAt = try #require(whilePaused.lastIndex { $0.state == .paused })
+        #expect(!whilePaused[(pausedAt + 1)...].contains { $0.state == .running }, "progress reported as running while paused")
+        #expect(!whilePaused.contains { $0.state.isTerminal })
+        _ = try await env.ferry(["resume", "ctl-pause"])
+        let done = try await env.terminalStatus(of: "ctl-pause", timeout: 90)
+        #expect(done?.state == .completed, "\(done?.error?.message ?? "")")
+        // 30 MiB at 6 MiB/s cannot be faster than about five seconds: the limit holds.
+        #expect(Date().timeIntervalSince(started) >= 4.5)
+        let readBack = env.logs.appendingPathComponent("steer.check")
+        _ = try await Boto3(env.server).get(bucket: "e2e", key: "public/steer.bin", to: readBack)
+        #expect(try Data(contentsOf: readBack) == bytes)
+
+        try await enqueue("ctl-cancel", key: "cancelled.bin")
+        #expect(try await eventually(timeout: 60) { try await states("ctl-cancel").contains { ($0.bytesTransferred ?? 0) > 6 << 20 } })
+        _ = try await env.ferry(["cancel", "ctl-cancel"])
+        let cancelled = try await env.terminalStatus(of: "ctl-cancel", timeout: 60)
+        #expect(cancelled?.state == .cancelled)
+        #expect(cancelled?.error?.code == "Cancelled")
+        #expect(try await Boto3(env.server)("list-uploads", "e2e", "public/cancelled.bin").trimmingCharacters(in: .whitespacesAndNewlines) == "[]")
+
+        _ = try await env.ferry(["pause", "no-such-transfer"])
+        #expect(await eventually(timeout: 20) { worker.log.contains("no-such-transfer: not running on this worker (no-op)") })
+        #expect(worker.isRunning)
+        await worker.stop()
     }
 }

@@ -4,6 +4,7 @@ usage: s3_client.py ENDPOINT create-bucket BUCKET
        s3_client.py ENDPOINT get BUCKET KEY OUTFILE      (prints JSON: ETag, ContentLength, ContentType, Metadata)
        s3_client.py ENDPOINT put BUCKET KEY INFILE
        s3_client.py ENDPOINT head BUCKET KEY
+       s3_client.py ENDPOINT list-uploads BUCKET PREFIX    (prints JSON: keys with uploads in progress)
 Credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
 """
 import json
@@ -33,6 +34,9 @@ elif command == "head":
     response = s3.head_object(Bucket=args[0], Key=args[1])
     print(json.dumps({"ETag": response["ETag"], "ContentLength": response["ContentLength"],
                       "ContentType": response.get("ContentType"), "Metadata": response.get("Metadata", {})}))
+elif command == "list-uploads":
+    response = s3.list_multipart_uploads(Bucket=args[0], Prefix=args[1])
+    print(json.dumps([u["Key"] for u in response.get("Uploads", [])]))
 elif command == "put":
     with open(args[2], "rb") as f:
         response = s3.put_object(Bucket=args[0], Key=args[1], Body=f.read())

@@ -21,7 +21,7 @@ public final class CurlTransport: Sendable {
     public struct Limits: Sendable {
         /// Requests (hence connections) open at once.
         public var maxConnections: Int = 64
-        /// Total bytes/s across all connections, split evenly among them; nil for no limit.
+        /// Total body bytes/s across all connections, shared; nil for no limit.
         public var bandwidthBytesPerSecond: Int64?
         public init(maxConnections: Int = 64, bandwidthBytesPerSecond: Int64? = nil) {
             self.maxConnections = maxConnections
@@ -33,6 +33,7 @@ public final class CurlTransport: Sendable {
     private let limits: Limits
     private let caBundle: String?
     private let connections: AsyncSemaphore
+    private let bandwidth: BandwidthLimiter?
     private let idleHandles = Mutex<[CurlEasyHandle]>([])
     private let queue = DispatchQueue(label: "ferry.curl", qos: .userInitiated, attributes: .concurrent)
 
@@ -42,6 +43,7 @@ public final class CurlTransport: Sendable {
         self.limits = limits
         self.caBundle = caBundle
         self.connections = AsyncSemaphore(limit: max(1, limits.maxConnections))
+        self.bandwidth = limits.bandwidthBytesPerSecond.map { BandwidthLimiter(bytesPerSecond: $0) }
     }
 
     /// Requests running now (at most `limits.maxConnections`).
@@ -53,11 +55,10 @@ public final class CurlTransport: Sendable {
     public func execute(_ request: HTTPRequest) async throws(FerryError) -> HTTPResponse {
         await connections.acquire()
         defer { connections.release() }
-        let perConnectionSpeed = limits.bandwidthBytesPerSecond.map { max(1, $0 / Int64(max(1, limits.maxConnections))) }
         let result: Result<HTTPResponse, FerryError> = await withCheckedContinuation { continuation in
             queue.async {
                 let handle = self.idleHandles.withLock { $0.popLast() } ?? CurlEasyHandle()
-                let result = handle.perform(request, timeouts: self.timeouts, maxSpeed: perConnectionSpeed,
+                let result = handle.perform(request, timeouts: self.timeouts, bandwidth: self.bandwidth,
                                             caBundle: self.caBundle)
                 self.idleHandles.withLock { $0.append(handle) }
                 continuation.resume(returning: result)
@@ -84,10 +85,10 @@ final class CurlEasyHandle: @unchecked Sendable {
 
     deinit { curl_easy_cleanup(handle) }
 
-    func perform(_ request: HTTPRequest, timeouts: CurlTransport.Timeouts, maxSpeed: Int64?,
+    func perform(_ request: HTTPRequest, timeouts: CurlTransport.Timeouts, bandwidth: BandwidthLimiter?,
                  caBundle: String?) -> Result<HTTPResponse, FerryError> {
         curl_easy_reset(handle)
-        let exchange = Exchange(request: request)
+        let exchange = Exchange(request: request, bandwidth: bandwidth)
         let box = Unmanaged.passRetained(exchange)
         defer { box.release() }
         var headerList: UnsafeMutablePointer<curl_slist>? = nil
@@ -109,10 +110,6 @@ final class CurlEasyHandle: @unchecked Sendable {
             ferry_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, timeouts.lowSpeedSeconds)
             ferry_curl_setopt_long(handle, CURLOPT_TCP_NODELAY, 1)
             if let caBundle { ferry_curl_setopt_string(handle, CURLOPT_CAINFO, caBundle) }
-            if let maxSpeed {
-                ferry_curl_setopt_off(handle, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(maxSpeed))
-                ferry_curl_setopt_off(handle, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(maxSpeed))
-            }
             let context = box.toOpaque()
             ferry_curl_setopt_header_function(handle, curlHeaderCallback)
             ferry_curl_setopt_ptr(handle, CURLOPT_HEADERDATA, context)
@@ -173,12 +170,15 @@ final class Exchange {
     var localError: FerryError?
 
     func count(_ n: Int) {
+        bandwidth?.consume(n)
         guard let progress = request.progress else { return }
         counted += Int64(n)
         progress.add(Int64(n))
     }
 
-    init(request: HTTPRequest) { self.request = request }
+    let bandwidth: BandwidthLimiter?
+
+    init(request: HTTPRequest, bandwidth: BandwidthLimiter?) { self.request = request; self.bandwidth = bandwidth }
 
     /// Error responses go to memory whatever the sink, so they can be parsed.
     var bodyToFile: (Int32, Int64)? {
