@@ -14,6 +14,9 @@ public final class TransferEngine: Sendable {
         public var maxTransfers: Int = 8
         /// Defaults for every transfer; a request's `options` override them.
         public var defaults = TransferSettings()
+        /// The store for requests with `options.accelerate` (S3 Transfer Acceleration);
+        /// nil where the endpoint has none (such requests are refused).
+        public var acceleratedStore: (any ObjectStore)?
         public init() {}
     }
 
@@ -44,6 +47,13 @@ public final class TransferEngine: Sendable {
     public func run(_ job: TransferJob, control: TransferControl = TransferControl(),
                     progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws(FerryError) -> TransferOutcome {
         let settings = try configuration.defaults.applying(job.request.options)
+        var store = self.store
+        if job.request.options?.accelerate == true {
+            guard let accelerated = configuration.acceleratedStore else {
+                throw FerryError(.invalidRequest, "accelerate needs an AWS S3 endpoint (s3-accelerate); this worker's endpoint has none")
+            }
+            store = accelerated
+        }
         await slots.acquire()
         defer { slots.release() }
         let id = job.request.id

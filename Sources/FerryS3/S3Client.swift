@@ -36,6 +36,8 @@ public final class S3Client: ObjectStore {
 
     /// Requests to storage running now.
     public var connectionsInUse: Int { transport.connectionsInUse }
+    /// Bytes held in memory by requests now.
+    public var bufferedBytesInUse: Int64 { transport.bufferedBytesInUse }
 
     // MARK: Objects
 

@@ -28,6 +28,16 @@ public struct S3Endpoint: Sendable, Hashable {
         try! S3Endpoint(url: "https://s3.\(region).amazonaws.com", style: .virtualHosted)
     }
 
+    /// Whether this is an AWS S3 endpoint (accelerate mode exists only there).
+    public var isAWS: Bool { host == "s3.amazonaws.com" || (host.hasPrefix("s3.") && host.hasSuffix(".amazonaws.com")) }
+
+    /// S3 Transfer Acceleration: `https://<bucket>.s3-accelerate.amazonaws.com`; nil for non-AWS endpoints.
+    public var accelerated: S3Endpoint? {
+        guard isAWS else { return nil }
+        // Cannot fail: a fixed, well-formed URL.
+        return try! S3Endpoint(url: "https://s3-accelerate.amazonaws.com", style: .virtualHosted)
+    }
+
     /// The `Host` header value (with the port unless it is the scheme's default).
     public func hostHeader(bucket: String?) -> String {
         var h = host

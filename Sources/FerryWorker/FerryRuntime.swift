@@ -21,8 +21,14 @@ public enum FerryRuntime {
         let producer = try KafkaProducer(configuration: configuration.kafka, logger: logger)
         var roles: [@Sendable () async -> Void] = []
         if configuration.roles.transfers {
+            var engineConfiguration = configuration.engine
+            if case .s3(let s3) = configuration.storage, let accelerated = s3.endpoint.accelerated {
+                var fast = s3
+                fast.endpoint = accelerated
+                engineConfiguration.acceleratedStore = S3Client(fast)
+            }
             let engine = TransferEngine(store: try makeStore(configuration.storage), dataRoot: configuration.dataRoot,
-                                        configuration: configuration.engine, logger: logger)
+                                        configuration: engineConfiguration, logger: logger)
             let state = try WorkerStateStore(directory: configuration.stateDirectory)
             let worker = try TransferWorker(configuration: configuration, engine: engine, state: state,
                                             producer: producer, logger: logger)

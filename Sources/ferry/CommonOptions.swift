@@ -135,6 +135,9 @@ struct TransferLimitOptions: ParsableArguments {
     @Option(name: .customLong("bandwidth-limit"), help: "Total bytes/s to and from S3, e.g. 50MiB (default: none).")
     var bandwidthLimit: String?
 
+    @Option(name: .customLong("max-buffered-bytes"), help: "Bytes held in memory by requests in flight, e.g. 64MiB (default 64MiB).")
+    var maxBufferedBytes: String?
+
     @Option(name: .customLong("checksum"), help: "Additional upload checksum: CRC32C (default), CRC32, SHA256 or NONE.")
     var checksum: String?
 
@@ -151,6 +154,7 @@ struct TransferLimitOptions: ParsableArguments {
             limits.maxConnections = maxConnections
         }
         if let bandwidthLimit { limits.bandwidthBytesPerSecond = try ByteSize.parse(bandwidthLimit, option: "--bandwidth-limit") }
+        if let maxBufferedBytes { limits.maxBufferedBytes = try ByteSize.parse(maxBufferedBytes, option: "--max-buffered-bytes") }
         return limits
     }
 

@@ -1,3 +1,4 @@
+import FerryCore
 import FerryS3
 import FerryTestSupport
 import Foundation
@@ -105,5 +106,43 @@ import Testing
         #expect(authorization == "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
                 + "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
                 + "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
+    }
+}
+
+@Suite struct EndpointTests {
+    @Test func addressingStyles() throws {
+        let local = try S3Endpoint(url: "http://127.0.0.1:7480")
+        #expect(local.hostHeader(bucket: "b") == "127.0.0.1:7480")
+        #expect(local.path(bucket: "b", key: "a/b c") == "/b/a/b c")
+        #expect(local.accelerated == nil)
+        let aws = S3Endpoint.aws(region: "eu-west-1")
+        #expect(aws.hostHeader(bucket: "photos") == "photos.s3.eu-west-1.amazonaws.com")
+        #expect(aws.path(bucket: "photos", key: "k") == "/k")
+        let fast = try #require(aws.accelerated)
+        #expect(fast.hostHeader(bucket: "photos") == "photos.s3-accelerate.amazonaws.com")
+        #expect(fast.scheme == "https")
+        #expect(throws: ConfigurationError.self) { try S3Endpoint(url: "ftp://example.com") }
+    }
+
+    @Test func sharedCredentialsFileProfiles() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("creds-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try """
+            [default]
+            aws_access_key_id = AKIADEFAULT
+            aws_secret_access_key = secret-default
+
+            # a comment
+            [prod]
+            aws_access_key_id=AKIAPROD
+            aws_secret_access_key=secret-prod
+            aws_session_token=token-prod
+            """.write(to: file, atomically: true, encoding: .utf8)
+        let env = ["AWS_SHARED_CREDENTIALS_FILE": file.path]
+        #expect(AWSCredentials.fromSharedFile(env)?.accessKeyId == "AKIADEFAULT")
+        let prod = AWSCredentials.fromSharedFile(env.merging(["AWS_PROFILE": "prod"]) { $1 })
+        #expect(prod?.sessionToken == "token-prod")
+        #expect(AWSCredentials.fromSharedFile(profile: "missing", env) == nil)
+        #expect(!(prod?.description.contains("secret-prod") ?? true))
     }
 }

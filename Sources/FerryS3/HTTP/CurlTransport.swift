@@ -23,9 +23,13 @@ public final class CurlTransport: Sendable {
         public var maxConnections: Int = 64
         /// Total body bytes/s across all connections, shared; nil for no limit.
         public var bandwidthBytesPerSecond: Int64?
-        public init(maxConnections: Int = 64, bandwidthBytesPerSecond: Int64? = nil) {
+        /// Bytes held in memory by requests in flight: in-memory bodies plus
+        /// libcurl's buffers. File bodies stream by position and count only their buffers.
+        public var maxBufferedBytes: Int64 = 64 << 20
+        public init(maxConnections: Int = 64, bandwidthBytesPerSecond: Int64? = nil, maxBufferedBytes: Int64 = 64 << 20) {
             self.maxConnections = maxConnections
             self.bandwidthBytesPerSecond = bandwidthBytesPerSecond
+            self.maxBufferedBytes = maxBufferedBytes
         }
     }
 
@@ -33,6 +37,7 @@ public final class CurlTransport: Sendable {
     private let limits: Limits
     private let caBundle: String?
     private let connections: AsyncSemaphore
+    private let buffers: ByteBudget
     private let bandwidth: BandwidthLimiter?
     private let idleHandles = Mutex<[CurlEasyHandle]>([])
     private let queue = DispatchQueue(label: "ferry.curl", qos: .userInitiated, attributes: .concurrent)
@@ -44,15 +49,26 @@ public final class CurlTransport: Sendable {
         self.caBundle = caBundle
         self.connections = AsyncSemaphore(limit: max(1, limits.maxConnections))
         self.bandwidth = limits.bandwidthBytesPerSecond.map { BandwidthLimiter(bytesPerSecond: $0) }
+        self.buffers = ByteBudget(capacity: max(1, limits.maxBufferedBytes))
     }
 
     /// Requests running now (at most `limits.maxConnections`).
     public var connectionsInUse: Int { connections.inUse }
+    /// Bytes held in memory by requests now (at most `limits.maxBufferedBytes`).
+    public var bufferedBytesInUse: Int64 { buffers.inUse }
+
+    /// libcurl's receive buffer (CURLOPT_BUFFERSIZE) and upload buffer (CURLOPT_UPLOAD_BUFFERSIZE).
+    static let receiveBufferSize = 64 << 10
+    static let uploadBufferSize = 64 << 10
 
     /// libcurl's version line, e.g. `libcurl/7.88.1 OpenSSL/3.0.17 …`.
     public static var libcurlVersion: String { String(cString: curl_version()) }
 
     public func execute(_ request: HTTPRequest) async throws(FerryError) -> HTTPResponse {
+        var footprint = Int64(Self.receiveBufferSize + Self.uploadBufferSize)
+        if case .bytes(let body) = request.body { footprint += Int64(body.count) }
+        let reserved = await buffers.reserve(footprint)
+        defer { buffers.release(reserved) }
         await connections.acquire()
         defer { connections.release() }
         let result: Result<HTTPResponse, FerryError> = await withCheckedContinuation { continuation in
@@ -109,6 +125,8 @@ final class CurlEasyHandle: @unchecked Sendable {
             ferry_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, timeouts.lowSpeedBytesPerSecond)
             ferry_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, timeouts.lowSpeedSeconds)
             ferry_curl_setopt_long(handle, CURLOPT_TCP_NODELAY, 1)
+            ferry_curl_setopt_long(handle, CURLOPT_BUFFERSIZE, CurlTransport.receiveBufferSize)
+            ferry_curl_setopt_long(handle, CURLOPT_UPLOAD_BUFFERSIZE, CurlTransport.uploadBufferSize)
             if let caBundle { ferry_curl_setopt_string(handle, CURLOPT_CAINFO, caBundle) }
             let context = box.toOpaque()
             ferry_curl_setopt_header_function(handle, curlHeaderCallback)
