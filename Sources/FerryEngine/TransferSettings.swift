@@ -15,6 +15,10 @@ public struct TransferSettings: Sendable, Hashable {
     public var timeoutSeconds: Double = 3000
     /// The additional checksum sent with uploads (nil: none).
     public var checksum: ChecksumAlgorithm? = .crc32c
+    /// Copies of larger objects use multipart copy (UploadPartCopy); S3's CopyObject stops at 5 GiB.
+    public var copyThreshold: Int64 = 5 << 30
+    /// Part size of multipart copies (nothing passes through Ferry, so parts can be large).
+    public var copyPartSize: Int64 = 512 << 20
     /// `data:` sources larger than this are refused.
     public var maxDataURIBytes: Int = 1 << 20
 

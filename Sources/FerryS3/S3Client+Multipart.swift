@@ -39,6 +39,20 @@ extension S3Client {
                              checksumAlgorithm: value == nil ? nil : checksum)
     }
 
+    public func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
+                               range: ClosedRange<Int64>) async throws(FerryError) -> CompletedPart {
+        let copySource = "/\(source.bucket)/\(SigV4Signer.uriEncode(source.key, keepSlash: true))"
+        let response = try await send("UploadPartCopy", method: "PUT", bucket: location.bucket, key: location.key,
+                                      query: [("partNumber", String(partNumber)), ("uploadId", uploadId)],
+                                      headers: [("x-amz-copy-source", copySource),
+                                                ("x-amz-copy-source-range", "bytes=\(range.lowerBound)-\(range.upperBound)")],
+                                      body: .bytes([]))
+        guard let eTag = try Self.resultETag(response, operation: "UploadPartCopy") else {
+            throw FerryError(.storageError, "UploadPartCopy \(partNumber) answered without an ETag")
+        }
+        return CompletedPart(partNumber: partNumber, eTag: eTag, size: range.upperBound - range.lowerBound + 1)
+    }
+
     public func completeMultipartUpload(_ location: ObjectLocation, uploadId: String,
                                         parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult {
         var xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"

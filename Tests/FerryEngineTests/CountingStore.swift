@@ -8,6 +8,7 @@ final class CountingStore: ObjectStore {
     let base: any ObjectStore
     let uploadedParts = Mutex<[Int]>([])
     let rangedGets = Mutex(0)
+    let copiedParts = Mutex<[Int]>([])
 
     init(_ base: any ObjectStore) { self.base = base }
 
@@ -47,5 +48,13 @@ final class CountingStore: ObjectStore {
     }
     func listMultipartUploads(bucket: String, prefix: String) async throws(FerryError) -> [MultipartUploadSummary] {
         try await base.listMultipartUploads(bucket: bucket, prefix: prefix)
+    }
+}
+
+extension CountingStore {
+    func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
+                        range: ClosedRange<Int64>) async throws(FerryError) -> CompletedPart {
+        copiedParts.withLock { $0.append(partNumber) }
+        return try await base.uploadPartCopy(location, uploadId: uploadId, partNumber: partNumber, source: source, range: range)
     }
 }

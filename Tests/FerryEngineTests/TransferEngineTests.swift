@@ -198,4 +198,30 @@ import Testing
             #expect(try Data(contentsOf: emptyOut).isEmpty)
         }
     }
+
+    @Test func copiesAboveTheThresholdUseUploadPartCopy() async throws {
+        try await eachBackend { f in
+            let (source, bytes) = try writeSource(f.root, name: "copy.bin", size: 12 * (1 << 20) + 5)
+            let counting = CountingStore(f.store)
+            // A 5 MiB threshold stands in for S3's 5 GiB, so the test stays small.
+            let engine = try engine(counting, root: f.root) { $0.copyThreshold = 5 << 20; $0.copyPartSize = 5 << 20 }
+            _ = try await engine.run(upload(source, key: "copy/src.bin", id: "csrc-\(f.name)"))
+            let copy = TransferJob(request: TransferRequest(id: "copy-\(f.name)", op: .copy, bucket: "engine", key: "copy/dst.bin",
+                                                            source: "s3://engine/copy/src.bin"), objectKey: "copy/dst.bin")
+            let outcome = try await engine.run(copy)
+            #expect(outcome.eventName == "ObjectCreated:CompleteMultipartUpload")
+            #expect(outcome.object.size == Int64(bytes.count))
+            #expect(counting.copiedParts.withLock { $0.sorted() } == [1, 2, 3], "\(f.name)")
+            let target = f.root.appendingPathComponent("copied.bin")
+            _ = try await engine.run(download(key: "copy/dst.bin", to: target, id: "cdl-\(f.name)"))
+            #expect(try Data(contentsOf: target) == bytes, "\(f.name)")
+
+            // Below the threshold: one CopyObject.
+            let small = TransferJob(request: TransferRequest(id: "scopy-\(f.name)", op: .copy, bucket: "engine", key: "copy/small.bin",
+                                                             source: "s3://engine/copy/src.bin"), objectKey: "copy/small.bin")
+            let plain = try await (try self.engine(counting, root: f.root)).run(small)
+            #expect(plain.eventName == "ObjectCreated:Copy")
+            #expect(counting.copiedParts.withLock { $0.count } == 3)
+        }
+    }
 }

@@ -11,18 +11,62 @@ extension TransferRun {
                                bytesTransferred: 0, attempts: 1)
     }
 
-    /// CopyObject inside storage: no bytes pass through the worker.
+    /// A copy inside storage (no bytes pass through the worker): CopyObject up
+    /// to `copyThreshold`, multipart copy (UploadPartCopy) above it.
     func copy() async throws(FerryError) -> TransferOutcome {
         guard let sourceURI = request.source else { throw FerryError(.invalidRequest, "copy needs a source s3://bucket/key") }
         let source = try ObjectLocation(s3URI: sourceURI)
         let destination = location
-        let result = try await attempt("CopyObject") { () async throws(FerryError) -> ObjectWriteResult in
-            try await store.copyObject(from: source, to: destination)
+        let head = try await attempt("HeadObject") { () async throws(FerryError) -> ObjectAttributes? in
+            try await store.headObject(bucket: source.bucket, key: source.key)
         }
-        let size = try await store.headObject(bucket: destination.bucket, key: destination.key)?.size
-        return TransferOutcome(object: .init(bucket: request.bucket, key: job.objectKey, size: size,
+        guard let head else { throw FerryError(.noSuchKey, "copy source \(source) does not exist") }
+        setTotal(head.size)
+        let result: ObjectWriteResult
+        let eventName: String
+        if head.size <= settings.copyThreshold {
+            result = try await attempt("CopyObject") { () async throws(FerryError) -> ObjectWriteResult in
+                try await store.copyObject(from: source, to: destination)
+            }
+            eventName = "ObjectCreated:Copy"
+        } else {
+            result = try await multipartCopy(from: source, attributes: head)
+            eventName = "ObjectCreated:CompleteMultipartUpload"
+        }
+        meter.add(head.size - meter.value)
+        return TransferOutcome(object: .init(bucket: request.bucket, key: job.objectKey, size: head.size,
                                              eTag: result.eTag, versionId: result.versionId),
-                               eventName: "ObjectCreated:Copy", requestId: result.requestId, hostId: result.hostId,
-                               bytesTransferred: size ?? 0, attempts: 1)
+                               eventName: eventName, requestId: result.requestId, hostId: result.hostId,
+                               bytesTransferred: head.size, attempts: 1)
+    }
+
+    private func multipartCopy(from source: ObjectLocation, attributes: ObjectAttributes) async throws(FerryError) -> ObjectWriteResult {
+        let plan = try PartPlan(size: attributes.size, requestedPartSize: settings.copyPartSize)
+        let input = PutObjectInput(bucket: location.bucket, key: location.key, contentType: attributes.contentType,
+                                   metadata: attributes.metadata)
+        let uploadId = try await attempt("CreateMultipartUpload") { () async throws(FerryError) -> String in
+            try await store.createMultipartUpload(input)
+        }
+        let destination = location
+        do {
+            let run = self
+            let parts = try await forEachConcurrently(plan.parts, concurrency: settings.partConcurrency) { (part) async throws(FerryError) -> CompletedPart in
+                let copied = try await run.attempt("UploadPartCopy \(part.number)") { () async throws(FerryError) -> CompletedPart in
+                    try await run.store.uploadPartCopy(destination, uploadId: uploadId, partNumber: part.number,
+                                                       source: source, range: part.range)
+                }
+                run.meter.add(part.length)
+                return copied
+            }
+            try await control.checkpoint()
+            return try await attempt("CompleteMultipartUpload") { () async throws(FerryError) -> ObjectWriteResult in
+                try await store.completeMultipartUpload(destination, uploadId: uploadId,
+                                                        parts: parts.sorted { $0.partNumber < $1.partNumber })
+            }
+        } catch {
+            logger.info("aborting multipart copy", metadata: ["uploadId": "\(uploadId)", "reason": "\(error)"])
+            try? await store.abortMultipartUpload(destination, uploadId: uploadId)
+            throw error
+        }
     }
 }

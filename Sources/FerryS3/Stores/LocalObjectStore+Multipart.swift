@@ -55,6 +55,23 @@ extension LocalObjectStore {
         return part
     }
 
+    public func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
+                               range: ClosedRange<Int64>) async throws(FerryError) -> CompletedPart {
+        let sourceDir = try bucketDirectory(source.bucket, create: false)
+        guard let entry = readIndex(key: source.key, bucketDir: sourceDir) else {
+            throw FerryError(.noSuchKey, "UploadPartCopy: no object \(source)")
+        }
+        guard range.lowerBound >= 0, range.upperBound < entry.size else {
+            throw FerryError(.invalidRange, "UploadPartCopy: range \(range) is outside the object's \(entry.size) bytes")
+        }
+        let blob = open(sourceDir.appendingPathComponent("blobs/\(entry.blob)").path, O_RDONLY | O_CLOEXEC)
+        guard blob >= 0 else { throw FerryError(.noSuchKey, "UploadPartCopy: \(source) was removed while it was copied") }
+        defer { close(blob) }
+        return try await uploadPart(location, uploadId: uploadId, partNumber: partNumber,
+                                    body: .file(descriptor: blob, offset: range.lowerBound, length: range.upperBound - range.lowerBound + 1),
+                                    checksum: nil, headers: [:], progress: nil)
+    }
+
     public func completeMultipartUpload(_ location: ObjectLocation, uploadId: String,
                                         parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult {
         let dir = try uploadDirectory(location, uploadId: uploadId)

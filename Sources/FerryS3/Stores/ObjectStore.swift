@@ -28,6 +28,9 @@ public protocol ObjectStore: Sendable {
     /// wants on every part (SSE-C) are sent.
     func uploadPart(_ location: ObjectLocation, uploadId: String, partNumber: Int, body: ObjectBody,
                     checksum: ChecksumAlgorithm?, headers: [String: String], progress: TransferMeter?) async throws(FerryError) -> CompletedPart
+    /// Copies `range` of `source` into one part, inside storage (UploadPartCopy).
+    func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
+                        range: ClosedRange<Int64>) async throws(FerryError) -> CompletedPart
     /// Assembles the parts, in part-number order, into the object.
     func completeMultipartUpload(_ location: ObjectLocation, uploadId: String,
                                  parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult
