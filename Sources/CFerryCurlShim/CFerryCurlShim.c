@@ -16,3 +16,10 @@ CURLcode ferry_curl_setopt_header_function(CURL *h, size_t (*fn)(char *, size_t,
 }
 CURLcode ferry_curl_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
 CURLcode ferry_curl_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) { return curl_easy_getinfo(h, i, v); }
+CURLcode ferry_curl_setopt_seek_function(CURL *h, int (*fn)(void *, curl_off_t, int)) {
+    return curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, fn);
+}
+CURLcode ferry_curl_setopt_opensocket_function(CURL *h, curl_socket_t (*fn)(void *, curlsocktype, struct curl_sockaddr *)) {
+    return curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, fn);
+}
+CURLcode ferry_curl_getinfo_string(CURL *h, CURLINFO i, char **v) { return curl_easy_getinfo(h, i, v); }

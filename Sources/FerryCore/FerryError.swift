@@ -26,6 +26,11 @@ public struct FerryError: Error, Sendable, Hashable, Codable, CustomStringConver
         /// A local path escapes the data root or does not exist.
         public static let invalidPath = Code(rawValue: "InvalidPath")
         public static let accessDenied = Code(rawValue: "AccessDenied")
+        /// A remote (`https://`) source that policy refuses: disabled, host not allowed,
+        /// or an address in a loopback, link-local or private range.
+        public static let forbiddenSource = Code(rawValue: "ForbiddenSource")
+        /// A source larger than its cap.
+        public static let sourceTooLarge = Code(rawValue: "SourceTooLarge")
         public static let noSuchKey = Code(rawValue: "NoSuchKey")
         public static let noSuchBucket = Code(rawValue: "NoSuchBucket")
         public static let slowDown = Code(rawValue: "SlowDown")

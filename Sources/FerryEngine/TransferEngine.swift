@@ -17,6 +17,8 @@ public final class TransferEngine: Sendable {
         /// The store for requests with `options.accelerate` (S3 Transfer Acceleration);
         /// nil where the endpoint has none (such requests are refused).
         public var acceleratedStore: (any ObjectStore)?
+        /// Fetches `https://` upload sources; nil disables them (the default).
+        public var remoteSources: RemoteSourceFetcher?
         public init() {}
     }
 
@@ -61,7 +63,7 @@ public final class TransferEngine: Sendable {
         defer { active.withLock { if $0[id] === control { $0[id] = nil } } }
 
         let run = TransferRun(job: job, settings: settings, control: control, store: store, dataRoot: dataRoot,
-                              progress: progress, logger: logger.with(transfer: id))
+                              remoteSources: configuration.remoteSources, progress: progress, logger: logger.with(transfer: id))
         control.meter.observe { [run] _ in run.report() }
         return try await Self.withTimeout(settings.timeoutSeconds, control: control) { () async throws(FerryError) -> TransferOutcome in
             switch job.request.op {

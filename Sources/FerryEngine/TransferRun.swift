@@ -12,6 +12,7 @@ struct TransferRun: Sendable {
     let control: TransferControl
     let store: any ObjectStore
     let dataRoot: DataRoot
+    let remoteSources: RemoteSourceFetcher?
     let progress: @Sendable (TransferProgress) -> Void
     let logger: Logger
     /// The total size, once known (-1 before).

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FerryCore
 import FerryEngine
+import FerryS3
 import FerryTriggers
 import FerryWorker
 import Foundation
@@ -40,6 +41,20 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(help: "all, transfers or triggers (env FERRY_ROLE; default all).")
     var role: String?
 
+    @Flag(name: .customLong("https-sources"), help: "Allow https:// upload sources (e.g. presigned GETs). Off by default.")
+    var httpsSources = false
+
+    @Option(name: .customLong("https-source-host"), parsing: .singleValue,
+            help: "Only these source hosts (repeatable; .example.com allows subdomains). Default: any public host.")
+    var httpsSourceHosts: [String] = []
+
+    @Option(name: .customLong("https-source-allow-range"), parsing: .singleValue,
+            help: "A CIDR range sources may reach although loopback/link-local/private, e.g. 10.1.0.0/16 (repeatable).")
+    var httpsSourceRanges: [String] = []
+
+    @Option(name: .customLong("https-source-max-bytes"), help: "Largest https:// source, e.g. 5GiB (default 5GiB).")
+    var httpsSourceMaxBytes: String?
+
     func run() async throws {
         let logger = try log.bootstrap(label: "ferry.worker")
         let configuration = try makeConfiguration()
@@ -62,6 +77,17 @@ struct WorkerCommand: AsyncParsableCommand {
         }
         var engine = TransferEngine.Configuration()
         engine.defaults = try s3.limits.settings()
+        if httpsSources {
+            var policy = RemoteSourcePolicy()
+            policy.allowedHosts = httpsSourceHosts
+            do {
+                policy.allowedRanges = try httpsSourceRanges.map { range throws(ConfigurationError) in try AddressRange(range) }
+            } catch {
+                throw ValidationError(error.description)
+            }
+            if let max = httpsSourceMaxBytes { policy.maxBytes = try ByteSize.parse(max, option: "--https-source-max-bytes") }
+            engine.remoteSources = RemoteSourceFetcher(policy: policy, caBundle: s3.caBundle ?? environment("AWS_CA_BUNDLE"))
+        }
         if let max = maxTransfers ?? environment("FERRY_MAX_TRANSFERS").flatMap(Int.init) {
             guard max > 0 else { throw ValidationError("--max-transfers must be at least 1") }
             engine.maxTransfers = max

@@ -48,28 +48,34 @@ public final class CephGateway: S3TestServer {
     public let endpoint: String
     public let accessKeyId: String
     public let secretAccessKey: String
+    /// With `start(https: true)`: the TLS endpoint and the PEM of its self-signed certificate.
+    public let httpsEndpoint: String?
+    public let caBundle: String?
     private let directory: URL
 
-    private init(endpoint: String, accessKeyId: String, secretAccessKey: String, directory: URL) {
+    private init(endpoint: String, accessKeyId: String, secretAccessKey: String, directory: URL,
+                 httpsEndpoint: String?, caBundle: String?) {
         self.endpoint = endpoint; self.accessKeyId = accessKeyId; self.secretAccessKey = secretAccessKey
-        self.directory = directory
+        self.directory = directory; self.httpsEndpoint = httpsEndpoint; self.caBundle = caBundle
     }
 
     /// Whether radosgw is installed (the test command installs it).
     public static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/radosgw") }
 
-    public static func start() async throws -> CephGateway {
+    public static func start(https: Bool = false) async throws -> CephGateway {
         let directory = try TestPaths.temporaryDirectory("rgw")
         let port = TestPaths.freePort()
         let script = TestPaths.repositoryRoot.appendingPathComponent("scripts/ceph-rgw/rgw-up.sh").path
-        try await runChecked(script, [directory.appendingPathComponent("cluster").path, "\(port)"], timeout: 180)
+        let tls = https ? ["RGW_SSL_PORT": "\(TestPaths.freePort())"] : [:]
+        try await runChecked(script, [directory.appendingPathComponent("cluster").path, "\(port)"], environment: tls, timeout: 180)
         let env = try String(contentsOf: directory.appendingPathComponent("cluster/s3.env"), encoding: .utf8)
         func value(_ name: String) -> String {
             env.split(separator: "\n").first { $0.contains("\(name)=") }
                 .map { String($0.split(separator: "=", maxSplits: 1)[1]) } ?? ""
         }
         return CephGateway(endpoint: value("AWS_ENDPOINT_URL"), accessKeyId: value("AWS_ACCESS_KEY_ID"),
-                           secretAccessKey: value("AWS_SECRET_ACCESS_KEY"), directory: directory)
+                           secretAccessKey: value("AWS_SECRET_ACCESS_KEY"), directory: directory,
+                           httpsEndpoint: https ? value("S3_HTTPS_ENDPOINT") : nil, caBundle: https ? value("AWS_CA_BUNDLE") : nil)
     }
 
     public func stop() async {

@@ -17,6 +17,10 @@ extension TransferRun {
             typed.contentType = typed.contentType ?? DataURI.mediaType(source) ?? ContentType.fallback
             return try await uploadBody(typed, body: .bytes(bytes))
         }
+        let lowered = source.lowercased()
+        if lowered.hasPrefix("https://") || lowered.hasPrefix("http://") {
+            return try await uploadRemote(source, input: input)
+        }
         let path = try dataRoot.sourcePath(source)
         // O_NOFOLLOW: a symbolic link swapped in after the check is refused, not followed.
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
@@ -29,6 +33,30 @@ extension TransferRun {
         var typed = input
         typed.contentType = typed.contentType ?? ContentType.forFileName(path)
         return try await uploadBody(typed, body: .file(descriptor: fd, offset: 0, length: Int64(info.st_size)))
+    }
+
+    /// Fetches a remote source into a temp file under the data root (its bytes
+    /// do not count as upload progress), then uploads that file.
+    private func uploadRemote(_ source: String, input: PutObjectInput) async throws(FerryError) -> TransferOutcome {
+        guard let fetcher = remoteSources else {
+            throw FerryError(.forbiddenSource, "https:// sources are disabled on this worker (enable them with --https-sources)")
+        }
+        let directory = URL(fileURLWithPath: dataRoot.path).appendingPathComponent(".ferry-fetch")
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let temp = directory.appendingPathComponent("\(request.id)-\(UUID().uuidString)").path
+        let fd = open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw FerryError(.localIOError, "cannot create \(temp): \(String(cString: strerror(errno)))") }
+        defer { close(fd); unlink(temp) }
+        let fetched = try await attempt("fetch source") { () async throws(FerryError) -> Int64 in
+            let before = meter.value
+            defer { meter.add(before - meter.value) }
+            return try await fetcher.fetch(source, into: fd, progress: meter)
+        }
+        var typed = input
+        if typed.contentType == nil, let path = URLComponents(string: source)?.path {
+            typed.contentType = ContentType.forFileName(path)
+        }
+        return try await uploadBody(typed, body: .file(descriptor: fd, offset: 0, length: fetched))
     }
 
     private func uploadBody(_ input: PutObjectInput, body: ObjectBody) async throws(FerryError) -> TransferOutcome {

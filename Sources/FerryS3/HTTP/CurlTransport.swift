@@ -128,6 +128,14 @@ final class CurlEasyHandle: @unchecked Sendable {
             ferry_curl_setopt_long(handle, CURLOPT_BUFFERSIZE, CurlTransport.receiveBufferSize)
             ferry_curl_setopt_long(handle, CURLOPT_UPLOAD_BUFFERSIZE, CurlTransport.uploadBufferSize)
             if let caBundle { ferry_curl_setopt_string(handle, CURLOPT_CAINFO, caBundle) }
+            if let policy = request.addressPolicy {
+                ferry_curl_setopt_opensocket_function(handle, curlOpenSocketCallback)
+                ferry_curl_setopt_ptr(handle, CURLOPT_OPENSOCKETDATA, box.toOpaque())
+                ferry_curl_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(policy.maxBytes))
+                ferry_curl_setopt_long(handle, CURLOPT_TIMEOUT, policy.timeoutSeconds)
+                ferry_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
+                ferry_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)  // hops are checked one by one
+            }
             let context = box.toOpaque()
             ferry_curl_setopt_header_function(handle, curlHeaderCallback)
             ferry_curl_setopt_ptr(handle, CURLOPT_HEADERDATA, context)
@@ -145,6 +153,9 @@ final class CurlEasyHandle: @unchecked Sendable {
                 ferry_curl_setopt_off(handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(request.body.length))
                 ferry_curl_setopt_read_function(handle, curlReadCallback)
                 ferry_curl_setopt_ptr(handle, CURLOPT_READDATA, context)
+                // Lets curl rewind the body itself (e.g. a reused connection that turned out closed).
+                ferry_curl_setopt_seek_function(handle, curlSeekCallback)
+                ferry_curl_setopt_ptr(handle, CURLOPT_SEEKDATA, context)
             }
             return curl_easy_perform(handle)
         }
@@ -159,6 +170,9 @@ final class CurlEasyHandle: @unchecked Sendable {
         }
         if request.progress?.isAborted == true {
             return .failure(FerryError(.cancelled, "\(request.method) \(redactedURL(request.url)): transfer cancelled"))
+        }
+        if code == CURLE_FILESIZE_EXCEEDED, let cap = request.addressPolicy?.maxBytes {
+            return .failure(FerryError(.sourceTooLarge, "source is larger than \(cap) bytes"))
         }
         guard code == CURLE_OK else {
             let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -229,6 +243,10 @@ private let curlWriteCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int
     guard let data, let context else { return length }
     let exchange = Unmanaged<Exchange>.fromOpaque(context).takeUnretainedValue()
     if exchange.request.progress?.isAborted == true { return 0 }  // curl stops with CURLE_WRITE_ERROR
+    if let cap = exchange.request.addressPolicy?.maxBytes, exchange.received + Int64(length) > cap {
+        exchange.localError = FerryError(.sourceTooLarge, "source is larger than \(cap) bytes")
+        return 0
+    }
     if let (fd, offset) = exchange.bodyToFile {
         var written = 0
         while written < length {
@@ -246,6 +264,52 @@ private let curlWriteCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int
     if exchange.bodyToFile != nil { exchange.count(length) }
     exchange.received += Int64(length)
     return length
+}
+
+/// Opens each socket only after checking the address curl resolved against the request's policy.
+private let curlOpenSocketCallback: @convention(c) (UnsafeMutableRawPointer?, curlsocktype, UnsafeMutablePointer<curl_sockaddr>?) -> curl_socket_t = { context, _, address in
+    guard let context, let address else { return -1 }
+    let exchange = Unmanaged<Exchange>.fromOpaque(context).takeUnretainedValue()
+    let family = address.pointee.family
+    let sockaddrPointer = UnsafeMutableRawPointer(address) + MemoryLayout<curl_sockaddr>.offset(of: \curl_sockaddr.addr)!
+    var bytes: [UInt8] = []
+    if family == AF_INET {
+        var a = sockaddrPointer.load(as: sockaddr_in.self).sin_addr
+        bytes = withUnsafeBytes(of: &a) { Array($0) }
+    } else if family == AF_INET6 {
+        var a = sockaddrPointer.loadUnaligned(as: sockaddr_in6.self).sin6_addr
+        bytes = withUnsafeBytes(of: &a) { Array($0) }
+    }
+    if let policy = exchange.request.addressPolicy, bytes.isEmpty || !policy.permits(bytes) {
+        exchange.localError = FerryError(.forbiddenSource, "source address \(AddressText.format(bytes)) is in a loopback, link-local or private range")
+        return -1
+    }
+    return socket(family, address.pointee.socktype, address.pointee.protocol)
+}
+
+/// Addresses as text for messages.
+enum AddressText {
+    static func format(_ bytes: [UInt8]) -> String {
+        var buffer = [CChar](repeating: 0, count: 64)
+        let ok: Bool = bytes.withUnsafeBytes { raw in
+            guard let base = raw.baseAddress else { return false }
+            return inet_ntop(bytes.count == 4 ? AF_INET : AF_INET6, base, &buffer, 64) != nil
+        }
+        return ok ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "?"
+    }
+}
+
+private let curlSeekCallback: @convention(c) (UnsafeMutableRawPointer?, curl_off_t, Int32) -> Int32 = { context, offset, origin in
+    guard let context, origin == SEEK_SET else { return Int32(CURL_SEEKFUNC_CANTSEEK) }
+    let exchange = Unmanaged<Exchange>.fromOpaque(context).takeUnretainedValue()
+    guard offset >= 0, Int64(offset) <= exchange.request.body.length else { return Int32(CURL_SEEKFUNC_FAIL) }
+    // Bytes sent before the rewind are sent again: take them back from the progress count.
+    if exchange.request.progress != nil, exchange.counted > Int64(offset) {
+        exchange.request.progress?.add(Int64(offset) - exchange.counted)
+        exchange.counted = Int64(offset)
+    }
+    exchange.sent = Int64(offset)
+    return Int32(CURL_SEEKFUNC_OK)
 }
 
 private let curlReadCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { buffer, size, count, context in

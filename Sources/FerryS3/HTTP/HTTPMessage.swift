@@ -10,6 +10,9 @@ public struct HTTPRequest: Sendable {
     /// Counts body bytes sent and (2xx) body bytes received; a failed request takes its count back.
     /// Counts body bytes sent and (2xx) body bytes received, and can abort the request.
     public var progress: TransferMeter?
+    /// For remote sources: the addresses this request may connect to (checked on
+    /// the resolved address of every connection), a body size cap and a time cap.
+    public var addressPolicy: RemoteSourcePolicy?
 
     /// Where the request body comes from.
     public enum Body: Sendable {

@@ -1,0 +1,46 @@
+import FerryCore
+import Foundation
+
+/// Downloads `https://` upload sources (e.g. a presigned GET) into a local file,
+/// under a `RemoteSourcePolicy`: redirects are followed one hop at a time, each
+/// hop's URL and resolved address checked again.
+public final class RemoteSourceFetcher: Sendable {
+    public let policy: RemoteSourcePolicy
+    private let transport: CurlTransport
+
+    public init(policy: RemoteSourcePolicy, caBundle: String? = nil) {
+        self.policy = policy
+        self.transport = CurlTransport(limits: CurlTransport.Limits(maxConnections: 16), caBundle: caBundle)
+    }
+
+    /// Writes the body into `descriptor` from offset 0; returns its length.
+    public func fetch(_ url: String, into descriptor: Int32, progress: TransferMeter?) async throws(FerryError) -> Int64 {
+        var current = url
+        for _ in 0...policy.maxRedirects {
+            guard let components = URLComponents(string: current) else {
+                throw FerryError(.invalidRequest, "source is not a valid URL")
+            }
+            if let refusal = policy.refusal(of: components) { throw refusal }
+            guard ftruncate(descriptor, 0) == 0 else { throw FerryError(.localIOError, "cannot reset the source file") }
+            var request = HTTPRequest(method: "GET", url: current, response: .file(descriptor: descriptor, offset: 0),
+                                      progress: progress)
+            request.addressPolicy = policy
+            let response = try await transport.execute(request)
+            switch response.status {
+            case 200..<300:
+                return response.bodyLength
+            case 301, 302, 303, 307, 308:
+                guard let location = response.header("location"),
+                      let next = URL(string: location, relativeTo: URL(string: current))?.absoluteURL.absoluteString else {
+                    throw FerryError(.storageError, "source redirect without a usable Location")
+                }
+                current = next
+            default:
+                let where_ = "\(components.scheme ?? "")://\(components.host ?? "")\(components.path)"
+                throw FerryError(response.status == 403 ? .accessDenied : .storageError,
+                                 "source \(where_) answered HTTP \(response.status)")
+            }
+        }
+        throw FerryError(.forbiddenSource, "source redirected more than \(policy.maxRedirects) times")
+    }
+}
