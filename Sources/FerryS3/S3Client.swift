@@ -59,6 +59,7 @@ public final class S3Client: ObjectStore {
         var headers = input.headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         if let range = input.range { headers.append(("range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
         if let eTag = input.ifMatch { headers.append(("if-match", eTag)) }
+        if input.checksumMode { headers.append(("x-amz-checksum-mode", "ENABLED")) }
         let response = try await send("GetObject", method: "GET", bucket: input.bucket, key: input.key, headers: headers,
                                       sink: .file(descriptor: descriptor, offset: offset), progress: progress)
         var attributes = Self.attributes(response)
@@ -200,10 +201,14 @@ public final class S3Client: ObjectStore {
             metadata[String(name.dropFirst("x-amz-meta-".count))] = value
         }
         let lastModified = response.header("last-modified").flatMap(HTTPDate.parse)
-        return ObjectAttributes(size: Int64(response.header("content-length") ?? "") ?? 0,
-                                eTag: response.header("etag"), contentType: response.header("content-type"),
-                                metadata: metadata, lastModified: lastModified,
-                                versionId: response.header("x-amz-version-id"))
+        var attributes = ObjectAttributes(size: Int64(response.header("content-length") ?? "") ?? 0,
+                                          eTag: response.header("etag"), contentType: response.header("content-type"),
+                                          metadata: metadata, lastModified: lastModified,
+                                          versionId: response.header("x-amz-version-id"))
+        for algorithm in ChecksumAlgorithm.allCases {
+            if let value = response.header(algorithm.headerName) { attributes.checksums[algorithm] = value }
+        }
+        return attributes
     }
 }
 

@@ -55,4 +55,61 @@ import Testing
         // Each retried part shows up as an extra part request.
         #expect(partRequests > 9)
     }
+
+    /// Bodies damaged in transit fail the stored checksum (and the MD5 ETag) and
+    /// are fetched again: a corrupt download is never accepted.
+    @Test func corruptedDownloadsAreRetriedNotAccepted() async throws {
+        let root = try TestPaths.temporaryDirectory("corrupt")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let moto = try await MotoServer.start(logDirectory: root)
+        let port = TestPaths.freePort()
+        let faults = root.appendingPathComponent("faults.txt")
+        let proxy = try BackgroundProcess(name: "proxy", executable: "python3",
+                                          arguments: [TestPaths.python.appendingPathComponent("fault_proxy.py").path,
+                                                      "\(port)", moto.endpoint, "0", faults.path, "2"],
+                                          logDirectory: root)
+        defer { Task { await proxy.stop(); await moto.stop() } }
+        let endpoint = "http://127.0.0.1:\(port)"
+        #expect(await eventually(timeout: 20) { await httpAnswers(endpoint) })
+        let direct = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+                                    credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
+        try await direct.createBucket("corrupt")
+        let bytes = (0..<2_000_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        _ = try await direct.putObject(PutObjectInput(bucket: "corrupt", key: "obj", checksum: .crc32c), body: .bytes(bytes))
+
+        let proxied = S3Client(.init(endpoint: try S3Endpoint(url: endpoint), region: "us-east-1",
+                                     credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
+        var configuration = TransferEngine.Configuration()
+        configuration.defaults.retryPolicy = RetryPolicy(retryLimit: 4, baseDelaySeconds: 0.01)
+        let engine = TransferEngine(store: proxied, dataRoot: try DataRoot(root.path), configuration: configuration,
+                                    logger: Logger(label: "test.corrupt"))
+        let target = root.appendingPathComponent("obj.out")
+        _ = try await engine.run(TransferJob(request: TransferRequest(id: "c1", op: .download, bucket: "corrupt", key: "obj",
+                                                                      destination: target.absoluteString), objectKey: "obj"))
+        #expect(try Data(contentsOf: target) == Data(bytes))
+        let injected = (try? String(contentsOf: faults, encoding: .utf8))?.split(separator: "\n") ?? []
+        #expect(injected.filter { $0 == "corrupt" }.count == 2)
+
+        // With every body damaged, retries run out: an error, not a file.
+        let proxy2Port = TestPaths.freePort()
+        let proxy2 = try BackgroundProcess(name: "proxy2", executable: "python3",
+                                           arguments: [TestPaths.python.appendingPathComponent("fault_proxy.py").path,
+                                                       "\(proxy2Port)", moto.endpoint, "0", faults.path, "100"],
+                                           logDirectory: root)
+        defer { Task { await proxy2.stop() } }
+        #expect(await eventually(timeout: 20) { await httpAnswers("http://127.0.0.1:\(proxy2Port)") })
+        let alwaysBad = TransferEngine(store: S3Client(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(proxy2Port)"), region: "us-east-1",
+                                                             credentials: .init(accessKeyId: "testing", secretAccessKey: "testing"))),
+                                       dataRoot: try DataRoot(root.path), logger: Logger(label: "test.corrupt"))
+        let badTarget = root.appendingPathComponent("bad.out")
+        do {
+            _ = try await alwaysBad.run(TransferJob(request: TransferRequest(id: "c2", op: .download, bucket: "corrupt", key: "obj",
+                                                                             destination: badTarget.absoluteString,
+                                                                             options: TransferOptions(retryLimit: 1)), objectKey: "obj"))
+            Issue.record("a corrupt body was accepted")
+        } catch {
+            #expect(error.code == .badDigest)
+        }
+        #expect(!FileManager.default.fileExists(atPath: badTarget.path))
+    }
 }

@@ -1,8 +1,9 @@
 """An HTTP proxy for tests that injects faults on the way to an S3 server.
 
-usage: fault_proxy.py LISTEN_PORT UPSTREAM_URL FAULT_RATE COUNT_FILE
+usage: fault_proxy.py LISTEN_PORT UPSTREAM_URL FAULT_RATE COUNT_FILE [CORRUPT_GETS]
 A FAULT_RATE fraction of requests (seeded, so runs repeat) is answered with
-503 SlowDown, or has its connection reset before any answer. Headers pass
+503 SlowDown, or has its connection reset before any answer. The first
+CORRUPT_GETS successful GET bodies get one byte flipped. Headers pass
 unchanged (the Host header too, so signatures stay valid). Each fault adds a
 line to COUNT_FILE.
 """
@@ -16,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 port, upstream, rate, count_file = int(sys.argv[1]), urlsplit(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+corrupt_left = [int(sys.argv[5]) if len(sys.argv) > 5 else 0]
 rng = random.Random(7)
 lock = threading.Lock()
 
@@ -59,6 +61,13 @@ class Proxy(BaseHTTPRequestHandler):
         conn.request(self.command, self.path, body=body, headers=headers)
         response = conn.getresponse()
         data = response.read()
+        if self.command == "GET" and response.status in (200, 206) and data:
+            with lock:
+                corrupt = corrupt_left[0] > 0
+                corrupt_left[0] -= 1 if corrupt else 0
+            if corrupt:
+                record("corrupt")
+                data = bytes([data[0] ^ 0xFF]) + data[1:]
         self.send_response(response.status)
         for k, v in response.getheaders():
             if k.lower() not in ("transfer-encoding", "connection", "content-length"):

@@ -21,15 +21,18 @@ extension TransferRun {
             close(fd)
             if !committed { unlink(temp) }
         }
-        var restarts = 0
+        // Start over when the object changed (If-Match failed) or the bytes failed
+        // their checksum; the latter counts against the retry limit.
+        var restarts = 0, digestFailures = 0
         var attributes: ObjectAttributes
         while true {
             do {
                 attributes = try await downloadOnce(into: fd)
                 break
-            } catch where error.code == .preconditionFailed && restarts < 3 {
-                restarts += 1
-                logger.info("object changed during download; starting over", metadata: ["restart": "\(restarts)"])
+            } catch where (error.code == .preconditionFailed && restarts < 3)
+                        || (error.code == .badDigest && digestFailures < settings.retryPolicy.retryLimit) {
+                if error.code == .badDigest { digestFailures += 1 } else { restarts += 1 }
+                logger.warning("starting the download over", metadata: ["reason": "\(error)"])
                 meter.add(-meter.value)
                 guard ftruncate(fd, 0) == 0 else { throw FerryError(.localIOError, "cannot truncate \(temp)") }
             }
@@ -42,7 +45,7 @@ extension TransferRun {
         return TransferOutcome(object: .init(bucket: request.bucket, key: job.objectKey, size: attributes.size,
                                              eTag: attributes.eTag, versionId: attributes.versionId),
                                eventName: nil, requestId: "", hostId: "", bytesTransferred: attributes.size,
-                               attempts: restarts + 1)
+                               attempts: restarts + digestFailures + 1)
     }
 
     private func downloadOnce(into fd: Int32) async throws(FerryError) -> ObjectAttributes {
@@ -53,13 +56,13 @@ extension TransferRun {
         do {
             first = try await attempt("GetObject") { () async throws(FerryError) -> ObjectAttributes in
                 try await store.getObject(GetObjectInput(bucket: location.bucket, key: location.key, range: 0...(partSize - 1),
-                                                         headers: sse), into: fd, at: 0, progress: meter)
+                                                         headers: sse, checksumMode: true), into: fd, at: 0, progress: meter)
             }
         } catch where error.code == .invalidRange {
             // An empty object has no byte 0: fetch it whole.
             first = try await attempt("GetObject") { () async throws(FerryError) -> ObjectAttributes in
-                try await store.getObject(GetObjectInput(bucket: location.bucket, key: location.key, headers: sse),
-                                          into: fd, at: 0, progress: meter)
+                try await store.getObject(GetObjectInput(bucket: location.bucket, key: location.key, headers: sse,
+                                                         checksumMode: true), into: fd, at: 0, progress: meter)
             }
         }
         let size = first.size
@@ -84,9 +87,22 @@ extension TransferRun {
             }
         }
         guard ftruncate(fd, off_t(size)) == 0 else { throw FerryError(.localIOError, "cannot size the download file") }
+        try verifyStoredChecksum(fd: fd, size: size, attributes: first)
         try verifyWholeObjectMD5(fd: fd, size: size, eTag: first.eTag)
         report()
         return first
+    }
+
+    /// When the server returned the object's full additional checksum (not a
+    /// composite of parts), the bytes must match it.
+    private func verifyStoredChecksum(fd: Int32, size: Int64, attributes: ObjectAttributes) throws(FerryError) {
+        guard let (algorithm, expected) = attributes.checksums.first(where: { !$0.value.contains("-") }) else { return }
+        var hasher = algorithm.makeHasher()
+        try ObjectBody.file(descriptor: fd, offset: 0, length: size).readAll { hasher.update($0) }
+        let actual = hasher.finish()
+        guard actual == expected else {
+            throw FerryError(.badDigest, "downloaded bytes have \(algorithm.rawValue) \(actual), the object's is \(expected)")
+        }
     }
 
     /// A single-part object's ETag is the MD5 of its bytes (unless encrypted

@@ -123,10 +123,13 @@ public struct GetObjectInput: Sendable {
     public var ifMatch: String?
     /// Headers such as SSE-C keys, sent as given.
     public var headers: [String: String]
+    /// Ask for the object's stored additional checksum (`x-amz-checksum-mode: ENABLED`).
+    public var checksumMode: Bool
 
     public init(bucket: String, key: String, range: ClosedRange<Int64>? = nil, ifMatch: String? = nil,
-                headers: [String: String] = [:]) {
+                headers: [String: String] = [:], checksumMode: Bool = false) {
         self.bucket = bucket; self.key = key; self.range = range; self.ifMatch = ifMatch; self.headers = headers
+        self.checksumMode = checksumMode
     }
 }
 
@@ -153,6 +156,8 @@ public struct ObjectAttributes: Sendable, Hashable {
     public var versionId: String?
     /// Bytes of body received by this request.
     public var bytesReceived: Int64
+    /// Stored additional checksums the server returned (base64; composite ones end in `-<parts>`).
+    public var checksums: [ChecksumAlgorithm: String] = [:]
 
     public init(size: Int64, eTag: String?, contentType: String?, metadata: [String: String],
                 lastModified: Date?, versionId: String?, bytesReceived: Int64 = 0) {
