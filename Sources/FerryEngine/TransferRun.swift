@@ -80,4 +80,37 @@ struct TransferRun: Sendable {
             throw control.cancellationReason ?? ferryError(error)
         }
     }
+
+    /// A multipart upload's frame: CreateMultipartUpload, `part` for each planned
+    /// part (at most `partConcurrency` at once, each retried on its own), then
+    /// CompleteMultipartUpload with the parts in order. Any failure, cancel or
+    /// timeout aborts the upload, so no parts are left behind.
+    func multipart(_ input: PutObjectInput, plan: PartPlan,
+                   part: @escaping @Sendable (_ uploadId: String, _ part: PartPlan.Part) async throws(FerryError) -> CompletedPart)
+        async throws(FerryError) -> ObjectWriteResult {
+        let uploadId = try await attempt("CreateMultipartUpload") { () async throws(FerryError) -> String in
+            try await store.createMultipartUpload(input)
+        }
+        logger.debug("multipart upload started", metadata: ["uploadId": "\(uploadId)", "parts": "\(plan.count)",
+                                                             "partSize": "\(plan.partSize)"])
+        let location = input.location
+        do {
+            let parts = try await forEachConcurrently(plan.parts, concurrency: settings.partConcurrency) { (p) async throws(FerryError) -> CompletedPart in
+                try await part(uploadId, p)
+            }
+            try await control.checkpoint()
+            return try await attempt("CompleteMultipartUpload") { () async throws(FerryError) -> ObjectWriteResult in
+                try await store.completeMultipartUpload(location, uploadId: uploadId,
+                                                        parts: parts.sorted { $0.partNumber < $1.partNumber })
+            }
+        } catch {
+            logger.info("aborting multipart upload", metadata: ["uploadId": "\(uploadId)", "reason": "\(error)"])
+            do {
+                try await store.abortMultipartUpload(location, uploadId: uploadId)
+            } catch let abortError {
+                logger.error("cannot abort multipart upload \(uploadId): \(abortError)")
+            }
+            throw error
+        }
+    }
 }

@@ -34,14 +34,7 @@ struct KafkaOptions: ParsableArguments {
     }
 
     func properties() throws -> [String: String] {
-        var result: [String: String] = [:]
-        for pair in kafkaProperties {
-            guard let eq = pair.firstIndex(of: "="), eq != pair.startIndex else {
-                throw ValidationError("--kafka-property wants NAME=VALUE, got '\(pair)'")
-            }
-            result[String(pair[..<eq])] = String(pair[pair.index(after: eq)...])
-        }
-        return result
+        try NameValuePairs.parse(kafkaProperties, option: "--kafka-property")
     }
 }
 
@@ -184,5 +177,19 @@ enum ByteSize {
         }
         if let n = Int64(text), n > 0 { return n }
         throw ValidationError("\(option) wants a size such as 8MiB, got '\(text)'")
+    }
+}
+
+/// Repeatable `NAME=VALUE` options (`--kafka-property`, `--metadata`).
+enum NameValuePairs {
+    static func parse(_ pairs: [String], option: String) throws -> [String: String] {
+        var result: [String: String] = [:]
+        for pair in pairs {
+            guard let eq = pair.firstIndex(of: "="), eq != pair.startIndex else {
+                throw ValidationError("\(option) wants NAME=VALUE, got '\(pair)'")
+            }
+            result[String(pair[..<eq])] = String(pair[pair.index(after: eq)...])
+        }
+        return result
     }
 }

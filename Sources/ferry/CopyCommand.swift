@@ -60,11 +60,7 @@ struct CopyCommand: AsyncParsableCommand {
 
     func makeJob() throws -> (TransferJob, String) {
         let id = "cp-\(UUID().uuidString.lowercased())"
-        var pairs: [String: String] = [:]
-        for pair in metadata {
-            guard let eq = pair.firstIndex(of: "=") else { throw ValidationError("--metadata wants NAME=VALUE") }
-            pairs[String(pair[..<eq])] = String(pair[pair.index(after: eq)...])
-        }
+        let pairs = try NameValuePairs.parse(metadata, option: "--metadata")
         switch (source.hasPrefix("s3://"), destination.hasPrefix("s3://")) {
         case (false, true):
             let target = try ObjectLocation(s3URI: destination)

@@ -85,13 +85,7 @@ struct EnqueueCommand: AsyncParsableCommand {
     }
 
     func makeRequest(_ operation: TransferOperation) throws -> TransferRequest {
-        var pairs: [String: String] = [:]
-        for pair in metadata {
-            guard let eq = pair.firstIndex(of: "="), eq != pair.startIndex else {
-                throw ValidationError("--metadata wants NAME=VALUE, got '\(pair)'")
-            }
-            pairs[String(pair[..<eq])] = String(pair[pair.index(after: eq)...])
-        }
+        let pairs = try NameValuePairs.parse(metadata, option: "--metadata")
         var level: AccessLevel?
         if let accessLevel {
             guard let parsed = AccessLevel(rawValue: accessLevel) else {

@@ -44,29 +44,15 @@ extension TransferRun {
         let plan = try PartPlan(size: attributes.size, requestedPartSize: settings.copyPartSize)
         let input = PutObjectInput(bucket: location.bucket, key: location.key, contentType: attributes.contentType,
                                    metadata: attributes.metadata)
-        let uploadId = try await attempt("CreateMultipartUpload") { () async throws(FerryError) -> String in
-            try await store.createMultipartUpload(input)
-        }
+        let run = self
         let destination = location
-        do {
-            let run = self
-            let parts = try await forEachConcurrently(plan.parts, concurrency: settings.partConcurrency) { (part) async throws(FerryError) -> CompletedPart in
-                let copied = try await run.attempt("UploadPartCopy \(part.number)") { () async throws(FerryError) -> CompletedPart in
-                    try await run.store.uploadPartCopy(destination, uploadId: uploadId, partNumber: part.number,
-                                                       source: source, range: part.range)
-                }
-                run.meter.add(part.length)
-                return copied
+        return try await multipart(input, plan: plan) { (uploadId, part) async throws(FerryError) -> CompletedPart in
+            let copied = try await run.attempt("UploadPartCopy \(part.number)") { () async throws(FerryError) -> CompletedPart in
+                try await run.store.uploadPartCopy(destination, uploadId: uploadId, partNumber: part.number,
+                                                   source: source, range: part.range)
             }
-            try await control.checkpoint()
-            return try await attempt("CompleteMultipartUpload") { () async throws(FerryError) -> ObjectWriteResult in
-                try await store.completeMultipartUpload(destination, uploadId: uploadId,
-                                                        parts: parts.sorted { $0.partNumber < $1.partNumber })
-            }
-        } catch {
-            logger.info("aborting multipart copy", metadata: ["uploadId": "\(uploadId)", "reason": "\(error)"])
-            try? await store.abortMultipartUpload(destination, uploadId: uploadId)
-            throw error
+            run.meter.add(part.length)
+            return copied
         }
     }
 }

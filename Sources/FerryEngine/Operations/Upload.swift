@@ -84,41 +84,19 @@ extension TransferRun {
                                bytesTransferred: size, attempts: attempts.withLock { $0 })
     }
 
-    /// CreateMultipartUpload, the parts (at most `partConcurrency` at once, each
-    /// retried on its own), CompleteMultipartUpload with the parts in order.
-    /// Any failure or cancel aborts the upload, so no parts are left behind.
+    /// Parts are read from the file by position and streamed.
     private func multipartUpload(_ input: PutObjectInput, descriptor fd: Int32, size: Int64) async throws(FerryError) -> ObjectWriteResult {
         let plan = try PartPlan(size: size, requestedPartSize: settings.partSize)
-        let uploadId = try await attempt("CreateMultipartUpload") { () async throws(FerryError) -> String in
-            try await store.createMultipartUpload(input)
-        }
-        logger.debug("multipart upload started", metadata: ["uploadId": "\(uploadId)", "parts": "\(plan.count)",
-                                                             "partSize": "\(plan.partSize)"])
+        let run = self
         let location = input.location
-        do {
-            let run = self
-            let headers = input.headers
-            let checksum = input.checksum
-            let parts = try await forEachConcurrently(plan.parts, concurrency: settings.partConcurrency) { (part) async throws(FerryError) -> CompletedPart in
-                try await run.attempt("UploadPart \(part.number)") { () async throws(FerryError) -> CompletedPart in
-                    try await run.store.uploadPart(location, uploadId: uploadId, partNumber: part.number,
-                                                   body: .file(descriptor: fd, offset: part.offset, length: part.length),
-                                                   checksum: checksum, headers: headers, progress: run.meter)
-                }
+        let headers = input.headers
+        let checksum = input.checksum
+        return try await multipart(input, plan: plan) { (uploadId, part) async throws(FerryError) -> CompletedPart in
+            try await run.attempt("UploadPart \(part.number)") { () async throws(FerryError) -> CompletedPart in
+                try await run.store.uploadPart(location, uploadId: uploadId, partNumber: part.number,
+                                               body: .file(descriptor: fd, offset: part.offset, length: part.length),
+                                               checksum: checksum, headers: headers, progress: run.meter)
             }
-            try await control.checkpoint()
-            return try await attempt("CompleteMultipartUpload") { () async throws(FerryError) -> ObjectWriteResult in
-                try await store.completeMultipartUpload(location, uploadId: uploadId,
-                                                        parts: parts.sorted { $0.partNumber < $1.partNumber })
-            }
-        } catch {
-            logger.info("aborting multipart upload", metadata: ["uploadId": "\(uploadId)", "reason": "\(error)"])
-            do {
-                try await store.abortMultipartUpload(location, uploadId: uploadId)
-            } catch let abortError {
-                logger.error("cannot abort multipart upload \(uploadId): \(abortError)")
-            }
-            throw error
         }
     }
 }
