@@ -6,6 +6,18 @@ import FerryS3
 import Foundation
 import Logging
 
+/// Runs configuration code; a setting that cannot work becomes a usage error
+/// (exit 64, the reason on stderr), as the README documents.
+func configured<T>(_ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch let error as ConfigurationError {
+        throw ValidationError(error.description)
+    } catch let error as FerryError {
+        throw ValidationError(error.message)
+    }
+}
+
 /// Reads the first set, non-empty environment variable of `names`.
 func environment(_ names: String...) -> String? {
     let env = ProcessInfo.processInfo.environment

@@ -16,7 +16,7 @@ struct CopyCommand: AsyncParsableCommand {
               ferry cp s3://media/raw/video.mp4 /tmp/video.mp4
               ferry cp s3://media/raw/video.mp4 s3://archive/video.mp4
               AWS_PROFILE=prod ferry cp report.pdf s3://docs/report.pdf --content-type application/pdf --metadata owner=alice
-            Exit codes: 0 copied; 1 the transfer failed; 2 bad usage.
+            Exit codes: 0 copied; 1 the transfer failed; 64 bad usage.
             """)
 
     @Argument(help: "Source: a local path or s3://bucket/key.") var source: String
@@ -31,14 +31,15 @@ struct CopyCommand: AsyncParsableCommand {
         var logOptions = log
         logOptions.level = log.level ?? environment("FERRY_LOG_LEVEL") ?? "warning"
         let logger = try logOptions.bootstrap(label: "ferry.cp")
-        let client = S3Client(try s3.configuration())
+        let client = S3Client(try configured(s3.configuration))
         let settings = try s3.limits.settings()
         var configuration = TransferEngine.Configuration()
         configuration.maxTransfers = 1
         configuration.defaults = settings
-        let engine = TransferEngine(store: client, dataRoot: try DataRoot("/"), configuration: configuration, logger: logger)
+        let engine = TransferEngine(store: client, dataRoot: try configured { try DataRoot("/") }, configuration: configuration,
+                                    logger: logger)
 
-        let (job, label) = try makeJob()
+        let (job, label) = try configured(makeJob)
         let display = ProgressDisplay(label: label)
         let started = Date()
         let lastDraw = LockedDate()

@@ -50,7 +50,7 @@ struct DevCommand: AsyncParsableCommand {
         print("Kafka bootstrap: \(cluster.bootstrapServers)")
         flushStandardOutput()
 
-        let root = try DataRoot(dataRoot)
+        let root = try configured { try DataRoot(dataRoot) }
         let configuration = WorkerConfiguration(
             // The mock cluster forgets a departed group member only when its session times out.
             kafka: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, ["session.timeout.ms": "6000"]), topics: topics,

@@ -16,7 +16,7 @@ struct EnqueueCommand: AsyncParsableCommand {
               ferry enqueue download --bucket photos --key cat.jpg --destination /srv/ferry/out/cat.jpg
               ferry enqueue delete --bucket photos --key cat.jpg --access-level private --identity-id alice
               ferry enqueue copy --bucket photos --key copy.jpg --source s3://photos/public/cat.jpg
-            Exit codes: 0 enqueued (or completed, with --wait); 1 ended failed/cancelled/rejected; 3 --timeout passed.
+            Exit codes: 0 enqueued (or completed, with --wait); 1 ended failed/cancelled/rejected; 3 --timeout passed; 64 bad usage.
             """)
 
     @Argument(help: "upload, download, delete or copy.")

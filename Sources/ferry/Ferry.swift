@@ -6,8 +6,8 @@ struct Ferry: AsyncParsableCommand {
         commandName: "ferry",
         abstract: "Kafka-fed transfer workers for S3-compatible storage, with Lambda-style triggers.",
         discussion: """
-            Exit codes: 0 success; 1 a transfer ended failed, cancelled or rejected; \
-            2 bad usage or configuration; 3 a wait timed out; 4 Kafka or storage unreachable.
+            Exit codes: 0 success; 1 a transfer ended failed, cancelled or rejected (or the demo failed); \
+            3 a wait timed out; 64 bad usage or configuration (with the reason on stderr).
             """,
         version: FerryVersion.current,
         subcommands: [DevCommand.self, WorkerCommand.self, EnqueueCommand.self, CopyCommand.self, PresignCommand.self,
@@ -19,10 +19,9 @@ enum FerryVersion {
     static let current = "0.1.0"
 }
 
-/// Process exit codes documented in `ferry --help` and the README.
+/// Process exit codes documented in `ferry --help` and the README
+/// (usage and configuration errors exit 64, ArgumentParser's EX_USAGE).
 enum FerryExit {
     static let transferNotCompleted: Int32 = 1
-    static let configuration: Int32 = 2
     static let timedOut: Int32 = 3
-    static let unreachable: Int32 = 4
 }

@@ -57,7 +57,7 @@ struct WorkerCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = try log.bootstrap(label: "ferry.worker")
-        let configuration = try makeConfiguration()
+        let configuration = try configured(makeConfiguration)
         let registry = try TriggerSetup.registry(dataRoot: configuration.dataRoot, region: configuration.region)
         try await runUntilSignalled {
             try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger)

@@ -1,0 +1,42 @@
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// The `ferry` binary as a user meets it: help, versions, and clear refusals.
+@Suite struct CommandLineTests {
+    let ferry = TestPaths.ferryBinary
+    let credentials = ["AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"]
+
+    @Test(arguments: ["dev", "worker", "enqueue", "cp", "presign", "pause", "resume", "cancel", "version"])
+    func everySubcommandHelpHasExamples(subcommand: String) async throws {
+        let help = try await runChecked(ferry, [subcommand, "--help"])
+        #expect(help.contains("Example"), "\(subcommand) --help has no example")
+    }
+
+    @Test func versionNamesTheCLibraries() async throws {
+        let out = try await runChecked(ferry, ["version"])
+        #expect(out.contains("librdkafka 2."))
+        #expect(out.contains("libcurl/"))
+        #expect(out.contains("SQLite 3."))
+    }
+
+    @Test(arguments: [
+        (["worker", "--bootstrap-servers", "x"], "no data root"),
+        (["worker", "--bootstrap-servers", "x", "--data-root", "/nonexistent-ferry"], "does not exist"),
+        (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--s3-endpoint", "ftp://x"], "http(s) URL"),
+        (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--role", "boss"], "--role"),
+        (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--part-size", "1MiB"], "partSizeBytes"),
+        (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--https-sources", "--https-source-allow-range", "nope"], "address range"),
+        (["cp", "/etc/hostname", "s3://only-bucket"], "names no bucket and key"),
+        (["cp", "a", "b"], "one side must be s3://"),
+        (["presign", "delete", "s3://b/k"], "get or put"),
+        (["enqueue", "explode", "--bucket", "b", "--key", "k", "--bootstrap-servers", "x"], "unknown operation"),
+        (["enqueue", "upload", "--bucket", "b", "--key", "k", "--bootstrap-servers", "x"], "upload needs a source"),
+        (["enqueue", "delete", "--bucket", "b", "--key", "k", "--bootstrap-servers", "x", "--metadata", "bad"], "NAME=VALUE"),
+    ])
+    func badUsageExits64WithTheReason(arguments: [String], reason: String) async throws {
+        let result = try await runCommand(ferry, arguments, environment: credentials)
+        #expect(result.status == 64, "\(arguments): exit \(result.status)")
+        #expect(result.stderr.contains(reason), "\(arguments): \(result.stderr)")
+    }
+}
