@@ -26,6 +26,12 @@ public struct FerryError: Error, Sendable, Hashable, Codable, CustomStringConver
         /// A local path escapes the data root or does not exist.
         public static let invalidPath = Code(rawValue: "InvalidPath")
         public static let accessDenied = Code(rawValue: "AccessDenied")
+        /// S3's limits, with S3's codes.
+        public static let keyTooLong = Code(rawValue: "KeyTooLongError")
+        public static let metadataTooLarge = Code(rawValue: "MetadataTooLarge")
+        public static let invalidBucketName = Code(rawValue: "InvalidBucketName")
+        /// A request message larger than the worker accepts.
+        public static let requestTooLarge = Code(rawValue: "RequestTooLarge")
         /// A remote (`https://`) source that policy refuses: disabled, host not allowed,
         /// or an address in a loopback, link-local or private range.
         public static let forbiddenSource = Code(rawValue: "ForbiddenSource")

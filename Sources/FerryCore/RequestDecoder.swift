@@ -14,6 +14,10 @@ public enum RequestDecoder {
     public static let maxIdLength = 128
 
     public static func decode(_ bytes: [UInt8]) -> Result<TransferRequest, Failure> {
+        guard bytes.count <= RequestLimits.maxMessageBytes else {
+            return .failure(Failure(error: FerryError(.requestTooLarge, "request is \(bytes.count) bytes; the limit is \(RequestLimits.maxMessageBytes)"),
+                                    id: nil, op: nil))
+        }
         let data = Data(bytes)
         let loose = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
         let id = loose?["id"] as? String

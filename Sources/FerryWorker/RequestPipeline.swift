@@ -43,9 +43,12 @@ struct RequestPipeline: Sendable {
             log.error("cannot read the worker state: \(error)")
             return false
         }
+        // Before any byte moves: the access rules, the S3 key, S3's limits.
         let objectKey: String
-        do {
+        do throws(FerryError) {
+            try AccessPolicy.authorize(request)
             objectKey = try resolver.objectKey(for: request)
+            if let problem = RequestLimits.violation(of: request, objectKey: objectKey) { throw problem }
         } catch {
             return await reject(message, error: error, id: request.id, op: request.op.rawValue, log: log)
         }

@@ -178,6 +178,11 @@ import Testing
         try await env.kcat.produce(topic: "ferry.requests", key: "e2e/x", value: "this is not json")
         try await env.kcat.produce(topic: "ferry.requests", key: "e2e/y",
                                    value: #"{"id":"bad-op","op":"explode","bucket":"e2e","key":"y"}"#)
+        // Reading another identity's private object: refused before any byte moves.
+        try await env.kcat.produce(topic: "ferry.requests", key: "e2e/z", value: """
+            {"id":"peek","op":"download","bucket":"e2e","key":"z","accessLevel":"private","identityId":"bob",
+             "targetIdentityId":"alice","destination":"\(env.dataRoot.appendingPathComponent("peek").absoluteString)"}
+            """)
         let small = env.dataRoot.appendingPathComponent("in/small.txt")
         try Data("small\n".utf8).write(to: small)
         try await env.kcat.produce(topic: "ferry.requests", key: "e2e/small.txt", value: """
@@ -187,12 +192,17 @@ import Testing
         let rejected = try await env.terminalStatus(of: "bad-op")
         #expect(rejected?.state == .rejected)
         #expect(rejected?.error?.code == "UnsupportedOperation")
+        let denied = try await env.terminalStatus(of: "peek")
+        #expect(denied?.state == .rejected)
+        #expect(denied?.error?.code == "AccessDenied")
+        #expect(!FileManager.default.fileExists(atPath: env.dataRoot.appendingPathComponent("peek").path))
         let after = try await env.terminalStatus(of: "after-bad")
         #expect(after?.state == .completed, "worker log:\n\(worker.log)")
         #expect(worker.isRunning)
 
         let dlq = try await env.kcat.consumeAll(topic: "ferry.requests.dlq")
-        #expect(dlq.count == 2)
+        #expect(dlq.count == 3)
+        #expect(dlq.contains { $0.headers.contains("ferry-error-code=AccessDenied") && $0.value.contains("\"peek\"") })
         let notJSON = try #require(dlq.first { $0.value == "this is not json" })
         #expect(notJSON.key == "e2e/x")
         #expect(notJSON.headers.contains("ferry-error-code=MalformedRequest"))

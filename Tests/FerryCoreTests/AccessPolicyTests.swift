@@ -1,0 +1,85 @@
+import FerryCore
+import Testing
+
+@Suite struct AccessPolicyTests {
+    typealias Case = (op: TransferOperation, level: AccessLevel, actor: String?, target: String?, allowed: Bool)
+
+    static let cases: [Case] = [
+        (.upload, .guest, nil, nil, true),
+        (.download, .guest, nil, nil, true),
+        (.delete, .guest, "bob", nil, true),
+        (.download, .protected, "bob", "alice", true),       // protected: readable by all, naming the owner
+        (.download, .protected, nil, "alice", true),
+        (.download, .protected, nil, nil, false),
+        (.upload, .protected, "alice", nil, true),            // the owner writes
+        (.upload, .protected, "bob", "alice", false),         // nobody else
+        (.delete, .protected, "bob", "alice", false),
+        (.upload, .protected, nil, nil, false),
+        (.download, .private, "alice", nil, true),
+        (.download, .private, "alice", "alice", true),
+        (.download, .private, "bob", "alice", false),         // private: the owner only
+        (.download, .private, nil, "alice", false),
+        (.upload, .private, "bob", "alice", false),
+        (.delete, .private, "alice", nil, true),
+    ]
+
+    @Test(arguments: cases.indices)
+    func rule(index: Int) {
+        let c = Self.cases[index]
+        let request = TransferRequest(id: "a\(index)", op: c.op, bucket: "photos", key: "k", accessLevel: c.level,
+                                      identityId: c.actor, targetIdentityId: c.target,
+                                      source: c.op == .upload ? "file:///x" : nil, destination: c.op == .download ? "file:///y" : nil)
+        do {
+            try AccessPolicy.authorize(request)
+            #expect(c.allowed, "\(c) was allowed")
+        } catch {
+            #expect(!c.allowed, "\(c) was refused: \(error)")
+            #expect(error.code == .accessDenied)
+        }
+    }
+
+    @Test func copyingAnotherIdentitysPrivateObjectIsRefused() throws {
+        let theft = TransferRequest(id: "c", op: .copy, bucket: "photos", key: "mine.jpg", identityId: "bob",
+                                    source: "s3://photos/private/alice/secret.jpg")
+        #expect(throws: FerryError.self) { try AccessPolicy.authorize(theft) }
+        let own = TransferRequest(id: "c", op: .copy, bucket: "photos", key: "mine.jpg", identityId: "alice",
+                                  source: "s3://photos/private/alice/secret.jpg")
+        try AccessPolicy.authorize(own)
+        let shared = TransferRequest(id: "c", op: .copy, bucket: "photos", key: "mine.jpg", source: "s3://photos/protected/alice/a.jpg")
+        try AccessPolicy.authorize(shared)
+    }
+}
+
+@Suite struct RequestLimitTests {
+    func request(bucket: String = "photos", metadata: [String: String]? = nil) -> TransferRequest {
+        TransferRequest(id: "l", op: .delete, bucket: bucket, key: "k", metadata: metadata)
+    }
+
+    @Test func keyLengthCountsUTF8BytesWithThePrefix() {
+        let fits = String(repeating: "é", count: (1024 - 7) / 2)       // "public/" + 2 bytes each
+        #expect(RequestLimits.violation(of: request(), objectKey: "public/" + fits) == nil)
+        #expect(RequestLimits.violation(of: request(), objectKey: "public/" + fits + "é")?.code == .keyTooLong)
+    }
+
+    @Test func metadataLimits() {
+        let big = ["note": String(repeating: "x", count: 2045)]
+        #expect(RequestLimits.violation(of: request(metadata: big), objectKey: "k")?.code == .metadataTooLarge)
+        #expect(RequestLimits.violation(of: request(metadata: ["ok": "v"]), objectKey: "k") == nil)
+        #expect(RequestLimits.violation(of: request(metadata: ["bad name": "v"]), objectKey: "k")?.code == .invalidRequest)
+    }
+
+    @Test(arguments: [("ab", false), ("abc", true), ("my-bucket.logs", true), ("My-Bucket", false), ("-abc", false),
+                      ("abc-", false), ("a..b", false), ("192.168.1.1", false), ("a_b_c", false),
+                      (String(repeating: "a", count: 63), true), (String(repeating: "a", count: 64), false)])
+    func bucketNames(name: String, valid: Bool) {
+        let problem = RequestLimits.bucketNameProblem(name)
+        #expect((problem == nil) == valid, "\(name)")
+        if let problem { #expect(problem.code == .invalidBucketName) }
+    }
+
+    @Test func oversizedMessagesAreRefusedUnread() {
+        let huge = [UInt8](repeating: 0x20, count: RequestLimits.maxMessageBytes + 1)
+        guard case .failure(let failure) = RequestDecoder.decode(huge) else { Issue.record("accepted"); return }
+        #expect(failure.error.code == .requestTooLarge)
+    }
+}
