@@ -17,6 +17,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.0.0"),
     ],
     targets: [
         // C libraries, found with pkg-config.
@@ -70,6 +71,7 @@ let package = Package(
         .target(name: "FerryWorker", dependencies: [
             "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggers",
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "JWTKit", package: "jwt-kit"),
         ]),
         .executableTarget(name: "ferry", dependencies: [
             "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggers",
@@ -89,6 +91,9 @@ let package = Package(
         .testTarget(name: "FerryEngineTests", dependencies: ["FerryEngine", "FerryS3", "FerryTestSupport"]),
         .testTarget(name: "FerryKafkaTests", dependencies: ["FerryKafka", "FerryTestSupport"]),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore"]),
+        .testTarget(name: "FerryWorkerTests", dependencies: [
+            "FerryWorker", .product(name: "JWTKit", package: "jwt-kit"),
+        ]),
         .testTarget(name: "FerryIntegrationTests", dependencies: [
             "FerryCore", "FerryKafka", "FerryTestSupport",
         ]),

@@ -30,8 +30,9 @@ public enum FerryRuntime {
             let engine = TransferEngine(store: try makeStore(configuration.storage), dataRoot: configuration.dataRoot,
                                         configuration: engineConfiguration, logger: logger)
             let state = try WorkerStateStore(directory: configuration.stateDirectory)
+            let identity = try await IdentityVerifier(configuration.auth)
             let worker = try TransferWorker(configuration: configuration, engine: engine, state: state,
-                                            producer: producer, logger: logger)
+                                            producer: producer, identity: identity, logger: logger)
             roles.append { await worker.run() }
         }
         if configuration.roles.triggers {

@@ -15,6 +15,7 @@ struct RequestPipeline: Sendable {
     let publisher: OutcomePublisher
     let events: EventBuilder
     let resolver: any PrefixResolver
+    let identity: IdentityVerifier
     let workerId: String
     let progressInterval: Double
     let logger: Logger
@@ -43,9 +44,10 @@ struct RequestPipeline: Sendable {
             log.error("cannot read the worker state: \(error)")
             return false
         }
-        // Before any byte moves: the access rules, the S3 key, S3's limits.
+        // Before any byte moves: identity proof, the access rules, the S3 key, S3's limits.
         let objectKey: String
         do throws(FerryError) {
+            try await identity.verify(request)
             try AccessPolicy.authorize(request)
             objectKey = try resolver.objectKey(for: request)
             if let problem = RequestLimits.violation(of: request, objectKey: objectKey) { throw problem }

@@ -17,7 +17,7 @@ public final class TransferWorker: Sendable {
     private let logger: Logger
 
     init(configuration: WorkerConfiguration, engine: TransferEngine, state: WorkerStateStore,
-         producer: KafkaProducer, logger: Logger) throws(KafkaError) {
+         producer: KafkaProducer, identity: IdentityVerifier, logger: Logger) throws(KafkaError) {
         var kafka = configuration.kafka
         kafka["group.id"] = configuration.topics.workerGroup
         let maxTransfers = configuration.engine.maxTransfers
@@ -28,7 +28,7 @@ public final class TransferWorker: Sendable {
         pipeline = RequestPipeline(engine: engine, state: state,
                                    publisher: OutcomePublisher(producer: producer, topics: configuration.topics, logger: logger),
                                    events: EventBuilder(region: configuration.region),
-                                   resolver: configuration.prefixResolver, workerId: configuration.workerId,
+                                   resolver: configuration.prefixResolver, identity: identity, workerId: configuration.workerId,
                                    progressInterval: configuration.progressIntervalSeconds, logger: logger)
         self.logger = logger
     }

@@ -34,6 +34,8 @@ public struct WorkerConfiguration: Sendable {
     /// Minimum time between two `running` progress statuses of one transfer.
     public var progressIntervalSeconds: Double
     public var prefixResolver: any PrefixResolver
+    /// Identity proof required of requests (default: none, trusted producers).
+    public var auth = AuthConfiguration()
 
     public init(kafka: KafkaConfiguration, topics: Topics = Topics(), storage: Storage, dataRoot: DataRoot,
                 stateDirectory: URL, workerId: String = WorkerConfiguration.defaultWorkerId, region: String,

@@ -35,6 +35,7 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Option(name: .customLong("target-identity-id"), help: "Owner of a protected object being read.") var targetIdentityId: String?
     @Option(name: .customLong("content-type"), help: "Content type (default from the file extension).") var contentType: String?
     @Option(name: .customLong("metadata"), parsing: .singleValue, help: "User metadata NAME=VALUE (repeatable).") var metadata: [String] = []
+    @Option(help: "Identity proof for workers with --auth-mode jwt (env FERRY_AUTH_TOKEN).") var auth: String?
     @Flag(help: "Follow the transfer's statuses until it ends.") var wait = false
     @Option(help: "With --wait: give up after this many seconds (default 600).") var timeout: Double = 600
 
@@ -97,7 +98,8 @@ struct EnqueueCommand: AsyncParsableCommand {
             id: id ?? UUID().uuidString.lowercased(), op: operation, bucket: bucket, key: key, accessLevel: level,
             identityId: identityId, targetIdentityId: targetIdentityId,
             source: source.map { operation == .copy ? $0 : Self.uri($0) }, destination: destination.map(Self.uri),
-            contentType: contentType, metadata: pairs.isEmpty ? nil : pairs)
+            contentType: contentType, metadata: pairs.isEmpty ? nil : pairs,
+            auth: auth ?? environment("FERRY_AUTH_TOKEN"))
     }
 
     /// A local path becomes an absolute file:// URI; URIs pass unchanged.

@@ -52,6 +52,22 @@ struct WorkerCommand: AsyncParsableCommand {
             help: "A CIDR range sources may reach although loopback/link-local/private, e.g. 10.1.0.0/16 (repeatable).")
     var httpsSourceRanges: [String] = []
 
+    @Option(name: .customLong("auth-mode"), help: "none (trusted producers) or jwt (env FERRY_AUTH_MODE; default none).")
+    var authMode: String?
+
+    @Option(name: .customLong("jwt-secret-file"), help: "File holding the HS256 secret (or env FERRY_JWT_SECRET).")
+    var jwtSecretFile: String?
+
+    @Option(name: .customLong("jwt-public-key"), help: "PEM file of the RS256 or ES256 public key.")
+    var jwtPublicKey: String?
+
+    @Option(name: .customLong("jwt-jwks"), help: "JSON Web Key Set file.")
+    var jwtJWKS: String?
+
+    @Option(name: .customLong("jwt-issuer"), help: "Required iss claim.") var jwtIssuer: String?
+    @Option(name: .customLong("jwt-audience"), help: "Required aud claim member.") var jwtAudience: String?
+    @Option(name: .customLong("jwt-identity-claim"), help: "Claim that must equal identityId (default sub).") var jwtIdentityClaim: String?
+
     @Option(name: .customLong("https-source-max-bytes"), help: "Largest https:// source, e.g. 5GiB (default 5GiB).")
     var httpsSourceMaxBytes: String?
 
@@ -99,11 +115,37 @@ struct WorkerCommand: AsyncParsableCommand {
         case "triggers": roles = .init(transfers: false, triggers: true)
         case let other: throw ValidationError("--role must be all, transfers or triggers, got '\(other)'")
         }
-        return WorkerConfiguration(
+        var configuration = WorkerConfiguration(
             kafka: kafkaConfiguration, topics: kafka.topics, storage: storage, dataRoot: try DataRoot(root),
             stateDirectory: URL(fileURLWithPath: stateDir ?? environment("FERRY_STATE_DIR") ?? ".ferry"),
             workerId: workerId ?? environment("FERRY_WORKER_ID") ?? WorkerConfiguration.defaultWorkerId,
             region: s3.resolvedRegion, engine: engine, roles: roles)
+        configuration.auth = try authConfiguration()
+        return configuration
+    }
+
+    func authConfiguration() throws -> AuthConfiguration {
+        var auth = AuthConfiguration()
+        let mode = authMode ?? environment("FERRY_AUTH_MODE") ?? "none"
+        guard let parsed = AuthConfiguration.Mode(rawValue: mode) else { throw ValidationError("--auth-mode must be none or jwt") }
+        auth.mode = parsed
+        func read(_ path: String, _ what: String) throws -> String {
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw ValidationError("cannot read \(what) file \(path)")
+            }
+            return text
+        }
+        auth.hmacSecret = try jwtSecretFile.map { try read($0, "JWT secret").trimmingCharacters(in: .whitespacesAndNewlines) }
+            ?? environment("FERRY_JWT_SECRET")
+        auth.publicKeyPEM = try jwtPublicKey.map { try read($0, "public key") }
+        auth.jwksJSON = try jwtJWKS.map { try read($0, "JWKS") }
+        auth.issuer = jwtIssuer
+        auth.audience = jwtAudience
+        if let claim = jwtIdentityClaim { auth.identityClaim = claim }
+        if auth.mode == .jwt && auth.hmacSecret == nil && auth.publicKeyPEM == nil && auth.jwksJSON == nil {
+            throw ValidationError("--auth-mode jwt needs --jwt-secret-file, FERRY_JWT_SECRET, --jwt-public-key or --jwt-jwks")
+        }
+        return auth
     }
 }
 

@@ -1,0 +1,150 @@
+import FerryCore
+import Foundation
+import JWTKit
+
+/// How a worker learns who sends a request. `none` trusts the producer's
+/// `identityId` (trusted producers only); `jwt` needs the request's `auth` to
+/// be a token, signed by a configured key, whose identity claim equals `identityId`.
+public struct AuthConfiguration: Sendable {
+    public enum Mode: String, Sendable { case none, jwt }
+
+    public var mode: Mode = .none
+    /// HS256 shared secret.
+    public var hmacSecret: String?
+    /// RS256 or ES256 public key, PEM.
+    public var publicKeyPEM: String?
+    /// A JSON Web Key Set (RSA and EC keys, selected by `kid`).
+    public var jwksJSON: String?
+    /// Required `iss`, when set.
+    public var issuer: String?
+    /// Required `aud` member, when set.
+    public var audience: String?
+    /// The claim that names the identity (default `sub`).
+    public var identityClaim = "sub"
+    /// Clock skew tolerated on `exp` and `nbf`.
+    public var leewaySeconds: Double = 60
+
+    public init() {}
+}
+
+/// Checks identity proof with jwt-kit: signature (alg `none` is never
+/// accepted: no key for it is registered), `exp` (required), `nbf`, `iss`,
+/// `aud`, and the identity claim against the request's `identityId`.
+public final class IdentityVerifier: Sendable {
+    public let configuration: AuthConfiguration
+    private let keys: JWTKeyCollection
+
+    public init(_ configuration: AuthConfiguration) async throws(ConfigurationError) {
+        self.configuration = configuration
+        keys = JWTKeyCollection()
+        guard configuration.mode == .jwt else { return }
+        do {
+            var added = false
+            if let secret = configuration.hmacSecret {
+                await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
+                added = true
+            }
+            if let pem = configuration.publicKeyPEM {
+                if let rsa = try? Insecure.RSA.PublicKey(pem: pem) {
+                    await keys.add(rsa: rsa, digestAlgorithm: .sha256)
+                } else {
+                    await keys.add(ecdsa: try ES256PublicKey(pem: pem))
+                }
+                added = true
+            }
+            if let jwks = configuration.jwksJSON {
+                try await keys.add(jwksJSON: jwks)
+                added = true
+            }
+            guard added else { throw ConfigurationError("auth mode jwt needs a key: an HS256 secret, a public key PEM or a JWKS file") }
+        } catch let error as ConfigurationError {
+            throw error
+        } catch {
+            throw ConfigurationError("cannot load the JWT key: \(error)")
+        }
+    }
+
+    /// Throws `AccessDenied` unless `request` proves its `identityId`.
+    public func verify(_ request: TransferRequest, now: Date = Date()) async throws(FerryError) {
+        guard configuration.mode == .jwt else { return }
+        guard let token = request.auth, !token.isEmpty else {
+            throw FerryError(.accessDenied, "this worker requires identity proof: a JWT in 'auth'")
+        }
+        guard let identityId = request.identityId, !identityId.isEmpty else {
+            throw FerryError(.accessDenied, "identityId is required with identity proof")
+        }
+        let claims: FerryClaims
+        do {
+            claims = try await keys.verify(token, as: FerryClaims.self)
+        } catch {
+            throw FerryError(.accessDenied, "identity token refused: \(Self.reason(error))")
+        }
+        let skew = configuration.leewaySeconds
+        guard let exp = claims.exp else { throw FerryError(.accessDenied, "identity token refused: no exp claim") }
+        guard exp.value.addingTimeInterval(skew) > now else { throw FerryError(.accessDenied, "identity token refused: expired") }
+        if let nbf = claims.nbf, nbf.value.addingTimeInterval(-skew) > now {
+            throw FerryError(.accessDenied, "identity token refused: not valid yet (nbf)")
+        }
+        if let issuer = configuration.issuer, claims.iss?.value != issuer {
+            throw FerryError(.accessDenied, "identity token refused: issuer is not \(issuer)")
+        }
+        if let audience = configuration.audience, !(claims.aud?.value.contains(audience) ?? false) {
+            throw FerryError(.accessDenied, "identity token refused: audience does not include \(audience)")
+        }
+        guard claims.strings[configuration.identityClaim] == identityId else {
+            throw FerryError(.accessDenied, "identity token is for another identity than \(identityId)")
+        }
+    }
+
+    /// A short reason, never the token itself.
+    private static func reason(_ error: any Error) -> String {
+        let text = "\(error)"
+        if text.contains("signature") { return "bad signature" }
+        if text.lowercased().contains("none") || text.contains("unknownKID") || text.contains("no signer") {
+            return "no key accepts its algorithm or kid"
+        }
+        return "malformed or unverifiable token"
+    }
+}
+
+/// The claims Ferry reads; any string claim can name the identity.
+struct FerryClaims: JWTPayload {
+    var exp: ExpirationClaim?
+    var nbf: NotBeforeClaim?
+    var iss: IssuerClaim?
+    var aud: AudienceClaim?
+    /// Every string-valued claim, by name (`sub` among them).
+    var strings: [String: String]
+
+    private struct Name: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: Name.self)
+        exp = try container.decodeIfPresent(ExpirationClaim.self, forKey: Name(stringValue: "exp"))
+        nbf = try container.decodeIfPresent(NotBeforeClaim.self, forKey: Name(stringValue: "nbf"))
+        iss = try container.decodeIfPresent(IssuerClaim.self, forKey: Name(stringValue: "iss"))
+        aud = try container.decodeIfPresent(AudienceClaim.self, forKey: Name(stringValue: "aud"))
+        var strings: [String: String] = [:]
+        for key in container.allKeys {
+            if let value = try? container.decode(String.self, forKey: key) { strings[key.stringValue] = value }
+        }
+        self.strings = strings
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Name.self)
+        try container.encodeIfPresent(exp, forKey: Name(stringValue: "exp"))
+        try container.encodeIfPresent(nbf, forKey: Name(stringValue: "nbf"))
+        try container.encodeIfPresent(iss, forKey: Name(stringValue: "iss"))
+        try container.encodeIfPresent(aud, forKey: Name(stringValue: "aud"))
+        for (name, value) in strings where !["iss"].contains(name) { try container.encode(value, forKey: Name(stringValue: name)) }
+    }
+
+    /// Time claims are checked by `IdentityVerifier` with its leeway.
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+}
