@@ -95,7 +95,7 @@ let package = Package(
             "FerryWorker", .product(name: "JWTKit", package: "jwt-kit"),
         ]),
         .testTarget(name: "FerryIntegrationTests", dependencies: [
-            "FerryCore", "FerryKafka", "FerryTestSupport",
+            "FerryCore", "FerryKafka", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
         ]),
     ]
 )

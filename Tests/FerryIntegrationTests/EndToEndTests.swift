@@ -1,6 +1,7 @@
 import FerryCore
 import FerryKafka
 import FerryTestSupport
+import JWTKit
 import Foundation
 import Logging
 import Testing
@@ -149,6 +150,7 @@ import Testing
                 try await uploadTriggerDownload(env)
                 try await badInputIsDeadLetteredAndOffsetsCommitted(env)
                 try await pauseResumeCancelThroughKafka(env)
+                try await identityProofThroughKafka(env)
             }
         } catch {
             await server.stop()
@@ -274,6 +276,42 @@ import Testing
         _ = try await env.ferry(["pause", "no-such-transfer"])
         #expect(await eventually(timeout: 20) { worker.log.contains("no-such-transfer: not running on this worker (no-op)") })
         #expect(worker.isRunning)
+        await worker.stop()
+    }
+
+    struct TokenClaims: JWTPayload {
+        var sub: SubjectClaim
+        var exp: ExpirationClaim
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+    }
+
+    /// A worker with `--auth-mode jwt`: a request with a valid token runs; one
+    /// with a forged token is rejected with AccessDenied and dead-lettered.
+    func identityProofThroughKafka(_ env: Environment) async throws {
+        let secret = "e2e-secret-e2e-secret-e2e-secret"
+        let secretFile = env.logs.appendingPathComponent("jwt.secret")
+        try Data(secret.utf8).write(to: secretFile)
+        let worker = try env.startWorker(name: "worker-jwt", stateDir: "state-jwt",
+                                         extra: ["--auth-mode", "jwt", "--jwt-secret-file", secretFile.path])
+        let claims = TokenClaims(sub: "alice", exp: .init(value: Date() + 600))
+        let good = try await JWTKeyCollection().add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256).sign(claims)
+        let forged = try await JWTKeyCollection().add(hmac: HMACKey(from: "wrong-secret-wrong-secret-wrong!"), digestAlgorithm: .sha256)
+            .sign(claims)
+        let source = env.dataRoot.appendingPathComponent("in/small.txt")
+        for (id, token) in [("jwt-good", good), ("jwt-forged", forged)] {
+            try await env.kcat.produce(topic: "ferry.requests", key: "e2e/\(id)", value: """
+                {"id":"\(id)","op":"upload","bucket":"e2e","key":"\(id).txt","accessLevel":"private","identityId":"alice",
+                 "source":"\(source.absoluteString)","auth":"\(token)"}
+                """)
+        }
+        let accepted = try await env.terminalStatus(of: "jwt-good")
+        #expect(accepted?.state == .completed, "\(accepted?.error?.message ?? "") \(worker.log)")
+        #expect(accepted?.object?.key == "private/alice/jwt-good.txt")
+        let refused = try await env.terminalStatus(of: "jwt-forged")
+        #expect(refused?.state == .rejected)
+        #expect(refused?.error?.code == "AccessDenied")
+        // The token itself never appears in the worker's log.
+        #expect(!worker.log.contains(forged) && !worker.log.contains(good))
         await worker.stop()
     }
 }
