@@ -52,8 +52,10 @@ public enum AccessPolicy {
 
 /// S3's and Ferry's size and naming limits on requests.
 public enum RequestLimits {
-    /// The largest request message a worker reads (bigger ones are dead-lettered).
-    public static let maxMessageBytes = 1 << 20
+    /// The largest request message a worker reads (bigger ones are dead-lettered);
+    /// below Kafka's default `message.max.bytes` (1,000,000), so such a message
+    /// can still reach the worker and its DLQ.
+    public static let maxMessageBytes = 900_000
     /// S3: a key is at most 1024 bytes of UTF-8 (after the access-level prefix).
     public static let maxKeyBytes = 1024
     /// S3: user metadata (names and values) is at most 2 KiB.

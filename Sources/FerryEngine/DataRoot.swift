@@ -53,6 +53,24 @@ public struct DataRoot: Sendable, Hashable {
         return parent == "/" ? "/\(name)" : "\(parent)/\(name)"
     }
 
+    /// Checks a `file://` destination without creating anything: the nearest
+    /// existing ancestor, resolved, must be inside the root, and what remains
+    /// below it may not climb with `..`.
+    public func checkDestination(_ uri: String) throws(FerryError) {
+        let raw = try Self.filePath(uri)
+        var existing = URL(fileURLWithPath: raw).deletingLastPathComponent()
+        var rest: [String] = [URL(fileURLWithPath: raw).lastPathComponent]
+        while Self.realpath(existing.path) == nil && existing.path != "/" {
+            rest.insert(existing.lastPathComponent, at: 0)
+            existing = existing.deletingLastPathComponent()
+        }
+        guard let resolved = Self.realpath(existing.path) else { throw FerryError(.invalidPath, "\(uri) is outside the data root") }
+        try requireInside(resolved, uri: uri)
+        guard !rest.contains(".."), let name = rest.last, !name.isEmpty, name != "/", name != "." else {
+            throw FerryError(.invalidPath, "\(uri) is outside the data root or names no file")
+        }
+    }
+
     private func requireInside(_ candidate: String, uri: String, lexicalOnly: Bool = false) throws(FerryError) {
         let inside = candidate == path || candidate.hasPrefix(path.hasSuffix("/") ? path : path + "/")
         guard inside else {

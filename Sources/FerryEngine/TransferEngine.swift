@@ -43,6 +43,42 @@ public final class TransferEngine: Sendable {
     /// The control of a running transfer, by request id.
     public func control(for id: String) -> TransferControl? { active.withLock { $0[id] } }
 
+    /// Checks what can be checked before a transfer starts, so a request that
+    /// cannot run is refused (and dead-lettered) rather than failing later:
+    /// options, accelerate, and the source and destination against the data
+    /// root and the remote-source policy. The transfer checks again when it runs.
+    public func preflight(_ job: TransferJob) throws(FerryError) {
+        let request = job.request
+        _ = try configuration.defaults.applying(request.options)
+        if request.options?.accelerate == true && configuration.acceleratedStore == nil {
+            throw FerryError(.invalidRequest, "accelerate needs an AWS S3 endpoint (s3-accelerate); this worker's endpoint has none")
+        }
+        switch request.op {
+        case .upload:
+            guard let source = request.source else { throw FerryError(.invalidRequest, "upload needs a source") }
+            let lowered = source.lowercased()
+            if lowered.hasPrefix("data:") {
+                _ = try DataURI.decode(source, limit: configuration.defaults.maxDataURIBytes)
+            } else if lowered.hasPrefix("https://") || lowered.hasPrefix("http://") {
+                guard let fetcher = configuration.remoteSources else {
+                    throw FerryError(.forbiddenSource, "https:// sources are disabled on this worker (enable them with --https-sources)")
+                }
+                guard let url = URLComponents(string: source) else { throw FerryError(.invalidRequest, "source is not a valid URL") }
+                if let refusal = fetcher.policy.refusal(of: url) { throw refusal }
+            } else {
+                _ = try dataRoot.sourcePath(source)
+            }
+        case .download:
+            guard let destination = request.destination else { throw FerryError(.invalidRequest, "download needs a destination") }
+            try dataRoot.checkDestination(destination)
+        case .copy:
+            guard let source = request.source else { throw FerryError(.invalidRequest, "copy needs a source s3://bucket/key") }
+            _ = try ObjectLocation(s3URI: source)
+        case .delete:
+            break
+        }
+    }
+
     /// Runs `job` once a transfer slot is free. `progress` sees bytes moved
     /// (called often, from transport threads). `control` pauses, resumes or
     /// cancels it; the engine also finds it by id through `control(for:)`.

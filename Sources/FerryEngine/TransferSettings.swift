@@ -19,8 +19,9 @@ public struct TransferSettings: Sendable, Hashable {
     public var copyThreshold: Int64 = 5 << 30
     /// Part size of multipart copies (nothing passes through Ferry, so parts can be large).
     public var copyPartSize: Int64 = 512 << 20
-    /// `data:` sources larger than this are refused.
-    public var maxDataURIBytes: Int = 1 << 20
+    /// `data:` sources larger than this are refused (base64 inflates by 4/3, and
+    /// the whole request must fit the 900,000-byte message limit).
+    public var maxDataURIBytes: Int = 512 << 10
 
     public init() {}
 

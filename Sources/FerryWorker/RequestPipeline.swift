@@ -51,6 +51,7 @@ struct RequestPipeline: Sendable {
             try AccessPolicy.authorize(request)
             objectKey = try resolver.objectKey(for: request)
             if let problem = RequestLimits.violation(of: request, objectKey: objectKey) { throw problem }
+            try engine.preflight(TransferJob(request: request, objectKey: objectKey))
         } catch {
             return await reject(message, error: error, id: request.id, op: request.op.rawValue, log: log)
         }
