@@ -10,8 +10,10 @@
 /// With `auth.mode none` the `identityId` a producer states is taken as proven;
 /// identity proof (JWT) is a separate step.
 public enum AccessPolicy {
-    /// Throws `AccessDenied` when `request` breaks a rule.
-    public static func authorize(_ request: TransferRequest) throws(FerryError) {
+    /// Throws `AccessDenied` when `request` breaks a rule. `resolver` tells
+    /// whose private area a copy source lies in.
+    public static func authorize(_ request: TransferRequest,
+                                 resolver: any PrefixResolver = DefaultPrefixResolver()) throws(FerryError) {
         let level = request.effectiveAccessLevel
         let actor = request.identityId.flatMap { $0.isEmpty ? nil : $0 }
         let target = request.targetIdentityId.flatMap { $0.isEmpty ? nil : $0 }
@@ -30,21 +32,11 @@ public enum AccessPolicy {
                 throw FerryError(.accessDenied, "\(actor) may not \(request.op == .download ? "read" : "write") \(level.rawValue) objects of \(target)")
             }
         }
-        if request.op == .copy, let source = request.source {
-            try authorizeCopySource(source, actor: actor)
-        }
-    }
-
-    /// A copy reads its source: private objects of others are off limits.
-    static func authorizeCopySource(_ source: String, actor: String?) throws(FerryError) {
-        guard source.hasPrefix("s3://") else { return }
-        let path = source.dropFirst(5).split(separator: "/", maxSplits: 1)
-        guard path.count == 2 else { return }
-        let key = path[1]
-        if key.hasPrefix("private/") {
-            let owner = key.dropFirst("private/".count).split(separator: "/", maxSplits: 1).first.map(String.init)
-            guard let actor, owner == actor else {
-                throw FerryError(.accessDenied, "the copy source is a private object of \(owner ?? "another identity")")
+        // A copy reads its source: private objects of others are off limits.
+        if request.op == .copy, let source = request.source, source.hasPrefix("s3://") {
+            let path = source.dropFirst(5).split(separator: "/", maxSplits: 1)
+            if path.count == 2, let owner = resolver.privateOwner(of: String(path[1])), owner != actor {
+                throw FerryError(.accessDenied, "the copy source is a private object of \(owner)")
             }
         }
     }

@@ -3,6 +3,9 @@
 public protocol PrefixResolver: Sendable {
     /// The prefix for objects of `level` owned by `identityId`, or a `FerryError` refusing the request.
     func prefix(for level: AccessLevel, owner identityId: String?) throws(FerryError) -> String
+    /// The owner of `key` when it lies in some identity's private area (nil otherwise);
+    /// used to keep copies from reading other identities' private objects.
+    func privateOwner(of key: String) -> String?
 }
 
 extension PrefixResolver {
@@ -19,19 +22,59 @@ extension PrefixResolver {
     }
 }
 
-/// Amplify's default layout: `public/`, `protected/{identityId}/`, `private/{identityId}/`.
-public struct DefaultPrefixResolver: PrefixResolver {
-    public init() {}
+/// Prefixes from templates, one per level; `{identityId}` stands for the owner.
+/// Amplify's default layout is `public/`, `protected/{identityId}/`, `private/{identityId}/`.
+public struct TemplatePrefixResolver: PrefixResolver, Hashable {
+    public let guest: String
+    public let protected: String
+    public let `private`: String
+
+    /// Protected and private templates must name the owner, or owners would share one area.
+    public init(guest: String = "public/", protected: String = "protected/{identityId}/",
+                private: String = "private/{identityId}/") throws(ConfigurationError) {
+        for (level, template) in [("protected", protected), ("private", `private`)] where !template.contains("{identityId}") {
+            throw ConfigurationError("the \(level) prefix template '\(template)' must contain {identityId}")
+        }
+        guard protected != `private`, !guest.contains("{identityId}") else {
+            throw ConfigurationError("prefix templates must keep the levels apart and the guest prefix may not name an identity")
+        }
+        self.guest = guest
+        self.protected = protected
+        self.private = `private`
+    }
+
     public func prefix(for level: AccessLevel, owner identityId: String?) throws(FerryError) -> String {
-        if level != .guest, identityId?.isEmpty ?? true {
+        if level == .guest { return guest }
+        guard let identityId, !identityId.isEmpty else {
             throw FerryError(.invalidRequest, "accessLevel \(level.rawValue) needs an owner identity")
         }
-        return level.defaultPrefix(owner: identityId)
+        guard !identityId.contains("/") else { throw FerryError(.invalidRequest, "identityId may not contain '/'") }
+        return (level == .protected ? protected : `private`).replacingOccurrences(of: "{identityId}", with: identityId)
+    }
+
+    public func privateOwner(of key: String) -> String? {
+        let parts = `private`.components(separatedBy: "{identityId}")
+        guard parts.count == 2, key.hasPrefix(parts[0]) else { return nil }
+        let rest = key.dropFirst(parts[0].count)
+        guard let end = parts[1].isEmpty ? rest.endIndex : rest.range(of: parts[1])?.lowerBound else { return nil }
+        let owner = String(rest[..<end])
+        return owner.isEmpty ? nil : owner
     }
 }
 
-/// No prefix at all: keys are used as written.
+/// Amplify's default layout: `public/`, `protected/{identityId}/`, `private/{identityId}/`.
+public struct DefaultPrefixResolver: PrefixResolver {
+    private let templates = try! TemplatePrefixResolver()  // the defaults are valid
+    public init() {}
+    public func prefix(for level: AccessLevel, owner identityId: String?) throws(FerryError) -> String {
+        try templates.prefix(for: level, owner: identityId)
+    }
+    public func privateOwner(of key: String) -> String? { templates.privateOwner(of: key) }
+}
+
+/// No prefix at all: keys are used as written, and no key is anyone's private area.
 public struct PassThroughPrefixResolver: PrefixResolver {
     public init() {}
     public func prefix(for level: AccessLevel, owner identityId: String?) throws(FerryError) -> String { "" }
+    public func privateOwner(of key: String) -> String? { nil }
 }

@@ -48,7 +48,7 @@ struct RequestPipeline: Sendable {
         let objectKey: String
         do throws(FerryError) {
             try await identity.verify(request)
-            try AccessPolicy.authorize(request)
+            try AccessPolicy.authorize(request, resolver: resolver)
             objectKey = try resolver.objectKey(for: request)
             if let problem = RequestLimits.violation(of: request, objectKey: objectKey) { throw problem }
             try engine.preflight(TransferJob(request: request, objectKey: objectKey))

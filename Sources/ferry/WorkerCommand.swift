@@ -52,6 +52,15 @@ struct WorkerCommand: AsyncParsableCommand {
             help: "A CIDR range sources may reach although loopback/link-local/private, e.g. 10.1.0.0/16 (repeatable).")
     var httpsSourceRanges: [String] = []
 
+    @Option(name: .customLong("prefix-guest"), help: "Key prefix of guest objects (default public/).")
+    var prefixGuest: String?
+    @Option(name: .customLong("prefix-protected"), help: "Template for protected objects (default protected/{identityId}/).")
+    var prefixProtected: String?
+    @Option(name: .customLong("prefix-private"), help: "Template for private objects (default private/{identityId}/).")
+    var prefixPrivate: String?
+    @Flag(name: .customLong("prefix-passthrough"), help: "No access-level prefixes: keys are used as written.")
+    var prefixPassthrough = false
+
     @Option(name: .customLong("auth-mode"), help: "none (trusted producers) or jwt (env FERRY_AUTH_MODE; default none).")
     var authMode: String?
 
@@ -121,6 +130,17 @@ struct WorkerCommand: AsyncParsableCommand {
             workerId: workerId ?? environment("FERRY_WORKER_ID") ?? WorkerConfiguration.defaultWorkerId,
             region: s3.resolvedRegion, engine: engine, roles: roles)
         configuration.auth = try authConfiguration()
+        if prefixPassthrough {
+            guard prefixGuest == nil && prefixProtected == nil && prefixPrivate == nil else {
+                throw ValidationError("--prefix-passthrough excludes the --prefix-* templates")
+            }
+            configuration.prefixResolver = PassThroughPrefixResolver()
+        } else if prefixGuest != nil || prefixProtected != nil || prefixPrivate != nil {
+            let defaults = try TemplatePrefixResolver()
+            configuration.prefixResolver = try TemplatePrefixResolver(guest: prefixGuest ?? defaults.guest,
+                                                                      protected: prefixProtected ?? defaults.protected,
+                                                                      private: prefixPrivate ?? defaults.private)
+        }
         return configuration
     }
 

@@ -83,3 +83,23 @@ import Testing
         #expect(failure.error.code == .requestTooLarge)
     }
 }
+
+@Suite struct PrefixTemplateTests {
+    @Test func customPrefixesPerLevel() throws {
+        let resolver = try TemplatePrefixResolver(guest: "shared/", protected: "users/{identityId}/pub/", private: "users/{identityId}/own/")
+        var request = TransferRequest(id: "p", op: .upload, bucket: "b", key: "a.txt", source: "file:///x")
+        #expect(try resolver.objectKey(for: request) == "shared/a.txt")
+        request.accessLevel = .private
+        request.identityId = "alice"
+        #expect(try resolver.objectKey(for: request) == "users/alice/own/a.txt")
+        #expect(resolver.privateOwner(of: "users/alice/own/a.txt") == "alice")
+        #expect(resolver.privateOwner(of: "users/alice/pub/a.txt") == nil)
+        // The copy rule follows the configured layout.
+        let theft = TransferRequest(id: "c", op: .copy, bucket: "b", key: "x", identityId: "bob", source: "s3://b/users/alice/own/a.txt")
+        #expect(throws: FerryError.self) { try AccessPolicy.authorize(theft, resolver: resolver) }
+        #expect(throws: ConfigurationError.self) { try TemplatePrefixResolver(private: "private/") }
+        #expect(throws: ConfigurationError.self) { try TemplatePrefixResolver(protected: "p/{identityId}/", private: "p/{identityId}/") }
+        request.identityId = "a/b"
+        #expect(throws: FerryError.self) { try resolver.objectKey(for: request) }
+    }
+}
