@@ -26,4 +26,6 @@ public enum DLQHeader {
     public static let errorMessage = "ferry-error-message"
     public static let sourcePartition = "ferry-source-partition"
     public static let sourceOffset = "ferry-source-offset"
+    /// Fields whose secret values were replaced by `<redacted>`.
+    public static let redacted = "ferry-redacted"
 }

@@ -33,15 +33,19 @@ struct OutcomePublisher: Sendable {
         try await producer.send(topic: topics.events, key: "\(bucket)/\(key)", value: Self.encoded(event))
     }
 
-    /// Copies a request that cannot run to the DLQ: original key and bytes, plus the reason in headers.
+    /// Copies a request that cannot run to the DLQ: its original key and bytes
+    /// (secrets such as `auth` tokens and SSE-C keys replaced in place, named in
+    /// `ferry-redacted`), plus the reason in headers.
     func deadLetter(_ message: KafkaMessage, error: FerryError) async throws(KafkaError) {
-        let headers = [
+        let redacted = SecretRedaction.redact(message.value)
+        var headers = [
             (DLQHeader.errorCode, error.code.rawValue),
             (DLQHeader.errorMessage, error.message),
             (DLQHeader.sourcePartition, String(message.partition)),
             (DLQHeader.sourceOffset, String(message.offset)),
         ]
-        try await producer.send(topic: topics.requestsDLQ, key: message.key, value: message.value, headers: headers)
+        if !redacted.fields.isEmpty { headers.append((DLQHeader.redacted, redacted.fields.joined(separator: ","))) }
+        try await producer.send(topic: topics.requestsDLQ, key: message.key, value: redacted.bytes, headers: headers)
     }
 
     /// Retries `body` until it succeeds (Kafka may be briefly unavailable) or

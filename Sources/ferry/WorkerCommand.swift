@@ -83,6 +83,11 @@ struct WorkerCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = try log.bootstrap(label: "ferry.worker")
         let configuration = try configured(makeConfiguration)
+        let home = ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()
+        let secretFiles = [jwtSecretFile, environment("AWS_SHARED_CREDENTIALS_FILE") ?? "\(home)/.aws/credentials"]
+        for path in secretFiles.compactMap({ $0 }) where SecretRedaction.isExposed(path) {
+            logger.warning("\(path) holds secrets and is readable by other users: chmod 600 \(path)")
+        }
         let registry = try TriggerSetup.registry(dataRoot: configuration.dataRoot, region: configuration.region)
         try await runUntilSignalled {
             try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger)

@@ -1,3 +1,4 @@
+import Foundation
 import FerryCore
 import Testing
 
@@ -101,5 +102,35 @@ import Testing
         #expect(throws: ConfigurationError.self) { try TemplatePrefixResolver(protected: "p/{identityId}/", private: "p/{identityId}/") }
         request.identityId = "a/b"
         #expect(throws: FerryError.self) { try resolver.objectKey(for: request) }
+    }
+}
+
+@Suite struct SecretRedactionTests {
+    @Test func tokensAndCustomerKeysAreReplacedInPlace() {
+        let message = #"{"id":"r1","op":"upload","auth":"eyJhbGciOi.J9.sig","bucket":"b","key":"k","headers":{"x-amz-server-side-encryption-customer-key":"c2VjcmV0LWtleQ==","cache-control":"no-cache"}}"#
+        let (bytes, fields) = SecretRedaction.redact(Array(message.utf8))
+        let text = String(decoding: bytes, as: UTF8.self)
+        #expect(!text.contains("eyJhbGciOi.J9.sig"))
+        #expect(!text.contains("c2VjcmV0LWtleQ=="))
+        #expect(text == message.replacingOccurrences(of: "\"eyJhbGciOi.J9.sig\"", with: "\"<redacted>\"")
+            .replacingOccurrences(of: "\"c2VjcmV0LWtleQ==\"", with: "\"<redacted>\""))
+        #expect(Set(fields) == ["auth", "headers.x-amz-server-side-encryption-customer-key"])
+    }
+
+    @Test func messagesWithoutSecretsStayByteIdentical() {
+        for message in ["{", "not json", #"{"id":"a","op":"delete","bucket":"b","key":"k"}"#] {
+            let (bytes, fields) = SecretRedaction.redact(Array(message.utf8))
+            #expect(bytes == Array(message.utf8))
+            #expect(fields.isEmpty)
+        }
+    }
+
+    @Test func exposedFiles() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("secret-\(UUID().uuidString)").path
+        defer { unlink(path) }
+        FileManager.default.createFile(atPath: path, contents: Data("s".utf8), attributes: [.posixPermissions: 0o644])
+        #expect(SecretRedaction.isExposed(path))
+        chmod(path, 0o600)
+        #expect(!SecretRedaction.isExposed(path))
     }
 }

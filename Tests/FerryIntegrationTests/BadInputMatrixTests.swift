@@ -73,6 +73,8 @@ import Testing
             Case(name: "copy-private-other", message: #"{"id":"m40","op":"copy","bucket":"matrix","key":"c","identityId":"bob","source":"s3://matrix/private/alice/s"}"#,
                  code: "AccessDenied", id: "m40"),
             Case(name: "level-unknown", message: #"{"id":"m41","op":"delete","bucket":"matrix","key":"k","accessLevel":"secret"}"#, code: "InvalidRequest", id: "m41"),
+            Case(name: "secrets-redacted", message: up("m43", #","accessLevel":"private","identityId":"bob","targetIdentityId":"alice","auth":"tok.en.value","headers":{"x-amz-server-side-encryption-customer-key":"a2V5a2V5"}"#),
+                 code: "AccessDenied", id: "m43"),
             Case(name: "oversize", message: #"{"id":"m42","op":"delete","bucket":"matrix","key":"k","pad":"\#(String(repeating: "p", count: 950_000))"}"#,
                  code: "RequestTooLarge"),
         ]
@@ -110,7 +112,15 @@ import Testing
                 for c in cases {
                     let record = dlq.first { $0.key == c.name }
                     #expect(record != nil, "\(c.name): no DLQ record")
-                    #expect(record?.value == c.message, "\(c.name): DLQ value is not the original bytes")
+                    if c.name == "secrets-redacted" {
+                        // Secrets are replaced in place; everything else is the original.
+                        let expected = c.message.replacingOccurrences(of: "\"tok.en.value\"", with: "\"<redacted>\"")
+                            .replacingOccurrences(of: "\"a2V5a2V5\"", with: "\"<redacted>\"")
+                        #expect(record?.value == expected)
+                        #expect(record?.headers.contains("ferry-redacted=") == true)
+                    } else {
+                        #expect(record?.value == c.message, "\(c.name): DLQ value is not the original bytes")
+                    }
                     #expect(record?.headers.contains("ferry-error-code=\(c.code)") == true, "\(c.name): \(record?.headers ?? "")")
                     #expect(record?.headers.contains("ferry-error-message=") == true)
                     if let id = c.id {
