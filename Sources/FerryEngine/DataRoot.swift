@@ -53,6 +53,56 @@ public struct DataRoot: Sendable, Hashable {
         return parent == "/" ? "/\(name)" : "\(parent)/\(name)"
     }
 
+    /// Opens `path` (absolute, inside the root) by walking down from the root one
+    /// component at a time with `O_NOFOLLOW`: no symbolic link is followed
+    /// anywhere, so a link swapped in after a path was checked cannot lead
+    /// outside the root. Returns the file descriptor.
+    public func openBeneath(_ path: String, flags: Int32, mode: mode_t = 0o644) throws(FerryError) -> Int32 {
+        let (directory, name) = try openParentBeneath(path, create: false)
+        defer { close(directory) }
+        let fd = openat(directory, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw Self.walkError(path, errno) }
+        return fd
+    }
+
+    /// Opens the directory that holds `path` by the same walk (creating missing
+    /// directories when asked) and returns it with the last component's name,
+    /// for `openat` / `renameat` / `unlinkat` relative to it.
+    public func openParentBeneath(_ path: String, create: Bool) throws(FerryError) -> (descriptor: Int32, name: String) {
+        let prefix = self.path.hasSuffix("/") ? self.path : self.path + "/"
+        guard path.hasPrefix(prefix) else { throw FerryError(.invalidPath, "\(path) is outside the data root") }
+        let components = path.dropFirst(prefix.count).split(separator: "/").map(String.init)
+        guard let name = components.last, !components.contains(where: { $0 == ".." || $0 == "." }) else {
+            throw FerryError(.invalidPath, "\(path) names no file inside the data root")
+        }
+        var current = open(self.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard current >= 0 else { throw FerryError(.localIOError, "cannot open the data root: \(String(cString: strerror(errno)))") }
+        for component in components.dropLast() {
+            var next = openat(current, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if next < 0 && errno == ENOENT && create {
+                if mkdirat(current, component, 0o755) != 0 && errno != EEXIST {
+                    let error = errno
+                    close(current)
+                    throw FerryError(.localIOError, "cannot create directory \(component): \(String(cString: strerror(error)))")
+                }
+                next = openat(current, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            }
+            let error = errno
+            close(current)
+            guard next >= 0 else { throw Self.walkError(path, error) }
+            current = next
+        }
+        return (current, name)
+    }
+
+    static func walkError(_ path: String, _ error: Int32) -> FerryError {
+        switch error {
+        case ELOOP, ENOTDIR: return FerryError(.invalidPath, "\(path) goes through a symbolic link; refused")
+        case ENOENT: return FerryError(.invalidPath, "\(path) does not exist")
+        default: return FerryError(.localIOError, "cannot open \(path): \(String(cString: strerror(error)))")
+        }
+    }
+
     /// Checks a `file://` destination without creating anything: the nearest
     /// existing ancestor, resolved, must be inside the root, and what remains
     /// below it may not climb with `..`.

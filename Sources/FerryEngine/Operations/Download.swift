@@ -11,15 +11,18 @@ extension TransferRun {
     func download() async throws(FerryError) -> TransferOutcome {
         guard let destination = request.destination else { throw FerryError(.invalidRequest, "download needs a destination") }
         let path = try dataRoot.destinationPath(destination)
-        let url = URL(fileURLWithPath: path)
-        let temp = url.deletingLastPathComponent()
-            .appendingPathComponent(".\(url.lastPathComponent).ferry-\(request.id).part").path
-        let fd = open(temp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        // Everything below happens relative to the destination's directory,
+        // opened without following links, so swapping a link into the path
+        // mid-transfer cannot move the file outside the data root.
+        let (directory, name) = try dataRoot.openParentBeneath(path, create: true)
+        defer { close(directory) }
+        let temp = ".\(name).ferry-\(request.id).part"
+        let fd = openat(directory, temp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw FerryError(.localIOError, "cannot create \(temp): \(String(cString: strerror(errno)))") }
         var committed = false
         defer {
             close(fd)
-            if !committed { unlink(temp) }
+            if !committed { unlinkat(directory, temp, 0) }
         }
         // Start over when the object changed (If-Match failed) or the bytes failed
         // their checksum; the latter counts against the retry limit.
@@ -38,7 +41,7 @@ extension TransferRun {
             }
         }
         guard fsync(fd) == 0 else { throw FerryError(.localIOError, "fsync \(temp): \(String(cString: strerror(errno)))") }
-        guard rename(temp, path) == 0 else {
+        guard renameat(directory, temp, directory, name) == 0 else {
             throw FerryError(.localIOError, "cannot move download into place at \(destination): \(String(cString: strerror(errno)))")
         }
         committed = true

@@ -22,9 +22,9 @@ extension TransferRun {
             return try await uploadRemote(source, input: input)
         }
         let path = try dataRoot.sourcePath(source)
-        // O_NOFOLLOW: a symbolic link swapped in after the check is refused, not followed.
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw FerryError(.localIOError, "cannot open \(source): \(String(cString: strerror(errno)))") }
+        // Opened component by component without following links: a link swapped
+        // in after the check is refused, not followed.
+        let fd = try dataRoot.openBeneath(path, flags: O_RDONLY)
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {

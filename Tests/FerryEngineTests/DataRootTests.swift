@@ -1,0 +1,51 @@
+import FerryCore
+import FerryEngine
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// Local paths stay inside the data root, also when a symbolic link is swapped
+/// in after a path was checked.
+@Suite struct DataRootTests {
+    @Test func checkedPathsAndSwappedLinks() throws {
+        let base = try TestPaths.temporaryDirectory("dataroot")
+        defer { try? FileManager.default.removeItem(at: base) }
+        let rootDir = base.appendingPathComponent("root")
+        let outside = base.appendingPathComponent("outside")
+        try FileManager.default.createDirectory(at: rootDir.appendingPathComponent("in"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: outside, withIntermediateDirectories: true)
+        try Data("secret".utf8).write(to: outside.appendingPathComponent("f.txt"))
+        try Data("mine".utf8).write(to: rootDir.appendingPathComponent("in/f.txt"))
+        let root = try DataRoot(rootDir.path)
+
+        // Checked path is fine, and opens.
+        let checked = try root.sourcePath(rootDir.appendingPathComponent("in/f.txt").absoluteString)
+        let fd = try root.openBeneath(checked, flags: O_RDONLY)
+        close(fd)
+
+        // Now "in" is swapped for a link to the outside: the checked path no longer opens.
+        try FileManager.default.removeItem(at: rootDir.appendingPathComponent("in"))
+        try FileManager.default.createSymbolicLink(at: rootDir.appendingPathComponent("in"), withDestinationURL: outside)
+        do {
+            let leaked = try root.openBeneath(checked, flags: O_RDONLY)
+            close(leaked)
+            Issue.record("opened a file through a swapped-in link")
+        } catch {
+            #expect(error.code == .invalidPath)
+        }
+        // Writing through it is refused too, and nothing appears outside.
+        do {
+            _ = try root.openParentBeneath(rootDir.appendingPathComponent("in/new.txt").path, create: true)
+            Issue.record("walked into a swapped-in link")
+        } catch {
+            #expect(error.code == .invalidPath)
+        }
+        #expect(!FileManager.default.fileExists(atPath: outside.appendingPathComponent("new.txt").path))
+
+        // Lexical escapes are refused before anything is created.
+        #expect(throws: FerryError.self) { try root.checkDestination("file://\(rootDir.path)/../escape.txt") }
+        #expect(throws: FerryError.self) { try root.sourcePath("file:///etc/passwd") }
+        #expect(throws: FerryError.self) { try root.openParentBeneath("\(rootDir.path)/a/../../x", create: true) }
+        #expect(!FileManager.default.fileExists(atPath: base.appendingPathComponent("x").path))
+    }
+}
