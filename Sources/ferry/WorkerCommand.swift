@@ -146,6 +146,8 @@ struct WorkerCommand: AsyncParsableCommand {
                                                                       protected: prefixProtected ?? defaults.protected,
                                                                       private: prefixPrivate ?? defaults.private)
         }
+        // triggers/Registrations.swift may substitute its own resolver.
+        configuration.prefixResolver = Registrations.prefixResolver(configured: configuration.prefixResolver)
         return configuration
     }
 

@@ -75,3 +75,34 @@ import Triggers
         #expect(first.size == 1)
     }
 }
+
+@Suite struct PrefixResolverHookTests {
+    /// A resolver that refuses some requests: the refusal carries its code.
+    struct TenantPrefixes: PrefixResolver {
+        func prefix(for level: AccessLevel, owner identityId: String?) throws(FerryError) -> String {
+            guard let owner = identityId, owner.hasPrefix("tenant-") else {
+                throw FerryError(.accessDenied, "only tenant identities may use this bucket")
+            }
+            return "\(owner)/\(level.rawValue)/"
+        }
+        func privateOwner(of key: String) -> String? { nil }
+    }
+
+    @Test func shippedHookKeepsTheConfiguredResolver() throws {
+        let resolver = Registrations.prefixResolver(configured: PassThroughPrefixResolver())
+        #expect(resolver is PassThroughPrefixResolver)
+    }
+
+    @Test func customResolversCanRefuse() throws {
+        let resolver: any PrefixResolver = TenantPrefixes()
+        let ok = TransferRequest(id: "t", op: .delete, bucket: "b", key: "k", identityId: "tenant-7")
+        #expect(try resolver.objectKey(for: ok) == "tenant-7/guest/k")
+        let refused = TransferRequest(id: "t", op: .delete, bucket: "b", key: "k", identityId: "mallory")
+        do {
+            _ = try resolver.objectKey(for: refused)
+            Issue.record("accepted")
+        } catch {
+            #expect(error.code == .accessDenied)
+        }
+    }
+}
