@@ -1,4 +1,5 @@
 import CRdKafka
+import Foundation
 
 /// A consumed record, copied out of librdkafka's buffers.
 public struct KafkaMessage: Sendable {
@@ -12,6 +13,12 @@ public struct KafkaMessage: Sendable {
     public var timestampMs: Int64?
 
     public var keyString: String? { key.map { String(decoding: $0, as: UTF8.self) } }
+
+    /// The `id` of a JSON request in the value, when there is one (for logs and shutdown).
+    public var transferId: String? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(value)) as? [String: Any] else { return nil }
+        return object["id"] as? String
+    }
 
     public func header(_ name: String) -> String? {
         headers.first { $0.0 == name }.map { String(decoding: $0.1, as: UTF8.self) }

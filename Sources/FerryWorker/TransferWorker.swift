@@ -15,6 +15,8 @@ public final class TransferWorker: Sendable {
     private let tracker = OffsetTracker()
     private let slots: AsyncSemaphore
     private let logger: Logger
+    /// Seconds a transfer in flight may take to finish after SIGTERM.
+    private let shutdownGrace: Double
 
     init(configuration: WorkerConfiguration, engine: TransferEngine, state: WorkerStateStore,
          producer: KafkaProducer, identity: IdentityVerifier, logger: Logger) throws(KafkaError) {
@@ -25,6 +27,7 @@ public final class TransferWorker: Sendable {
                                      bufferCapacity: max(8, maxTransfers * 2), logger: logger)
         slots = AsyncSemaphore(limit: maxTransfers)
         controls = try ControlListener(configuration: configuration, engine: engine, logger: logger)
+        shutdownGrace = configuration.shutdownGraceSeconds
         pipeline = RequestPipeline(engine: engine, state: state,
                                    publisher: OutcomePublisher(producer: producer, topics: configuration.topics, logger: logger),
                                    events: EventBuilder(region: configuration.region),
@@ -49,7 +52,7 @@ public final class TransferWorker: Sendable {
                     await slots.acquire()
                     group.addTask { [self] in
                         defer { slots.release() }
-                        if await pipeline.process(message) { tracker.finish(message) }
+                        if await processShielded(message) { tracker.finish(message) }
                     }
                 }
                 await group.waitForAll()
@@ -61,6 +64,27 @@ public final class TransferWorker: Sendable {
             logger.info("transfer worker stopped")
         } onCancel: {
             consumer.stopFetching()
+        }
+    }
+
+    /// Processes `message` in a task that shutdown does not cancel at once:
+    /// when the worker is asked to stop, a transfer in flight gets
+    /// `shutdownGrace` seconds to finish; after that it is cancelled, left
+    /// uncommitted, and redelivered to whichever worker takes the partition.
+    private func processShielded(_ message: KafkaMessage) async -> Bool {
+        let pipeline = self.pipeline
+        let work = Task { await pipeline.process(message) }
+        return await withTaskCancellationHandler {
+            await work.value
+        } onCancel: { [shutdownGrace, logger] in
+            Task {
+                try? await Task.sleep(for: .seconds(shutdownGrace))
+                if !work.isCancelled {
+                    logger.warning("shutdown grace of \(shutdownGrace) s over: stopping the transfer at offset \(message.offset); it will be redelivered")
+                }
+                work.cancel()
+                pipeline.engine.control(for: message.transferId ?? "")?.cancel(FerryError(.cancelled, "worker shutting down"))
+            }
         }
     }
 

@@ -36,6 +36,8 @@ public struct WorkerConfiguration: Sendable {
     public var prefixResolver: any PrefixResolver
     /// Identity proof required of requests (default: none, trusted producers).
     public var auth = AuthConfiguration()
+    /// After SIGTERM, transfers in flight get this long to finish before they are stopped.
+    public var shutdownGraceSeconds: Double = 30
 
     public init(kafka: KafkaConfiguration, topics: Topics = Topics(), storage: Storage, dataRoot: DataRoot,
                 stateDirectory: URL, workerId: String = WorkerConfiguration.defaultWorkerId, region: String,

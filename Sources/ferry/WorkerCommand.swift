@@ -52,6 +52,9 @@ struct WorkerCommand: AsyncParsableCommand {
             help: "A CIDR range sources may reach although loopback/link-local/private, e.g. 10.1.0.0/16 (repeatable).")
     var httpsSourceRanges: [String] = []
 
+    @Option(name: .customLong("shutdown-grace"), help: "Seconds transfers in flight get to finish after SIGTERM (default 30).")
+    var shutdownGrace: Double?
+
     @Option(name: .customLong("prefix-guest"), help: "Key prefix of guest objects (default public/).")
     var prefixGuest: String?
     @Option(name: .customLong("prefix-protected"), help: "Template for protected objects (default protected/{identityId}/).")
@@ -135,6 +138,10 @@ struct WorkerCommand: AsyncParsableCommand {
             workerId: workerId ?? environment("FERRY_WORKER_ID") ?? WorkerConfiguration.defaultWorkerId,
             region: s3.resolvedRegion, engine: engine, roles: roles)
         configuration.auth = try authConfiguration()
+        if let shutdownGrace {
+            guard shutdownGrace >= 0 else { throw ValidationError("--shutdown-grace must be zero or more") }
+            configuration.shutdownGraceSeconds = shutdownGrace
+        }
         if prefixPassthrough {
             guard prefixGuest == nil && prefixProtected == nil && prefixPrivate == nil else {
                 throw ValidationError("--prefix-passthrough excludes the --prefix-* templates")

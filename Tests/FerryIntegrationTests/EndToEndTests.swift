@@ -151,6 +151,7 @@ import Testing
                 try await badInputIsDeadLetteredAndOffsetsCommitted(env)
                 try await pauseResumeCancelThroughKafka(env)
                 try await identityProofThroughKafka(env)
+                try await gracefulShutdown(env)
             }
         } catch {
             await server.stop()
@@ -313,5 +314,45 @@ import Testing
         // The token itself never appears in the worker's log.
         #expect(!worker.log.contains(forged) && !worker.log.contains(good))
         await worker.stop()
+    }
+
+    /// SIGTERM: a transfer in flight finishes within the grace period and the
+    /// worker exits 0; with a grace too short, the transfer is stopped (its
+    /// multipart upload aborted), left uncommitted, and the next worker does it.
+    func gracefulShutdown(_ env: Environment) async throws {
+        let source = env.dataRoot.appendingPathComponent("in/steer.bin")   // 30 MiB, from the control test
+        func enqueue(_ id: String) async throws {
+            try await env.kcat.produce(topic: "ferry.requests", key: "e2e/\(id)", value: """
+                {"id":"\(id)","op":"upload","bucket":"e2e","key":"\(id).bin","source":"\(source.absoluteString)"}
+                """)
+        }
+        func running(_ id: String) async throws -> Bool {
+            try await env.statuses().contains { $0.id == id && ($0.bytesTransferred ?? 0) > 0 && $0.state == .running }
+        }
+        // 10 MiB/s: about three seconds for 30 MiB; a 30 s grace is plenty.
+        let patient = try env.startWorker(name: "worker-grace", stateDir: "state-grace",
+                                          extra: ["--bandwidth-limit", "10MiB", "--shutdown-grace", "30"])
+        try await enqueue("grace-finish")
+        #expect(try await eventually(timeout: 60) { try await running("grace-finish") })
+        let stopped = Date()
+        let status = await patient.stop(signal: SIGTERM, timeout: 40)
+        #expect(status == 0, "exit \(status): \(patient.log)")
+        #expect(Date().timeIntervalSince(stopped) < 30)
+        #expect(try await env.terminalStatus(of: "grace-finish", timeout: 10)?.state == .completed)
+
+        // 2 MiB/s: fifteen seconds of work against a one-second grace.
+        let hasty = try env.startWorker(name: "worker-hasty", stateDir: "state-hasty",
+                                        extra: ["--bandwidth-limit", "2MiB", "--shutdown-grace", "1"])
+        try await enqueue("grace-cut")
+        #expect(try await eventually(timeout: 60) { try await running("grace-cut") })
+        let cutAt = Date()
+        #expect(await hasty.stop(signal: SIGTERM, timeout: 30) == 0, "\(hasty.log)")
+        #expect(Date().timeIntervalSince(cutAt) < 15)
+        #expect(!(try await env.statuses().contains { $0.id == "grace-cut" && $0.state.isTerminal }))
+        #expect(try await Boto3(env.server)("list-uploads", "e2e", "public/grace-cut.bin").trimmingCharacters(in: .whitespacesAndNewlines) == "[]")
+        // Nothing lost: the next worker receives it again and completes it.
+        let next = try env.startWorker(name: "worker-next", stateDir: "state-next")
+        #expect(try await env.terminalStatus(of: "grace-cut", timeout: 90)?.state == .completed, "\(next.log)")
+        await next.stop()
     }
 }
