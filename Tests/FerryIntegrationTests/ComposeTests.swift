@@ -1,0 +1,35 @@
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// compose/ parses as a Compose file (Debian's docker-compose needs no engine
+/// for `config`) and describes the fleet the README promises.
+@Suite struct ComposeTests {
+    let file = TestPaths.repositoryRoot.appendingPathComponent("compose/docker-compose.yml").path
+
+    @Test func composeFileIsValidAndDescribesTheFleet() async throws {
+        let services = try await runChecked("docker-compose", ["-f", file, "config", "--services"])
+        #expect(Set(services.split(separator: "\n").map(String.init)) == ["kafka", "topics", "minio", "buckets", "ferry-worker"])
+        let rendered = try await runChecked("docker-compose", ["-f", file, "config"])
+        #expect(rendered.contains("replicas: 3"))
+        #expect(rendered.contains("KAFKA_PROCESS_ROLES: broker,controller"))   // KRaft, no ZooKeeper
+        #expect(rendered.contains("FERRY_BOOTSTRAP_SERVERS: kafka:9092"))
+        #expect(rendered.contains("AWS_ENDPOINT_URL: http://minio:9000"))
+        #expect(rendered.contains("service_completed_successfully"))
+        for topic in ["ferry.requests", "ferry.status", "ferry.events", "ferry.control", "ferry.requests.dlq", "ferry.triggers.dlq"] {
+            #expect(rendered.contains(topic), "\(topic) is not created")
+        }
+    }
+
+    @Test func dockerfileBuildsReleaseAndRunsAsNonRoot() throws {
+        let dockerfile = try String(contentsOfFile: TestPaths.repositoryRoot.appendingPathComponent("compose/Dockerfile").path, encoding: .utf8)
+        #expect(dockerfile.contains("FROM swift:6"))
+        #expect(dockerfile.contains("swift build -c release"))
+        #expect(dockerfile.contains("USER ferry"))
+        for package in ["librdkafka-dev", "libcurl4-openssl-dev", "libssl-dev", "libsqlite3-dev"] {
+            #expect(dockerfile.contains(package))
+        }
+        let ignore = try String(contentsOfFile: TestPaths.repositoryRoot.appendingPathComponent(".dockerignore").path, encoding: .utf8)
+        #expect(ignore.contains(".build"))
+    }
+}
