@@ -196,3 +196,4 @@ enum TriggerSetup {
         return registry
     }
 }
+

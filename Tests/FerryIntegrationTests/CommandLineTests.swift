@@ -7,9 +7,10 @@ import Testing
     let ferry = TestPaths.ferryBinary
     let credentials = ["AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"]
 
-    @Test(arguments: ["dev", "worker", "enqueue", "cp", "presign", "pause", "resume", "cancel", "version"])
+    @Test(arguments: ["dev", "worker", "enqueue", "cp", "presign", "pause", "resume", "cancel", "triggers", "triggers list",
+                      "triggers test", "version"])
     func everySubcommandHelpHasExamples(subcommand: String) async throws {
-        let help = try await runChecked(ferry, [subcommand, "--help"])
+        let help = try await runChecked(ferry, subcommand.split(separator: " ").map(String.init) + ["--help"])
         #expect(help.contains("Example"), "\(subcommand) --help has no example")
     }
 
@@ -38,6 +39,35 @@ import Testing
         let result = try await runCommand(ferry, arguments, environment: credentials)
         #expect(result.status == 64, "\(arguments): exit \(result.status)")
         #expect(result.stderr.contains(reason), "\(arguments): \(result.stderr)")
+    }
+}
+
+/// `ferry triggers list|test`: what is registered, and one handler run on an event file.
+@Suite struct TriggersCommandTests {
+    @Test func listAndTestTheAuditHandler() async throws {
+        let dir = try TestPaths.temporaryDirectory("triggers-cli")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ferry = TestPaths.ferryBinary
+        let list = try await runChecked(ferry, ["triggers", "list", "--data-root", dir.path])
+        #expect(list.contains("audit-log\tObjectCreated:*,ObjectRemoved:*"))
+        let event = dir.appendingPathComponent("event.json")
+        try Data(#"""
+            {"Records":[{"eventVersion":"2.1","eventSource":"aws:s3","awsRegion":"us-east-1","eventTime":"2026-01-01T00:00:00.000Z",
+            "eventName":"ObjectCreated:Put","userIdentity":{"principalId":"p"},"requestParameters":{"sourceIPAddress":"127.0.0.1"},
+            "responseElements":{"x-amz-request-id":"r","x-amz-id-2":"i"},"s3":{"s3SchemaVersion":"1.0","configurationId":"c",
+            "bucket":{"name":"photos","ownerIdentity":{"principalId":"o"},"arn":"arn:aws:s3:::photos"},
+            "object":{"key":"public/a+b.jpg","size":3,"eTag":"e","sequencer":"01"}}}]}
+            """#.utf8).write(to: event)
+        let out = try await runChecked(ferry, ["triggers", "test", "audit-log", "--event", event.path, "--data-root", dir.path])
+        #expect(out.contains("audit-log succeeded"))
+        let audit = try String(contentsOf: dir.appendingPathComponent("audit/audit.jsonl"), encoding: .utf8)
+        #expect(audit.contains(#""key":"public/a b.jpg""#))
+
+        let unknown = try await runCommand(ferry, ["triggers", "test", "nope", "--event", event.path, "--data-root", dir.path])
+        #expect(unknown.status == 64 && unknown.stderr.contains("no handler named 'nope'"))
+        try Data("{}".utf8).write(to: event)
+        let bad = try await runCommand(ferry, ["triggers", "test", "audit-log", "--event", event.path, "--data-root", dir.path])
+        #expect(bad.status == 64 && bad.stderr.contains("is not an S3 event"))
     }
 }
 
