@@ -21,4 +21,16 @@ public struct EventTypePattern: Sendable, Hashable, CustomStringConvertible, Exp
         }
         return name == pattern
     }
+
+    /// Whether some event name matches both patterns.
+    public func overlaps(_ other: EventTypePattern) -> Bool {
+        if pattern == "*" || other.pattern == "*" { return true }
+        func family(_ p: String) -> Substring { p.split(separator: ":").first ?? "" }
+        switch (pattern.hasSuffix(":*"), other.pattern.hasSuffix(":*")) {
+        case (true, true): return family(pattern) == family(other.pattern)
+        case (true, false): return matches(other.pattern)
+        case (false, true): return other.matches(pattern)
+        case (false, false): return pattern == other.pattern
+        }
+    }
 }

@@ -50,6 +50,12 @@ public final class TriggerDispatcher: Sendable {
 
     /// Returns false when shutdown interrupted an invocation.
     func dispatch(_ message: KafkaMessage) async -> Bool {
+        // S3 sends this when a notification configuration is saved: nothing to deliver.
+        if let test = try? JSONSerialization.jsonObject(with: Data(message.value)) as? [String: Any],
+           test["Event"] as? String == "s3:TestEvent" {
+            logger.info("s3:TestEvent received and skipped", metadata: ["bucket": "\(test["Bucket"] ?? "-")"])
+            return true
+        }
         let event: S3Event
         do {
             event = try JSONDecoder().decode(S3Event.self, from: Data(message.value))

@@ -14,7 +14,20 @@ public struct TriggerRegistry: Sendable {
         guard !registration.events.isEmpty else {
             throw TriggerRegistrationError("trigger '\(registration.name)' names no event types")
         }
+        // S3 refuses two notification configurations that could both fire for one
+        // event: same event type, overlapping prefixes and overlapping suffixes.
+        if let clash = s3Triggers.first(where: { Self.overlap($0, registration) }) {
+            throw TriggerRegistrationError("triggers '\(clash.name)' and '\(registration.name)' overlap: an event type in common "
+                + "and prefixes and suffixes that can both match one key (S3 rejects such configurations)")
+        }
         s3Triggers.append(registration)
+    }
+
+    static func overlap(_ a: S3TriggerRegistration, _ b: S3TriggerRegistration) -> Bool {
+        let sharesEventType = a.events.contains { x in b.events.contains { y in x.overlaps(y) } }
+        let prefixes = a.prefix.hasPrefix(b.prefix) || b.prefix.hasPrefix(a.prefix)
+        let suffixes = a.suffix.hasSuffix(b.suffix) || b.suffix.hasSuffix(a.suffix)
+        return sharesEventType && prefixes && suffixes
     }
 
     /// The triggers `record` reaches.

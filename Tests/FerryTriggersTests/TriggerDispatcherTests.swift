@@ -83,10 +83,12 @@ import Testing
     @Test func undecodableEventsAreDeadLetteredAndDoNotBlock() async throws {
         let handler = FlakyHandler(failures: 0)
         let trigger = S3TriggerRegistration(name: "ok", events: ["*"], handler: handler)
-        let dlq = try await run([trigger], messages: ["{not json", try json(event(key: "after"))]) {
+        let testEvent = #"{"Service":"Amazon S3","Event":"s3:TestEvent","Time":"2026-01-01T00:00:00.000Z","Bucket":"b","RequestId":"r","HostId":"h"}"#
+        let dlq = try await run([trigger], messages: ["{not json", testEvent, try json(event(key: "after"))]) {
             handler.attempts.withLock { $0.count } >= 1 && !$0.isEmpty
         }
         #expect(handler.attempts.withLock { $0.count } == 1)
+        // The garbage is dead-lettered; S3's test event is skipped, not dead-lettered.
         #expect(dlq.count == 1)
         #expect(dlq.first?.value.contains("UndecodableEvent") == true)
     }

@@ -106,3 +106,32 @@ import Triggers
         }
     }
 }
+
+@Suite struct OverlapTests {
+    struct Nop: S3EventHandler { func handle(_ event: S3Event, context: TriggerContext) async throws {} }
+
+    func registration(_ name: String, _ events: [EventTypePattern], prefix: String = "", suffix: String = "") -> S3TriggerRegistration {
+        S3TriggerRegistration(name: name, events: events, prefix: prefix, suffix: suffix, handler: Nop())
+    }
+
+    @Test(arguments: [
+        // (a events, a prefix, a suffix, b events, b prefix, b suffix, overlap)
+        (["ObjectCreated:*"], "", "", ["ObjectCreated:Put"], "images/", ".jpg", true),
+        (["ObjectCreated:*"], "images/", "", ["ObjectCreated:*"], "docs/", "", false),
+        (["ObjectCreated:*"], "images/", ".jpg", ["ObjectCreated:*"], "images/", ".png", false),
+        (["ObjectCreated:*"], "images/", "", ["ObjectCreated:*"], "images/thumbs/", "", true),
+        (["ObjectCreated:Put"], "", "", ["ObjectCreated:Copy"], "", "", false),
+        (["ObjectCreated:*"], "", "", ["ObjectRemoved:*"], "", "", false),
+        (["*"], "a/", "", ["ObjectRemoved:Delete"], "a/b", "", true),
+    ])
+    func s3OverlapRule(a: [String], aPrefix: String, aSuffix: String, b: [String], bPrefix: String, bSuffix: String, overlap: Bool) {
+        var registry = TriggerRegistry()
+        #expect(throws: Never.self) { try registry.register(registration("a", a.map { EventTypePattern($0) }, prefix: aPrefix, suffix: aSuffix)) }
+        let second = registration("b", b.map { EventTypePattern($0) }, prefix: bPrefix, suffix: bSuffix)
+        if overlap {
+            #expect(throws: TriggerRegistrationError.self) { try registry.register(second) }
+        } else {
+            #expect(throws: Never.self) { try registry.register(second) }
+        }
+    }
+}
