@@ -1,39 +1,19 @@
-import Synchronization
-
-/// A counting limit for async code (transfers in flight, connections, parts).
-/// Waiters are served in arrival order. `inUse` is observable for metrics and backpressure.
+/// A counting limit for async code (transfers in flight, connections, parts):
+/// a `ByteBudget` whose holders each take one unit. Waiters are served in
+/// arrival order. `inUse` is observable for metrics and backpressure.
 public final class AsyncSemaphore: Sendable {
-    private struct State {
-        var available: Int
-        var waiters: [CheckedContinuation<Void, Never>] = []
-    }
-    private let state: Mutex<State>
+    private let budget: ByteBudget
     public let limit: Int
 
     public init(limit: Int) {
         precondition(limit > 0, "a limit must allow at least one")
         self.limit = limit
-        state = Mutex(State(available: limit))
+        budget = ByteBudget(capacity: Int64(limit))
     }
 
-    public var inUse: Int { limit - state.withLock { $0.available } }
+    public var inUse: Int { Int(budget.inUse) }
 
-    public func acquire() async {
-        await withCheckedContinuation { continuation in
-            let granted = state.withLock { s in
-                if s.available > 0 { s.available -= 1; return true }
-                s.waiters.append(continuation)
-                return false
-            }
-            if granted { continuation.resume() }
-        }
-    }
+    public func acquire() async { _ = await budget.reserve(1) }
 
-    public func release() {
-        let next: CheckedContinuation<Void, Never>? = state.withLock { s in
-            if s.waiters.isEmpty { s.available += 1; return nil }
-            return s.waiters.removeFirst()
-        }
-        next?.resume()
-    }
+    public func release() { budget.release(1) }
 }

@@ -40,7 +40,7 @@ public struct DataRoot: Sendable, Hashable {
         }
         // Check the lexical parent first, so no directory is created outside the root.
         let lexicalParent = url.deletingLastPathComponent().standardizedFileURL.path
-        try requireInside(lexicalParent, uri: uri, lexicalOnly: true)
+        try requireInside(lexicalParent, uri: uri)
         do {
             try FileManager.default.createDirectory(atPath: lexicalParent, withIntermediateDirectories: true)
         } catch {
@@ -121,7 +121,7 @@ public struct DataRoot: Sendable, Hashable {
         }
     }
 
-    private func requireInside(_ candidate: String, uri: String, lexicalOnly: Bool = false) throws(FerryError) {
+    private func requireInside(_ candidate: String, uri: String) throws(FerryError) {
         let inside = candidate == path || candidate.hasPrefix(path.hasSuffix("/") ? path : path + "/")
         guard inside else {
             throw FerryError(.invalidPath, "\(uri) is outside the data root")

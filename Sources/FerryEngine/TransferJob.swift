@@ -32,6 +32,7 @@ public struct TransferOutcome: Sendable, Hashable {
     public var requestId: String
     public var hostId: String
     public var bytesTransferred: Int64
-    /// Attempts used by the request that succeeded (1 = no retry).
+    /// Times the whole transfer ran (1, or more when a download started over);
+    /// retries of single requests happen inside a run and are not counted here.
     public var attempts: Int
 }

@@ -1,7 +1,6 @@
 import FerryCore
 import FerryS3
 import Foundation
-import Synchronization
 
 extension TransferRun {
     /// Uploads a `file://` or `data:` source: one PUT up to the multipart
@@ -62,7 +61,6 @@ extension TransferRun {
     private func uploadBody(_ input: PutObjectInput, body: ObjectBody) async throws(FerryError) -> TransferOutcome {
         let size = body.length
         setTotal(size)
-        let attempts = Mutex(1)
         let result: ObjectWriteResult
         let eventName: String
         if size <= settings.multipartThreshold {
@@ -81,7 +79,7 @@ extension TransferRun {
         return TransferOutcome(object: .init(bucket: input.bucket, key: input.key, size: size, eTag: result.eTag,
                                              versionId: result.versionId),
                                eventName: eventName, requestId: result.requestId, hostId: result.hostId,
-                               bytesTransferred: size, attempts: attempts.withLock { $0 })
+                               bytesTransferred: size, attempts: 1)
     }
 
     /// Parts are read from the file by position and streamed.

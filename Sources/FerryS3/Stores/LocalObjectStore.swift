@@ -87,12 +87,9 @@ public final class LocalObjectStore: ObjectStore {
         let blob = open(sourceDir.appendingPathComponent("blobs/\(entry.blob)").path, O_RDONLY | O_CLOEXEC)
         guard blob >= 0 else { throw FerryError(.noSuchKey, "CopyObject: object \(source) was removed while it was copied") }
         defer { close(blob) }
-        var result = try await putObject(PutObjectInput(bucket: destination.bucket, key: destination.key,
-                                                        contentType: entry.contentType, metadata: entry.metadata),
-                                         body: .file(descriptor: blob, offset: 0, length: entry.size), progress: nil)
-        // A copy keeps a multipart object's ETag, as S3's CopyObject of a single request does not; keep the bytes' MD5.
-        result.eTag = result.eTag ?? entry.eTag
-        return result
+        return try await putObject(PutObjectInput(bucket: destination.bucket, key: destination.key,
+                                                  contentType: entry.contentType, metadata: entry.metadata),
+                                   body: .file(descriptor: blob, offset: 0, length: entry.size), progress: nil)
     }
 
     public func deleteObject(bucket: String, key: String) async throws(FerryError) -> ObjectWriteResult {
