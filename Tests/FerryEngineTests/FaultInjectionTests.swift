@@ -4,7 +4,35 @@ import FerryS3
 import FerryTestSupport
 import Foundation
 import Logging
+import Synchronization
 import Testing
+
+/// The fault-injecting proxy of Tests/python/fault_proxy.py, in front of `upstream`.
+struct FaultProxy {
+    let process: BackgroundProcess
+    let endpoint: String
+    let faults: URL
+
+    static func start(upstream: String, rate: Double, corruptGets: Int = 0, name: String = "proxy", in root: URL) async throws -> FaultProxy {
+        let port = TestPaths.freePort()
+        let faults = root.appendingPathComponent("\(name)-faults.txt")
+        let process = try BackgroundProcess(name: name, executable: "python3",
+                                            arguments: [TestPaths.python.appendingPathComponent("fault_proxy.py").path,
+                                                        "\(port)", upstream, "\(rate)", faults.path, "\(corruptGets)"],
+                                            logDirectory: root)
+        let endpoint = "http://127.0.0.1:\(port)"
+        #expect(await eventually(timeout: 20) { await httpAnswers(endpoint) })
+        return FaultProxy(process: process, endpoint: endpoint, faults: faults)
+    }
+
+    /// One line per injected fault: `503`, `reset` or `corrupt`.
+    var injected: [Substring] { (try? String(contentsOf: faults, encoding: .utf8))?.split(separator: "\n") ?? [] }
+
+    func client() throws -> S3Client {
+        S3Client(.init(endpoint: try S3Endpoint(url: endpoint), region: "us-east-1",
+                       credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
+    }
+}
 
 /// Retries against a proxy that answers 503 SlowDown or resets the connection
 /// for a fifth of all requests: the results must still be byte-exact.
@@ -13,22 +41,13 @@ import Testing
         let root = try TestPaths.temporaryDirectory("faults")
         defer { try? FileManager.default.removeItem(at: root) }
         let moto = try await MotoServer.start(logDirectory: root)
-        let port = TestPaths.freePort()
-        let faults = root.appendingPathComponent("faults.txt")
-        let proxy = try BackgroundProcess(name: "proxy", executable: "python3",
-                                          arguments: [TestPaths.python.appendingPathComponent("fault_proxy.py").path,
-                                                      "\(port)", moto.endpoint, "0.2", faults.path],
-                                          logDirectory: root)
-        defer { Task { await proxy.stop(); await moto.stop() } }
-        let endpoint = "http://127.0.0.1:\(port)"
-        #expect(await eventually(timeout: 20) { await httpAnswers(endpoint) })
+        let proxy = try await FaultProxy.start(upstream: moto.endpoint, rate: 0.2, in: root)
+        defer { Task { await proxy.process.stop(); await moto.stop() } }
         // Create the bucket directly, so only the transfers meet faults.
         try await S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
                                  credentials: .init(accessKeyId: "testing", secretAccessKey: "testing"))).createBucket("faults")
 
-        let client = S3Client(.init(endpoint: try S3Endpoint(url: endpoint), region: "us-east-1",
-                                    credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
-        let counting = CountingStore(client)
+        let counting = CountingStore(try proxy.client())
         var configuration = TransferEngine.Configuration()
         configuration.defaults.retryPolicy = RetryPolicy(retryLimit: 8, baseDelaySeconds: 0.01, maxDelaySeconds: 0.2)
         let engine = TransferEngine(store: counting, dataRoot: try DataRoot(root.path), configuration: configuration,
@@ -40,14 +59,20 @@ import Testing
         try bytes.write(to: source)
         for round in 0..<3 {
             let key = "retry-\(round).bin"
+            // Progress never counts a retried request twice: it ends at the size and never passes it.
+            let seen = Mutex((last: Int64(0), max: Int64(0)))
             _ = try await engine.run(TransferJob(request: TransferRequest(id: "fu\(round)", op: .upload, bucket: "faults", key: key,
-                                                                          source: source.absoluteString), objectKey: key))
+                                                                          source: source.absoluteString), objectKey: key)) { p in
+                seen.withLock { $0 = (p.bytesTransferred, Swift.max($0.max, p.bytesTransferred)) }
+            }
+            #expect(seen.withLock { $0.last } == Int64(bytes.count), "round \(round)")
+            #expect(seen.withLock { $0.max } <= Int64(bytes.count), "round \(round)")
             let target = root.appendingPathComponent("out-\(round).bin")
             _ = try await engine.run(TransferJob(request: TransferRequest(id: "fd\(round)", op: .download, bucket: "faults", key: key,
                                                                           destination: target.absoluteString), objectKey: key))
             #expect(try Data(contentsOf: target) == bytes, "round \(round)")
         }
-        let injected = (try? String(contentsOf: faults, encoding: .utf8))?.split(separator: "\n") ?? []
+        let injected = proxy.injected
         let partRequests = counting.uploadedParts.withLock { $0.count }
         print("fault injection: \(injected.filter { $0 == "503" }.count) × 503, \(injected.filter { $0 == "reset" }.count) resets; "
               + "\(partRequests) part uploads for 9 parts")
@@ -62,23 +87,15 @@ import Testing
         let root = try TestPaths.temporaryDirectory("corrupt")
         defer { try? FileManager.default.removeItem(at: root) }
         let moto = try await MotoServer.start(logDirectory: root)
-        let port = TestPaths.freePort()
-        let faults = root.appendingPathComponent("faults.txt")
-        let proxy = try BackgroundProcess(name: "proxy", executable: "python3",
-                                          arguments: [TestPaths.python.appendingPathComponent("fault_proxy.py").path,
-                                                      "\(port)", moto.endpoint, "0", faults.path, "2"],
-                                          logDirectory: root)
-        defer { Task { await proxy.stop(); await moto.stop() } }
-        let endpoint = "http://127.0.0.1:\(port)"
-        #expect(await eventually(timeout: 20) { await httpAnswers(endpoint) })
+        let proxy = try await FaultProxy.start(upstream: moto.endpoint, rate: 0, corruptGets: 2, in: root)
+        defer { Task { await proxy.process.stop(); await moto.stop() } }
         let direct = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
                                     credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
         try await direct.createBucket("corrupt")
         let bytes = (0..<2_000_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
         _ = try await direct.putObject(PutObjectInput(bucket: "corrupt", key: "obj", checksum: .crc32c), body: .bytes(bytes))
 
-        let proxied = S3Client(.init(endpoint: try S3Endpoint(url: endpoint), region: "us-east-1",
-                                     credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
+        let proxied = try proxy.client()
         var configuration = TransferEngine.Configuration()
         configuration.defaults.retryPolicy = RetryPolicy(retryLimit: 4, baseDelaySeconds: 0.01)
         let engine = TransferEngine(store: proxied, dataRoot: try DataRoot(root.path), configuration: configuration,
@@ -87,20 +104,12 @@ import Testing
         _ = try await engine.run(TransferJob(request: TransferRequest(id: "c1", op: .download, bucket: "corrupt", key: "obj",
                                                                       destination: target.absoluteString), objectKey: "obj"))
         #expect(try Data(contentsOf: target) == Data(bytes))
-        let injected = (try? String(contentsOf: faults, encoding: .utf8))?.split(separator: "\n") ?? []
-        #expect(injected.filter { $0 == "corrupt" }.count == 2)
+        #expect(proxy.injected.filter { $0 == "corrupt" }.count == 2)
 
         // With every body damaged, retries run out: an error, not a file.
-        let proxy2Port = TestPaths.freePort()
-        let proxy2 = try BackgroundProcess(name: "proxy2", executable: "python3",
-                                           arguments: [TestPaths.python.appendingPathComponent("fault_proxy.py").path,
-                                                       "\(proxy2Port)", moto.endpoint, "0", faults.path, "100"],
-                                           logDirectory: root)
-        defer { Task { await proxy2.stop() } }
-        #expect(await eventually(timeout: 20) { await httpAnswers("http://127.0.0.1:\(proxy2Port)") })
-        let alwaysBad = TransferEngine(store: S3Client(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(proxy2Port)"), region: "us-east-1",
-                                                             credentials: .init(accessKeyId: "testing", secretAccessKey: "testing"))),
-                                       dataRoot: try DataRoot(root.path), logger: Logger(label: "test.corrupt"))
+        let spoiler = try await FaultProxy.start(upstream: moto.endpoint, rate: 0, corruptGets: 100, name: "proxy2", in: root)
+        defer { Task { await spoiler.process.stop() } }
+        let alwaysBad = TransferEngine(store: try spoiler.client(), dataRoot: try DataRoot(root.path), logger: Logger(label: "test.corrupt"))
         let badTarget = root.appendingPathComponent("bad.out")
         do {
             _ = try await alwaysBad.run(TransferJob(request: TransferRequest(id: "c2", op: .download, bucket: "corrupt", key: "obj",

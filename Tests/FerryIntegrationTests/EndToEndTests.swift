@@ -261,7 +261,11 @@ import Testing
         let done = try await env.terminalStatus(of: "ctl-pause", timeout: 90)
         #expect(done?.state == .completed, "\(done?.error?.message ?? "")")
         // 30 MiB at 6 MiB/s cannot be faster than about five seconds: the limit holds.
-        #expect(Date().timeIntervalSince(started) >= 4.5)
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(elapsed >= 4.5)
+        // Progress statuses come at most every 500 ms (plus the first, and one per pause/resume).
+        let runningCount = try await states("ctl-pause").filter { $0.state == .running }.count
+        #expect(runningCount <= Int(elapsed / 0.5) + 3, "\(runningCount) running statuses in \(elapsed) s")
         let readBack = env.logs.appendingPathComponent("steer.check")
         _ = try await Boto3(env.server).get(bucket: "e2e", key: "public/steer.bin", to: readBack)
         #expect(try Data(contentsOf: readBack) == bytes)
