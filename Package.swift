@@ -92,7 +92,7 @@ let package = Package(
         .testTarget(name: "FerryKafkaTests", dependencies: ["FerryKafka", "FerryTestSupport"]),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore"]),
         .testTarget(name: "FerryWorkerTests", dependencies: [
-            "FerryWorker", .product(name: "JWTKit", package: "jwt-kit"),
+            "FerryWorker", "FerryEngine", "FerryS3", "FerryStore", "FerryKafka", .product(name: "JWTKit", package: "jwt-kit"),
         ]),
         .testTarget(name: "FerryIntegrationTests", dependencies: [
             "FerryCore", "FerryKafka", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),

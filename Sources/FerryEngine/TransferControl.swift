@@ -13,6 +13,7 @@ public final class TransferControl: Sendable {
     private struct Inner {
         var state: State = .running
         var reason: FerryError?
+        var handedOff = false
         var waiters: [CheckedContinuation<Void, Never>] = []
     }
     private let inner = Mutex(Inner())
@@ -49,6 +50,17 @@ public final class TransferControl: Sendable {
         waiters.forEach { $0.resume() }
         onChange(.cancelled)
     }
+
+    /// Stops the transfer so that another run can continue it: unlike `cancel`,
+    /// the multipart upload and a download's temp file are kept (worker
+    /// shutdown, partition revoked in a rebalance).
+    public func handOff(_ why: String) {
+        inner.withLock { i in if i.state != .cancelled { i.handedOff = true } }
+        cancel(FerryError(.cancelled, "handed off: \(why)"))
+    }
+
+    /// True when the transfer stopped by `handOff`: its progress is kept for whoever resumes it.
+    public var isHandedOff: Bool { inner.withLock { $0.handedOff } }
 
     /// Waits while paused; throws the cancel reason once cancelled.
     public func checkpoint() async throws(FerryError) {

@@ -27,6 +27,8 @@ public final class TransferEngine: Sendable {
     public let configuration: Configuration
     private let slots: AsyncSemaphore
     private let active = Mutex<[String: TransferControl]>([:])
+    /// Multipart uploads transfers of this engine are using now.
+    public let uploadsInUse = UploadsInUse()
     let logger: Logger
 
     public init(store: any ObjectStore, dataRoot: DataRoot, configuration: Configuration = .init(), logger: Logger) {
@@ -42,6 +44,9 @@ public final class TransferEngine: Sendable {
 
     /// The control of a running transfer, by request id.
     public func control(for id: String) -> TransferControl? { active.withLock { $0[id] } }
+
+    /// Ids of the transfers running now.
+    public var activeTransferIds: [String] { active.withLock { Array($0.keys) } }
 
     /// Checks what can be checked before a transfer starts, so a request that
     /// cannot run is refused (and dead-lettered) rather than failing later:
@@ -82,7 +87,8 @@ public final class TransferEngine: Sendable {
     /// Runs `job` once a transfer slot is free. `progress` sees bytes moved
     /// (called often, from transport threads). `control` pauses, resumes or
     /// cancels it; the engine also finds it by id through `control(for:)`.
-    public func run(_ job: TransferJob, control: TransferControl = TransferControl(),
+    /// `journal` records progress so that a later run of the same transfer resumes.
+    public func run(_ job: TransferJob, control: TransferControl = TransferControl(), journal: (any TransferJournal)? = nil,
                     progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws(FerryError) -> TransferOutcome {
         let settings = try configuration.defaults.applying(job.request.options)
         var store = self.store
@@ -99,7 +105,8 @@ public final class TransferEngine: Sendable {
         defer { active.withLock { if $0[id] === control { $0[id] = nil } } }
 
         let run = TransferRun(job: job, settings: settings, control: control, store: store, dataRoot: dataRoot,
-                              remoteSources: configuration.remoteSources, progress: progress, logger: logger.with(transfer: id))
+                              remoteSources: configuration.remoteSources, journal: journal, uploadsInUse: uploadsInUse,
+                              progress: progress, logger: logger.with(transfer: id))
         control.meter.observe { [run] _ in run.report() }
         return try await Self.withTimeout(settings.timeoutSeconds, control: control) { () async throws(FerryError) -> TransferOutcome in
             switch job.request.op {

@@ -35,4 +35,9 @@ public struct TransferOutcome: Sendable, Hashable {
     /// Times the whole transfer ran (1, or more when a download started over);
     /// retries of single requests happen inside a run and are not counted here.
     public var attempts: Int
+    /// True when the object already held this transfer's bytes (a redelivered
+    /// request) and nothing was sent again.
+    public var alreadyStored = false
+    /// The object's metadata as stored, when the transfer read it (for the markers).
+    public var storedMetadata: [String: String] = [:]
 }

@@ -13,6 +13,8 @@ struct TransferRun: Sendable {
     let store: any ObjectStore
     let dataRoot: DataRoot
     let remoteSources: RemoteSourceFetcher?
+    let journal: (any TransferJournal)?
+    let uploadsInUse: UploadsInUse
     let progress: @Sendable (TransferProgress) -> Void
     let logger: Logger
     /// The total size, once known (-1 before).
@@ -81,36 +83,135 @@ struct TransferRun: Sendable {
         }
     }
 
-    /// A multipart upload's frame: CreateMultipartUpload, `part` for each planned
-    /// part (at most `partConcurrency` at once, each retried on its own), then
-    /// CompleteMultipartUpload with the parts in order. Any failure, cancel or
-    /// timeout aborts the upload, so no parts are left behind.
-    func multipart(_ input: PutObjectInput, plan: PartPlan,
+    /// Checks a stored part against the bytes this transfer would send: true
+    /// when they are the same. Without one, only journaled parts are trusted.
+    typealias PartVerifier = @Sendable (PartPlan.Part, CompletedPart) throws(FerryError) -> Bool
+
+    /// A multipart upload's frame: find the upload to continue (this transfer's
+    /// journaled one, or one an interrupted run left on the key whose parts
+    /// match these bytes) or CreateMultipartUpload; `part` for each planned part
+    /// not yet stored (at most `partConcurrency` at once, each retried on its
+    /// own and journaled); then CompleteMultipartUpload with the parts in order.
+    /// A failure, cancel or timeout aborts the upload; a hand-off keeps it.
+    func multipart(_ input: PutObjectInput, plan: PartPlan, verify: PartVerifier? = nil,
                    part: @escaping @Sendable (_ uploadId: String, _ part: PartPlan.Part) async throws(FerryError) -> CompletedPart)
         async throws(FerryError) -> ObjectWriteResult {
-        let uploadId = try await attempt("CreateMultipartUpload") { () async throws(FerryError) -> String in
-            try await store.createMultipartUpload(input)
+        let (uploadId, stored) = try await uploadToContinue(input, plan: plan, verify: verify)
+        defer { uploadsInUse.release(uploadId) }
+        let remaining = plan.parts.filter { stored[$0.number] == nil }
+        if !stored.isEmpty {
+            meter.add(stored.values.reduce(0) { $0 + $1.size })
+            logger.info("resuming multipart upload", metadata: ["uploadId": "\(uploadId)", "storedParts": "\(stored.count)",
+                                                                "remainingParts": "\(remaining.count)"])
+        } else {
+            logger.debug("multipart upload started", metadata: ["uploadId": "\(uploadId)", "parts": "\(plan.count)",
+                                                                 "partSize": "\(plan.partSize)"])
         }
-        logger.debug("multipart upload started", metadata: ["uploadId": "\(uploadId)", "parts": "\(plan.count)",
-                                                             "partSize": "\(plan.partSize)"])
         let location = input.location
+        let journal = self.journal
         do {
-            let parts = try await forEachConcurrently(plan.parts, concurrency: settings.partConcurrency) { (p) async throws(FerryError) -> CompletedPart in
-                try await part(uploadId, p)
+            let sent = try await forEachConcurrently(remaining, concurrency: settings.partConcurrency) { (p) async throws(FerryError) -> CompletedPart in
+                let done = try await part(uploadId, p)
+                await journal?.partUploaded(uploadId: uploadId, part: done)
+                return done
             }
             try await control.checkpoint()
-            return try await attempt("CompleteMultipartUpload") { () async throws(FerryError) -> ObjectWriteResult in
+            let result = try await attempt("CompleteMultipartUpload") { () async throws(FerryError) -> ObjectWriteResult in
                 try await store.completeMultipartUpload(location, uploadId: uploadId,
-                                                        parts: parts.sorted { $0.partNumber < $1.partNumber })
+                                                        parts: (Array(stored.values) + sent).sorted { $0.partNumber < $1.partNumber })
             }
+            await journal?.uploadEnded(uploadId: uploadId)
+            return result
         } catch {
+            if control.isHandedOff {
+                logger.info("keeping multipart upload for whoever resumes this transfer", metadata: ["uploadId": "\(uploadId)"])
+                throw error
+            }
             logger.info("aborting multipart upload", metadata: ["uploadId": "\(uploadId)", "reason": "\(error)"])
             do {
                 try await store.abortMultipartUpload(location, uploadId: uploadId)
+                await journal?.uploadEnded(uploadId: uploadId)
             } catch let abortError {
+                // The sweeper tries again later.
                 logger.error("cannot abort multipart upload \(uploadId): \(abortError)")
             }
             throw error
         }
+    }
+
+    /// The upload id to use and the parts already stored in it (by part number).
+    private func uploadToContinue(_ input: PutObjectInput, plan: PartPlan, verify: PartVerifier?)
+        async throws(FerryError) -> (String, [Int: CompletedPart]) {
+        let location = input.location
+        // 1. This transfer's own upload, from the journal (same worker after a restart).
+        if let journal, let saved = await journal.openUpload(transferId: request.id, location: location),
+           uploadsInUse.claim(saved.uploadId) {
+            let trusted = Dictionary(saved.parts.map { ($0.partNumber, $0) }, uniquingKeysWith: { a, _ in a })
+            if let stored = try await storedParts(location, uploadId: saved.uploadId, plan: plan, trusted: trusted,
+                                                  verify: verify, requireAll: false) {
+                return (saved.uploadId, stored)
+            }
+            uploadsInUse.release(saved.uploadId)
+            await journal.uploadEnded(uploadId: saved.uploadId)
+        }
+        // 2. An upload an interrupted run (another worker) left on this key:
+        //    adopted only when every part it holds has this plan's size and these bytes.
+        if let verify {
+            let candidates = try await attempt("ListMultipartUploads") { () async throws(FerryError) -> [MultipartUploadSummary] in
+                try await store.listMultipartUploads(bucket: location.bucket, prefix: location.key)
+            }.filter { $0.key == location.key }
+                .sorted { ($0.initiated ?? .distantPast) > ($1.initiated ?? .distantPast) }
+            for candidate in candidates.prefix(8) where uploadsInUse.claim(candidate.uploadId) {
+                if let stored = try? await storedParts(location, uploadId: candidate.uploadId, plan: plan, trusted: [:],
+                                                       verify: verify, requireAll: true), !stored.isEmpty {
+                    logger.info("adopting the multipart upload of an interrupted run",
+                                metadata: ["uploadId": "\(candidate.uploadId)", "verifiedParts": "\(stored.count)"])
+                    await journal?.uploadStarted(transferId: request.id, location: location, uploadId: candidate.uploadId)
+                    for part in stored.values { await journal?.partUploaded(uploadId: candidate.uploadId, part: part) }
+                    return (candidate.uploadId, stored)
+                }
+                uploadsInUse.release(candidate.uploadId)
+            }
+        }
+        // 3. A new upload.
+        let uploadId = try await attempt("CreateMultipartUpload") { () async throws(FerryError) -> String in
+            try await store.createMultipartUpload(input)
+        }
+        _ = uploadsInUse.claim(uploadId)
+        await journal?.uploadStarted(transferId: request.id, location: location, uploadId: uploadId)
+        return (uploadId, [:])
+    }
+
+    /// The parts S3 holds for `uploadId` that can be kept: sizes as planned,
+    /// and either journaled with the same ETag or verified against the bytes.
+    /// Nil when the upload is gone, or (with `requireAll`) when any part does
+    /// not match — then it is not this transfer's upload.
+    private func storedParts(_ location: ObjectLocation, uploadId: String, plan: PartPlan, trusted: [Int: CompletedPart],
+                             verify: PartVerifier?, requireAll: Bool) async throws(FerryError) -> [Int: CompletedPart]? {
+        let listed: [CompletedPart]
+        do {
+            listed = try await attempt("ListParts") { () async throws(FerryError) -> [CompletedPart] in
+                try await store.listParts(location, uploadId: uploadId)
+            }
+        } catch where error.code == .noSuchUpload {
+            return nil
+        }
+        var kept: [Int: CompletedPart] = [:]
+        let plannedParts = plan.parts
+        for part in listed {
+            let planned = part.partNumber >= 1 && part.partNumber <= plannedParts.count ? plannedParts[part.partNumber - 1] : nil
+            let matches: Bool
+            if let planned, planned.length == part.size {
+                if let known = trusted[part.partNumber], known.eTag == part.eTag {
+                    matches = true
+                } else {
+                    matches = try verify?(planned, part) ?? false
+                }
+            } else {
+                matches = false
+            }
+            if matches { kept[part.partNumber] = part } else if requireAll { return nil }
+        }
+        return kept
     }
 }

@@ -27,5 +27,31 @@ public final class EmbeddedKafkaCluster: Sendable {
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err, context: "create topic \(name)") }
     }
 
+    // MARK: Fault injection (tests, chaos drills)
+
+    /// Kafka API keys whose requests can be made to fail.
+    public enum API: Int16, Sendable {
+        case produce = 0, fetch = 1, listOffsets = 2, metadata = 3, offsetCommit = 8, offsetFetch = 9,
+             findCoordinator = 10, joinGroup = 11, heartbeat = 12, syncGroup = 14
+    }
+
+    /// Kafka error codes to answer with.
+    public enum BrokerError: Int32, Sendable {
+        case notLeaderForPartition = 6, requestTimedOut = 7, networkException = 13,
+             coordinatorLoadInProgress = 14, coordinatorNotAvailable = 15, notCoordinator = 16,
+             notEnoughReplicas = 19, rebalanceInProgress = 27
+    }
+
+    /// The next requests of `api` (to any broker) fail with `errors`, one each, in order.
+    public func failNextRequests(_ api: API, with errors: [BrokerError]) {
+        let codes = errors.map { rd_kafka_resp_err_t(rawValue: $0.rawValue) }
+        codes.withUnsafeBufferPointer { rd_kafka_mock_push_request_errors_array(cluster, api.rawValue, codes.count, $0.baseAddress) }
+    }
+
+    /// Takes a broker (1-based id) off the network, or brings it back.
+    public func setBroker(_ id: Int32, up: Bool) {
+        _ = up ? rd_kafka_mock_broker_set_up(cluster, id) : rd_kafka_mock_broker_set_down(cluster, id)
+    }
+
     deinit { rd_kafka_mock_cluster_destroy(cluster) }
 }

@@ -18,11 +18,21 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     private let poller: PollThread
     private let logger: Logger
     private let closed = Atomic<Bool>(false)
+    /// Kept alive as long as the handle whose callbacks use it.
+    private let rebalanceBox: RebalanceBox?
 
-    /// Joins `configuration["group.id"]` and subscribes to `topics`.
+    /// Joins `configuration["group.id"]` and subscribes to `topics`. With a
+    /// `rebalance` handler, assignments and revocations are reported to it
+    /// (eager or cooperative-sticky, whichever `partition.assignment.strategy`
+    /// names; cooperative-sticky by default, so a rebalance only moves the
+    /// partitions that change owner).
     public convenience init(configuration: KafkaConfiguration, subscribing topics: [String],
-                            bufferCapacity: Int = 64, logger: Logger) throws(KafkaError) {
-        try self.init(configuration: configuration, bufferCapacity: bufferCapacity, logger: logger)
+                            bufferCapacity: Int = 64, rebalance: RebalanceHandler? = nil, logger: Logger) throws(KafkaError) {
+        var configuration = configuration
+        if rebalance != nil && configuration["partition.assignment.strategy"] == nil {
+            configuration["partition.assignment.strategy"] = "cooperative-sticky"
+        }
+        try self.init(configuration: configuration, bufferCapacity: bufferCapacity, rebalance: rebalance, logger: logger)
         let list = rd_kafka_topic_partition_list_new(Int32(topics.count))
         defer { rd_kafka_topic_partition_list_destroy(list) }
         for topic in topics { rd_kafka_topic_partition_list_add(list, topic, RD_KAFKA_PARTITION_UA) }
@@ -33,7 +43,7 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     /// Reads every partition of `topic` from its current end, without a group
     /// subscription: only messages produced after this returns are seen.
     public static func tailing(topic: String, configuration: KafkaConfiguration, logger: Logger) async throws(KafkaError) -> KafkaConsumer {
-        let consumer = try KafkaConsumer(configuration: configuration, bufferCapacity: 1024, logger: logger)
+        let consumer = try KafkaConsumer(configuration: configuration, bufferCapacity: 1024, rebalance: nil, logger: logger)
         let handle = consumer.handle
         let result: Result<Void, KafkaError> = await withCheckedContinuation { continuation in
             Thread.detachNewThread {
@@ -54,20 +64,29 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         return consumer
     }
 
-    private init(configuration: KafkaConfiguration, bufferCapacity: Int, logger: Logger) throws(KafkaError) {
+    private init(configuration: KafkaConfiguration, bufferCapacity: Int, rebalance: RebalanceHandler?, logger: Logger) throws(KafkaError) {
         var configuration = configuration
         configuration["enable.auto.commit"] = "false"
         configuration["enable.auto.offset.store"] = "false"
         if configuration["auto.offset.reset"] == nil { configuration["auto.offset.reset"] = "earliest" }
         if configuration["group.id"] == nil { configuration["group.id"] = "ferry-\(UUID().uuidString)" }
         let conf = try configuration.makeNative()
+        let buffer = MessageBuffer(capacity: bufferCapacity)
+        let flow = FlowControl(logger: logger)
+        if let rebalance {
+            let box = RebalanceBox(handler: rebalance, buffer: buffer, flow: flow, logger: logger)
+            rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(box).toOpaque())
+            rd_kafka_conf_set_rebalance_cb(conf, rebalanceCallback)
+            rebalanceBox = box
+        } else {
+            rebalanceBox = nil
+        }
         handle = try KafkaHandle(type: RD_KAFKA_CONSUMER, conf: conf, logger: logger)
         rd_kafka_poll_set_consumer(handle.rk)
         self.logger = logger
-        let buffer = MessageBuffer(capacity: bufferCapacity)
         self.buffer = buffer
         let handle = self.handle
-        let flow = FlowControl(rk: handle.rk, logger: logger)
+        flow.rk = handle.rk
         poller = PollThread(name: "ferry-kafka-consumer") {
             let rk = handle.rk
             flow.adjust(bufferedCount: buffer.count, capacity: bufferCapacity)
@@ -146,13 +165,14 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     }
 }
 
-/// Pauses the assignment when the buffer is full, resumes it at half. Used by the poll thread only.
+/// Pauses the assignment when the buffer is full, resumes it at half. Used by
+/// the poll thread only (rebalance callbacks run on it too).
 private final class FlowControl: @unchecked Sendable {
-    private let rk: OpaquePointer
+    var rk: OpaquePointer?
     private let logger: Logger
-    private var paused = false
+    var paused = false
 
-    init(rk: OpaquePointer, logger: Logger) { self.rk = rk; self.logger = logger }
+    init(logger: Logger) { self.logger = logger }
 
     func adjust(bufferedCount: Int, capacity: Int) {
         if !paused && bufferedCount >= capacity {
@@ -163,6 +183,7 @@ private final class FlowControl: @unchecked Sendable {
     }
 
     private func apply(pause: Bool) -> Bool {
+        guard let rk else { return false }
         var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
         guard rd_kafka_assignment(rk, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return false }
         defer { rd_kafka_topic_partition_list_destroy(list) }
@@ -200,6 +221,17 @@ public final class MessageBuffer: Sendable {
         waiter?.resume(returning: message)
     }
 
+    /// Drops buffered messages of partitions this consumer no longer owns; their
+    /// new owner reads them again from the committed offset.
+    func discard(_ partitions: Set<TopicPartition>) -> Int {
+        state.withLock { s in
+            let before = s.messages.count - s.head
+            s.messages = s.messages[s.head...].filter { !partitions.contains(TopicPartition(topic: $0.topic, partition: $0.partition)) }
+            s.head = 0
+            return before - s.messages.count
+        }
+    }
+
     func finish() {
         let waiter = state.withLock { s in
             s.finished = true
@@ -231,5 +263,73 @@ public final class MessageBuffer: Sendable {
     public struct Iterator: AsyncIteratorProtocol {
         let buffer: MessageBuffer
         public mutating func next() async -> KafkaMessage? { await buffer.next() }
+    }
+}
+
+/// What the owner of a group consumer does when partitions come and go.
+/// Both run on the consumer's poll thread, inside the rebalance.
+public struct RebalanceHandler: Sendable {
+    /// After partitions are assigned to this consumer.
+    public var assigned: @Sendable ([TopicPartition]) -> Void
+    /// Before partitions are taken away: stop work on them (this may block for
+    /// a bounded grace period) and return the offsets to commit before they go.
+    public var revoked: @Sendable ([TopicPartition]) -> [TopicPartitionOffset]
+
+    public init(assigned: @escaping @Sendable ([TopicPartition]) -> Void,
+                revoked: @escaping @Sendable ([TopicPartition]) -> [TopicPartitionOffset]) {
+        self.assigned = assigned
+        self.revoked = revoked
+    }
+}
+
+private final class RebalanceBox: Sendable {
+    let handler: RebalanceHandler
+    let buffer: MessageBuffer
+    nonisolated(unsafe) let flow: FlowControl
+    let logger: Logger
+    init(handler: RebalanceHandler, buffer: MessageBuffer, flow: FlowControl, logger: Logger) {
+        self.handler = handler; self.buffer = buffer; self.flow = flow; self.logger = logger
+    }
+}
+
+private let rebalanceCallback: @convention(c) (OpaquePointer?, rd_kafka_resp_err_t, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+                                               UnsafeMutableRawPointer?) -> Void = { rk, err, list, opaque in
+    guard let rk, let opaque else { return }
+    let box = Unmanaged<RebalanceBox>.fromOpaque(opaque).takeUnretainedValue()
+    let cooperative = String(cString: rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE"
+    var partitions: [TopicPartition] = []
+    if let list {
+        for i in 0..<Int(list.pointee.cnt) {
+            let element = list.pointee.elems[i]
+            partitions.append(TopicPartition(topic: String(cString: element.topic), partition: element.partition))
+        }
+    }
+    func check(_ error: OpaquePointer?, _ what: String) {
+        guard let error else { return }
+        box.logger.error("kafka consumer: \(what) failed: \(String(cString: rd_kafka_error_string(error)))")
+        rd_kafka_error_destroy(error)
+    }
+    switch err {
+    case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+        if cooperative { check(rd_kafka_incremental_assign(rk, list), "incremental assign") } else { rd_kafka_assign(rk, list) }
+        // Newly assigned partitions are fetching; let flow control pause them again if the buffer is full.
+        box.flow.paused = false
+        box.logger.info("partitions assigned: \(partitions.map(\.description).joined(separator: ", "))")
+        box.handler.assigned(partitions)
+    case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+        let dropped = box.buffer.discard(Set(partitions))
+        box.logger.info("partitions revoked: \(partitions.map(\.description).joined(separator: ", ")) (\(dropped) buffered messages left to the next owner)")
+        let offsets = box.handler.revoked(partitions)
+        if !offsets.isEmpty {
+            let commit = rd_kafka_topic_partition_list_new(Int32(offsets.count))!
+            for o in offsets { rd_kafka_topic_partition_list_add(commit, o.topic, o.partition).pointee.offset = o.offset }
+            let e = rd_kafka_commit(rk, commit, 0)
+            rd_kafka_topic_partition_list_destroy(commit)
+            if e != RD_KAFKA_RESP_ERR_NO_ERROR { box.logger.warning("kafka consumer: \(KafkaError(e, context: "commit on revoke"))") }
+        }
+        if cooperative { check(rd_kafka_incremental_unassign(rk, list), "incremental unassign") } else { rd_kafka_assign(rk, nil) }
+    default:
+        box.logger.error("kafka consumer: rebalance error \(KafkaError(err, context: "rebalance"))")
+        if cooperative { check(rd_kafka_incremental_unassign(rk, list), "incremental unassign") } else { rd_kafka_assign(rk, nil) }
     }
 }

@@ -24,6 +24,12 @@ public struct KafkaMessage: Sendable {
         headers.first { $0.0 == name }.map { String(decoding: $0.1, as: UTF8.self) }
     }
 
+    public init(topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8],
+                headers: [(String, [UInt8])] = [], timestampMs: Int64? = nil) {
+        self.topic = topic; self.partition = partition; self.offset = offset
+        self.key = key; self.value = value; self.headers = headers; self.timestampMs = timestampMs
+    }
+
     init(copying m: UnsafeMutablePointer<rd_kafka_message_t>) {
         let msg = m.pointee
         topic = String(cString: rd_kafka_topic_name(msg.rkt))
@@ -49,6 +55,14 @@ public struct KafkaMessage: Sendable {
         }
         headers = result
     }
+}
+
+/// A topic partition.
+public struct TopicPartition: Sendable, Hashable, CustomStringConvertible {
+    public var topic: String
+    public var partition: Int32
+    public init(topic: String, partition: Int32) { self.topic = topic; self.partition = partition }
+    public var description: String { "\(topic)/\(partition)" }
 }
 
 /// A topic partition and an offset in it.

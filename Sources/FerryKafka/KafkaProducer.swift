@@ -44,6 +44,21 @@ public final class KafkaProducer: Sendable {
         try await send(topic: topic, key: key.map { Array($0.utf8) }, value: value, headers: headers)
     }
 
+    /// Hands all `messages` to librdkafka in order (so messages to one partition
+    /// keep it) and waits for every delivery report; one result per message.
+    public func sendAll(_ messages: [OutgoingMessage]) async -> [Result<Void, KafkaError>] {
+        guard !messages.isEmpty else { return [] }
+        let collector = ResultCollector(count: messages.count)
+        return await withCheckedContinuation { continuation in
+            collector.onComplete { continuation.resume(returning: $0) }
+            for (index, message) in messages.enumerated() {
+                post(topic: message.topic, key: message.key, value: message.value, headers: message.headers) {
+                    collector.set(index, $0)
+                }
+            }
+        }
+    }
+
     /// Waits up to `timeoutMs` for every queued message to be delivered.
     public func flush(timeoutMs: Int32 = 10_000) {
         rd_kafka_flush(handle.rk, timeoutMs)
@@ -92,6 +107,44 @@ public final class KafkaProducer: Sendable {
     deinit {
         rd_kafka_flush(handle.rk, 5_000)
         poller.stop()
+    }
+}
+
+/// A message for `sendAll`.
+public struct OutgoingMessage: Sendable {
+    public var topic: String
+    public var key: [UInt8]?
+    public var value: [UInt8]
+    public var headers: [(String, String)]
+    public init(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)] = []) {
+        self.topic = topic; self.key = key; self.value = value; self.headers = headers
+    }
+}
+
+/// Gathers delivery results and calls back once all are in.
+private final class ResultCollector: Sendable {
+    private struct State {
+        var results: [Result<Void, KafkaError>?]
+        var remaining: Int
+        var done: (@Sendable ([Result<Void, KafkaError>]) -> Void)?
+    }
+    private let state: Mutex<State>
+
+    init(count: Int) { state = Mutex(State(results: Array(repeating: nil, count: count), remaining: count)) }
+
+    func onComplete(_ done: @escaping @Sendable ([Result<Void, KafkaError>]) -> Void) {
+        state.withLock { $0.done = done }
+    }
+
+    func set(_ index: Int, _ result: Result<Void, KafkaError>) {
+        let finished: (([Result<Void, KafkaError>]) -> Void, [Result<Void, KafkaError>])? = state.withLock { s in
+            guard s.results[index] == nil else { return nil }
+            s.results[index] = result
+            s.remaining -= 1
+            guard s.remaining == 0, let done = s.done else { return nil }
+            return (done, s.results.map { $0! })
+        }
+        if let (done, results) = finished { done(results) }
     }
 }
 

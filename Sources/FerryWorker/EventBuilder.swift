@@ -1,23 +1,23 @@
 import FerryCore
 import FerryEngine
+import FerryKafka
 import Foundation
-import Synchronization
 
 /// Builds the S3 event notification of a finished transfer.
 struct EventBuilder: Sendable {
     var region: String
     /// The notification configuration id carried in every event.
     var configurationId = "ferry-events"
-    let sequencer = SequencerClock()
 
-    func event(for request: TransferRequest, outcome: TransferOutcome, eventName: String, at time: Date = Date()) -> S3Event {
+    func event(for request: TransferRequest, outcome: TransferOutcome, eventName: String, sequencer: String,
+               at time: Date = Date()) -> S3Event {
         let principal = S3Event.UserIdentity(principalId: request.identityId ?? "ferry")
         let removed = eventName.hasPrefix("ObjectRemoved")
         let object = S3Event.Object(rawKey: outcome.object.key,
                                     size: removed ? nil : outcome.object.size,
                                     eTag: removed ? nil : outcome.object.eTag.map(Self.unquoted),
                                     versionId: outcome.object.versionId,
-                                    sequencer: sequencer.next(at: time))
+                                    sequencer: sequencer)
         let record = S3Event.Record(
             awsRegion: region, eventTime: Timestamp.iso8601(time), eventName: eventName, userIdentity: principal,
             requestParameters: .init(sourceIPAddress: "127.0.0.1"),
@@ -34,18 +34,14 @@ struct EventBuilder: Sendable {
     }
 }
 
-/// Hex sequencers that grow within this process: nanoseconds since the epoch,
-/// bumped when the clock stands still or steps back. Fixed width (16 digits),
-/// so comparing them as strings compares them as numbers.
-final class SequencerClock: Sendable {
-    private let last = Mutex<UInt64>(0)
-
-    func next(at time: Date = Date()) -> String {
-        let now = UInt64(max(0, time.timeIntervalSince1970) * 1_000_000_000)
-        let value = last.withLock { last in
-            last = max(now, last &+ 1)
-            return last
-        }
-        return String(format: "%016llX", value)
+extension EventBuilder {
+    /// The sequencer of the event a request causes: the request's offset, in
+    /// 16 hex digits. One key's requests share a partition (the message key is
+    /// `bucket/key`), so it grows per key; and a redelivered request gets the
+    /// same one, so the re-emitted event has the same identity (bucket, key,
+    /// sequencer) and handlers can deduplicate. (It restarts if the requests
+    /// topic is recreated or its partition count changes.)
+    static func sequencer(for message: KafkaMessage) -> String {
+        String(format: "%016llX", UInt64(max(0, message.offset)))
     }
 }

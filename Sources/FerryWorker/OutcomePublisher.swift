@@ -1,9 +1,11 @@
 import FerryCore
 import FerryKafka
+import FerryStore
 import Foundation
 import Logging
 
-/// Writes a worker's statuses, S3 events and dead letters to Kafka as JSON.
+/// Turns a worker's statuses, S3 events and dead letters into Kafka messages
+/// (JSON) for the outbox; progress statuses, which may be lost, go straight to Kafka.
 struct OutcomePublisher: Sendable {
     let producer: KafkaProducer
     let topics: Topics
@@ -15,9 +17,40 @@ struct OutcomePublisher: Sendable {
         return encoder
     }()
 
-    /// Publishes a status and waits until Kafka has it.
-    func publish(_ status: TransferStatus) async throws(KafkaError) {
-        try await producer.send(topic: topics.status, key: status.id, value: Self.encoded(status))
+    /// A status, keyed by transfer id.
+    func message(_ status: TransferStatus) -> OutboxMessage {
+        OutboxMessage(topic: topics.status, key: Array(status.id.utf8), value: Self.encoded(status))
+    }
+
+    /// An S3 event, keyed by `bucket/key`.
+    func message(_ event: S3Event, bucket: String, key: String) -> OutboxMessage {
+        OutboxMessage(topic: topics.events, key: Array("\(bucket)/\(key)".utf8), value: Self.encoded(event))
+    }
+
+    /// A request that cannot run, for the DLQ: its original key and bytes
+    /// (secrets such as `auth` tokens and SSE-C keys replaced in place, named in
+    /// `ferry-redacted`), plus the reason in headers.
+    func deadLetter(_ message: KafkaMessage, error: FerryError) -> OutboxMessage {
+        let redacted = SecretRedaction.redact(message.value)
+        var headers = [
+            OutboxMessage.Header(DLQHeader.errorCode, error.code.rawValue),
+            OutboxMessage.Header(DLQHeader.errorMessage, error.message),
+            OutboxMessage.Header(DLQHeader.sourcePartition, String(message.partition)),
+            OutboxMessage.Header(DLQHeader.sourceOffset, String(message.offset)),
+        ]
+        if !redacted.fields.isEmpty { headers.append(.init(DLQHeader.redacted, redacted.fields.joined(separator: ","))) }
+        return OutboxMessage(topic: topics.requestsDLQ, key: message.key, value: redacted.bytes, headers: headers)
+    }
+
+    /// Publishes a status and waits for Kafka's acknowledgement; false when it was refused.
+    func sendNow(_ status: TransferStatus) async -> Bool {
+        do {
+            try await producer.send(topic: topics.status, key: Array(status.id.utf8), value: Self.encoded(status))
+            return true
+        } catch {
+            logger.warning("status not published at once, going through the outbox: \(error)")
+            return false
+        }
     }
 
     /// Queues a progress status without waiting; it is dropped, with a log line, if Kafka refuses it.
@@ -26,43 +59,6 @@ struct OutcomePublisher: Sendable {
         producer.post(topic: topics.status, key: Array(status.id.utf8), value: Self.encoded(status)) { result in
             if case .failure(let error) = result { logger.debug("progress status not delivered: \(error)") }
         }
-    }
-
-    /// Publishes an S3 event keyed by `bucket/key`.
-    func publish(_ event: S3Event, bucket: String, key: String) async throws(KafkaError) {
-        try await producer.send(topic: topics.events, key: "\(bucket)/\(key)", value: Self.encoded(event))
-    }
-
-    /// Copies a request that cannot run to the DLQ: its original key and bytes
-    /// (secrets such as `auth` tokens and SSE-C keys replaced in place, named in
-    /// `ferry-redacted`), plus the reason in headers.
-    func deadLetter(_ message: KafkaMessage, error: FerryError) async throws(KafkaError) {
-        let redacted = SecretRedaction.redact(message.value)
-        var headers = [
-            (DLQHeader.errorCode, error.code.rawValue),
-            (DLQHeader.errorMessage, error.message),
-            (DLQHeader.sourcePartition, String(message.partition)),
-            (DLQHeader.sourceOffset, String(message.offset)),
-        ]
-        if !redacted.fields.isEmpty { headers.append((DLQHeader.redacted, redacted.fields.joined(separator: ","))) }
-        try await producer.send(topic: topics.requestsDLQ, key: message.key, value: redacted.bytes, headers: headers)
-    }
-
-    /// Retries `body` until it succeeds (Kafka may be briefly unavailable) or
-    /// the task is cancelled. Returns whether it succeeded.
-    func durably(_ what: String, _ body: () async throws(KafkaError) -> Void) async -> Bool {
-        var delay = 0.1
-        while !Task.isCancelled {
-            do {
-                try await body()
-                return true
-            } catch {
-                logger.warning("\(what) not published, retrying in \(delay) s: \(error)")
-                try? await Task.sleep(for: .seconds(delay))
-                delay = min(delay * 2, 5)
-            }
-        }
-        return false
     }
 
     private static func encoded<T: Encodable>(_ value: T) -> [UInt8] {

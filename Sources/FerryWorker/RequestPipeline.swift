@@ -6,12 +6,14 @@ import Foundation
 import Logging
 
 /// What happens to one message of `<prefix>.requests`: decode and validate
-/// (or dead-letter), answer duplicates from the finished set, run the
-/// transfer, publish its event and terminal status. `process` returns true
-/// once the message's outcome is durable in Kafka, i.e. its offset may be committed.
+/// (or dead-letter), answer duplicates from the finished set, journal and run
+/// the transfer, then record its event and terminal status in the outbox.
+/// `process` returns true once the outcome is durable in the outbox, i.e. the
+/// message's offset may be committed; false leaves it for redelivery.
 struct RequestPipeline: Sendable {
     let engine: TransferEngine
     let state: WorkerStateStore
+    let outbox: OutboxDrainer
     let publisher: OutcomePublisher
     let events: EventBuilder
     let resolver: any PrefixResolver
@@ -33,16 +35,23 @@ struct RequestPipeline: Sendable {
         }
     }
 
-    private func run(_ request: TransferRequest, message: KafkaMessage, log: Logger) async -> Bool {
+    private func run(_ received: TransferRequest, message: KafkaMessage, log: Logger) async -> Bool {
         do {
-            if let finished = try await state.finishedStatus(id: request.id) {
-                log.info("request \(request.id) already finished (\(finished.state.rawValue)); answering from the finished set")
-                return await publisher.durably("status") { () async throws(KafkaError) in try await publisher.publish(finished) }
+            if let finished = try await state.finishedStatus(id: received.id) {
+                log.info("duplicate request: \(received.id) already finished (\(finished.state.rawValue)); answering from the finished set")
+                return await record("finished status again", [publisher.message(finished)], log: log)
             }
         } catch {
             // Without the finished set a duplicate could run twice; leave the message for a retry.
             log.error("cannot read the worker state: \(error)")
             return false
+        }
+        var request = received
+        let sequencer = EventBuilder.sequencer(for: message)
+        if request.op == .upload {
+            // Markers that make a redelivery of this request recognisable on the object.
+            request.metadata = (request.metadata ?? [:]).merging(
+                [TransferMarker.transferId: request.id, TransferMarker.sequencer: sequencer]) { _, marker in marker }
         }
         // Before any byte moves: identity proof, the access rules, the S3 key, S3's limits.
         let objectKey: String
@@ -56,7 +65,16 @@ struct RequestPipeline: Sendable {
             return await reject(message, error: error, id: request.id, op: request.op.rawValue, log: log)
         }
         let base = TransferStatus(id: request.id, op: request.op.rawValue, state: .accepted, attempt: 1, worker: workerId)
-        guard await publisher.durably("accepted status", { () async throws(KafkaError) in try await publisher.publish(base) }) else { return false }
+        do {
+            try await state.beginTransfer(id: request.id, request: message.value, topic: message.topic,
+                                          partition: message.partition, offset: message.offset)
+        } catch {
+            log.warning("cannot journal the transfer (it runs, but a crash restarts it from S3's state): \(error)")
+        }
+        // Sent straight away, so it precedes the progress statuses; through the outbox if Kafka refuses it.
+        if !(await publisher.sendNow(base)) {
+            guard await record("accepted status", [publisher.message(base)], log: log) else { return false }
+        }
         log.info("\(request.op.rawValue) s3://\(request.bucket)/\(objectKey) accepted")
 
         let reporter = ProgressReporter(publisher: publisher, template: base, interval: progressInterval)
@@ -70,14 +88,16 @@ struct RequestPipeline: Sendable {
             }
         }
         var final = base
-        final.time = Timestamp.iso8601(Date())
+        var messages: [OutboxMessage] = []
         do {
-            let outcome = try await engine.run(job, control: control, progress: reporter.report)
+            let outcome = try await engine.run(job, control: control, journal: WorkerJournal(state: state, logger: log),
+                                               progress: reporter.report)
+            if outcome.alreadyStored { log.info("duplicate request: the object already holds transfer \(request.id); event re-emitted with its first sequencer") }
             if let eventName = outcome.eventName {
-                let event = events.event(for: request, outcome: outcome, eventName: eventName)
-                guard await publisher.durably("S3 event", { () async throws(KafkaError) in
-                    try await publisher.publish(event, bucket: request.bucket, key: objectKey)
-                }) else { return false }
+                // A re-emitted event keeps the sequencer the object was written with, so handlers can deduplicate.
+                let event = events.event(for: request, outcome: outcome, eventName: eventName,
+                                         sequencer: outcome.storedMetadata[TransferMarker.sequencer] ?? sequencer)
+                messages.append(publisher.message(event, bucket: request.bucket, key: objectKey))
             }
             final.state = .completed
             final.bytesTransferred = outcome.bytesTransferred
@@ -87,33 +107,46 @@ struct RequestPipeline: Sendable {
             log.info("\(request.op.rawValue) completed", metadata: ["bytes": "\(outcome.bytesTransferred)",
                                                                       "eTag": "\(outcome.object.eTag ?? "-")"])
         } catch {
-            if Task.isCancelled { return false }
+            if Task.isCancelled || control.isHandedOff {
+                log.info("\(request.op.rawValue) stopped and left for redelivery: \(error)")
+                return false
+            }
             final.state = error.code == .cancelled ? .cancelled : .failed
             final.error = .init(error)
             final.bytesTransferred = control.meter.value
             log.error("\(request.op.rawValue) \(final.state.rawValue): \(error)")
         }
         final.time = Timestamp.iso8601(Date())
-        let status = final
-        guard await publisher.durably("\(status.state.rawValue) status", { () async throws(KafkaError) in
-            try await publisher.publish(status)
-        }) else { return false }
-        do {
-            try await state.recordFinished(status)
-        } catch {
-            log.error("cannot record the finished transfer (a redelivery would run it again): \(error)")
-        }
-        return true
+        messages.append(publisher.message(final))
+        return await record("\(final.state.rawValue) outcome", messages, finished: final, endingTransfer: request.id, log: log)
     }
 
     /// Dead-letters a request that cannot run and publishes `rejected` when its id is known.
     private func reject(_ message: KafkaMessage, error: FerryError, id: String?, op: String?, log: Logger) async -> Bool {
         log.warning("request rejected: \(error)")
-        guard await publisher.durably("dead letter", { () async throws(KafkaError) in
-            try await publisher.deadLetter(message, error: error)
-        }) else { return false }
-        guard let id else { return true }
-        let status = TransferStatus(id: id, op: op, state: .rejected, worker: workerId, error: error)
-        return await publisher.durably("rejected status") { () async throws(KafkaError) in try await publisher.publish(status) }
+        var messages = [publisher.deadLetter(message, error: error)]
+        if let id {
+            messages.append(publisher.message(TransferStatus(id: id, op: op, state: .rejected, worker: workerId, error: error)))
+        }
+        return await record("rejection", messages, log: log)
+    }
+
+    /// Writes messages (and a terminal outcome) to the outbox, retrying while
+    /// the disk refuses; false only when the worker is stopping.
+    private func record(_ what: String, _ messages: [OutboxMessage], finished: TransferStatus? = nil,
+                        endingTransfer id: String? = nil, log: Logger) async -> Bool {
+        var delay = 0.1
+        while !Task.isCancelled {
+            do {
+                try await state.commitOutcome(messages, finished: finished, endingTransfer: id)
+                outbox.nudge()
+                return true
+            } catch {
+                log.error("cannot write the \(what) to the outbox, retrying in \(delay) s: \(error)")
+                try? await Task.sleep(for: .seconds(delay))
+                delay = min(delay * 2, 5)
+            }
+        }
+        return false
     }
 }

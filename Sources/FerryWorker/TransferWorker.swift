@@ -7,39 +7,62 @@ import Logging
 
 /// Consumes `<prefix>.requests` in the worker group and runs up to
 /// `maxTransfers` requests at once. An offset is committed only when every
-/// request before it in its partition has a durable outcome.
+/// request before it in its partition has its outcome in the outbox; the
+/// outbox drains to Kafka on its own. Partitions revoked in a rebalance get
+/// `rebalanceGrace` for their transfers to finish; the rest are handed off
+/// (their multipart uploads kept) to the partition's next owner.
 public final class TransferWorker: Sendable {
     private let consumer: KafkaConsumer
     private let controls: ControlListener
     private let pipeline: RequestPipeline
-    private let tracker = OffsetTracker()
+    private let tracker: OffsetTracker
     private let slots: AsyncSemaphore
+    private let drainer: OutboxDrainer
+    private let state: WorkerStateStore
+    private let sweeper: UploadSweeper
+    private let configuration: WorkerConfiguration
     private let logger: Logger
-    /// Seconds a transfer in flight may take to finish after SIGTERM.
-    private let shutdownGrace: Double
 
     init(configuration: WorkerConfiguration, engine: TransferEngine, state: WorkerStateStore,
          producer: KafkaProducer, identity: IdentityVerifier, logger: Logger) throws(KafkaError) {
         var kafka = configuration.kafka
         kafka["group.id"] = configuration.topics.workerGroup
         let maxTransfers = configuration.engine.maxTransfers
+        let tracker = OffsetTracker()
+        let grace = configuration.rebalanceGraceSeconds
+        let rebalance = RebalanceHandler(
+            assigned: { tracker.assign($0) },
+            revoked: { Self.release($0, tracker: tracker, engine: engine, grace: grace, logger: logger) })
+        // The buffer holds a little more than one round of work; beyond it the
+        // consumer pauses its partitions but keeps polling, so slow transfers
+        // never push it past max.poll.interval.ms.
         consumer = try KafkaConsumer(configuration: kafka, subscribing: [configuration.topics.requests],
-                                     bufferCapacity: max(8, maxTransfers * 2), logger: logger)
+                                     bufferCapacity: max(8, maxTransfers * 2), rebalance: rebalance, logger: logger)
+        self.tracker = tracker
         slots = AsyncSemaphore(limit: maxTransfers)
         controls = try ControlListener(configuration: configuration, engine: engine, logger: logger)
-        shutdownGrace = configuration.shutdownGraceSeconds
-        pipeline = RequestPipeline(engine: engine, state: state,
+        drainer = OutboxDrainer(state: state, producer: producer, logger: logger)
+        pipeline = RequestPipeline(engine: engine, state: state, outbox: drainer,
                                    publisher: OutcomePublisher(producer: producer, topics: configuration.topics, logger: logger),
                                    events: EventBuilder(region: configuration.region),
                                    resolver: configuration.prefixResolver, identity: identity, workerId: configuration.workerId,
                                    progressInterval: configuration.progressIntervalSeconds, logger: logger)
+        sweeper = UploadSweeper(state: state, store: engine.store, inUse: engine.uploadsInUse,
+                                age: configuration.sweepAfterSeconds, logger: logger)
+        self.state = state
+        self.configuration = configuration
         self.logger = logger
     }
 
-    /// Runs until the task is cancelled; then stops fetching, commits what is finished and leaves the group.
+    /// Runs until the task is cancelled; then stops fetching, lets transfers
+    /// in flight finish within the shutdown grace (hands off the rest), drains
+    /// the outbox, commits what is finished and leaves the group.
     public func run() async {
         await withTaskCancellationHandler {
+            await reportLeftovers()
             let controlTask = Task { [controls] in await controls.run() }
+            let drainTask = Task { [drainer] in await drainer.run() }
+            let maintenance = Task { [self] in await maintain() }
             let committer = Task { [self] in
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(100))
@@ -48,17 +71,31 @@ public final class TransferWorker: Sendable {
             }
             await withTaskGroup(of: Void.self) { group in
                 for await message in consumer {
-                    tracker.begin(message)
+                    guard tracker.begin(message, transferId: message.transferId) else { continue }
                     await slots.acquire()
+                    // The partition may have been revoked while this message waited for a slot.
+                    guard tracker.owns(message) else {
+                        slots.release()
+                        tracker.abandon(message)
+                        continue
+                    }
                     group.addTask { [self] in
                         defer { slots.release() }
-                        if await processShielded(message) { tracker.finish(message) }
+                        if await processShielded(message) { tracker.finish(message) } else { tracker.abandon(message) }
                     }
                 }
                 await group.waitForAll()
             }
             committer.cancel()
             controlTask.cancel()
+            maintenance.cancel()
+            drainTask.cancel()
+            await drainTask.value
+            // A fresh task: this one is cancelled, and SQLite reads refuse to run in a cancelled task.
+            let left = await Task { [drainer, grace = configuration.shutdownGraceSeconds] in
+                await drainer.drain(within: grace)
+            }.value
+            if left != 0 { logger.warning("\(left) outbox messages not yet in Kafka; they are published when this worker starts again") }
             await commitFinished()
             consumer.close()
             logger.info("transfer worker stopped")
@@ -69,22 +106,69 @@ public final class TransferWorker: Sendable {
 
     /// Processes `message` in a task that shutdown does not cancel at once:
     /// when the worker is asked to stop, a transfer in flight gets
-    /// `shutdownGrace` seconds to finish; after that it is cancelled, left
-    /// uncommitted, and redelivered to whichever worker takes the partition.
+    /// `shutdownGrace` seconds to finish; after that it is handed off, left
+    /// uncommitted, and resumed by whichever worker takes the partition.
     private func processShielded(_ message: KafkaMessage) async -> Bool {
         let pipeline = self.pipeline
         let work = Task { await pipeline.process(message) }
         return await withTaskCancellationHandler {
             await work.value
-        } onCancel: { [shutdownGrace, logger] in
+        } onCancel: { [grace = configuration.shutdownGraceSeconds, logger] in
             Task {
-                try? await Task.sleep(for: .seconds(shutdownGrace))
+                try? await Task.sleep(for: .seconds(grace))
                 if !work.isCancelled {
-                    logger.warning("shutdown grace of \(shutdownGrace) s over: stopping the transfer at offset \(message.offset); it will be redelivered")
+                    logger.warning("shutdown grace of \(grace) s over: handing off the transfer at offset \(message.offset); it resumes on redelivery")
                 }
+                pipeline.engine.control(for: message.transferId ?? "")?.handOff("worker shutting down")
                 work.cancel()
-                pipeline.engine.control(for: message.transferId ?? "")?.cancel(FerryError(.cancelled, "worker shutting down"))
             }
+        }
+    }
+
+    /// Called inside a rebalance, on the consumer's thread, for partitions
+    /// about to go: no new work starts on them; transfers in flight get
+    /// `grace` seconds, then are handed off; the finished prefix is committed.
+    private static func release(_ partitions: [TopicPartition], tracker: OffsetTracker, engine: TransferEngine,
+                                grace: Double, logger: Logger) -> [TopicPartitionOffset] {
+        let set = Set(partitions)
+        let inFlight = tracker.inFlightCount(on: set)
+        if inFlight > 0 {
+            logger.info("rebalance: \(inFlight) transfers in flight on revoked partitions; waiting up to \(grace) s")
+            let deadline = Date().addingTimeInterval(grace)
+            while tracker.inFlightCount(on: set) > 0 && Date() < deadline { usleep(50_000) }
+            let left = tracker.transfersInFlight(on: set)
+            for id in left { engine.control(for: id)?.handOff("partition revoked") }
+            if !left.isEmpty { logger.info("rebalance: handed off \(left.count) transfers; their next owner resumes them") }
+            // Handed-off transfers stop at once (their requests are aborted); wait for them briefly.
+            let stopBy = Date().addingTimeInterval(5)
+            while tracker.inFlightCount(on: set) > 0 && Date() < stopBy { usleep(20_000) }
+        }
+        return tracker.revoke(set)
+    }
+
+    /// At start: say what a previous run of this worker left (the outbox
+    /// drains it; journaled transfers resume when their requests come back).
+    private func reportLeftovers() async {
+        let depth = (try? await state.outboxDepth()) ?? 0
+        let journaled = (try? await state.transfersInFlight()) ?? []
+        if depth > 0 || !journaled.isEmpty {
+            logger.info("state from a previous run: \(depth) outbox messages to publish, \(journaled.count) journaled transfers to resume",
+                        metadata: ["transfers": "\(journaled.map(\.id).prefix(20).joined(separator: ","))"])
+        }
+    }
+
+    /// Periodic upkeep: forget old finished ids, sweep stale multipart uploads.
+    private func maintain() async {
+        let interval = max(1, min(configuration.sweepAfterSeconds / 2, 3600))
+        while !Task.isCancelled {
+            do {
+                let pruned = try await state.pruneFinished(olderThan: configuration.finishedRetentionSeconds)
+                if pruned > 0 { logger.info("forgot \(pruned) finished transfer ids older than the retention") }
+            } catch {
+                logger.warning("cannot prune finished transfer ids: \(error)")
+            }
+            await sweeper.sweep()
+            try? await Task.sleep(for: .seconds(interval))
         }
     }
 

@@ -38,6 +38,12 @@ public struct WorkerConfiguration: Sendable {
     public var auth = AuthConfiguration()
     /// After SIGTERM, transfers in flight get this long to finish before they are stopped.
     public var shutdownGraceSeconds: Double = 30
+    /// When partitions are revoked in a rebalance, their transfers get this long to finish before they are handed off.
+    public var rebalanceGraceSeconds: Double = 10
+    /// This worker's incomplete multipart uploads older than this are aborted (AbortIncompleteMultipartUpload).
+    public var sweepAfterSeconds: Double = 86_400
+    /// Finished transfer ids are remembered (for deduplication) this long.
+    public var finishedRetentionSeconds: Double = 7 * 86_400
 
     public init(kafka: KafkaConfiguration, topics: Topics = Topics(), storage: Storage, dataRoot: DataRoot,
                 stateDirectory: URL, workerId: String = WorkerConfiguration.defaultWorkerId, region: String,

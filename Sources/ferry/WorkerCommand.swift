@@ -54,6 +54,15 @@ struct WorkerCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("shutdown-grace"), help: "Seconds transfers in flight get to finish after SIGTERM (default 30).")
     var shutdownGrace: Double?
+    @Option(name: .customLong("rebalance-grace"),
+            help: "Seconds transfers on revoked partitions get to finish in a rebalance before they are handed off (default 10).")
+    var rebalanceGrace: Double?
+    @Option(name: .customLong("sweep-after"),
+            help: "Abort this worker's incomplete multipart uploads older than this many seconds (default 86400).")
+    var sweepAfter: Double?
+    @Option(name: .customLong("finished-retention"),
+            help: "Seconds finished transfer ids are remembered to answer duplicates (default 604800, 7 days).")
+    var finishedRetention: Double?
 
     @Option(name: .customLong("prefix-guest"), help: "Key prefix of guest objects (default public/).")
     var prefixGuest: String?
@@ -141,6 +150,18 @@ struct WorkerCommand: AsyncParsableCommand {
         if let shutdownGrace {
             guard shutdownGrace >= 0 else { throw ValidationError("--shutdown-grace must be zero or more") }
             configuration.shutdownGraceSeconds = shutdownGrace
+        }
+        if let rebalanceGrace {
+            guard rebalanceGrace >= 0 else { throw ValidationError("--rebalance-grace must be zero or more") }
+            configuration.rebalanceGraceSeconds = rebalanceGrace
+        }
+        if let sweepAfter {
+            guard sweepAfter > 0 else { throw ValidationError("--sweep-after must be more than zero") }
+            configuration.sweepAfterSeconds = sweepAfter
+        }
+        if let finishedRetention {
+            guard finishedRetention > 0 else { throw ValidationError("--finished-retention must be more than zero") }
+            configuration.finishedRetentionSeconds = finishedRetention
         }
         if prefixPassthrough {
             guard prefixGuest == nil && prefixProtected == nil && prefixPrivate == nil else {

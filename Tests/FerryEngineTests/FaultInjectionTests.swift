@@ -7,27 +7,7 @@ import Logging
 import Synchronization
 import Testing
 
-/// The fault-injecting proxy of Tests/python/fault_proxy.py, in front of `upstream`.
-struct FaultProxy {
-    let process: BackgroundProcess
-    let endpoint: String
-    let faults: URL
-
-    static func start(upstream: String, rate: Double, corruptGets: Int = 0, name: String = "proxy", in root: URL) async throws -> FaultProxy {
-        let port = TestPaths.freePort()
-        let faults = root.appendingPathComponent("\(name)-faults.txt")
-        let process = try BackgroundProcess(name: name, executable: "python3",
-                                            arguments: [TestPaths.python.appendingPathComponent("fault_proxy.py").path,
-                                                        "\(port)", upstream, "\(rate)", faults.path, "\(corruptGets)"],
-                                            logDirectory: root)
-        let endpoint = "http://127.0.0.1:\(port)"
-        #expect(await eventually(timeout: 20) { await httpAnswers(endpoint) })
-        return FaultProxy(process: process, endpoint: endpoint, faults: faults)
-    }
-
-    /// One line per injected fault: `503`, `reset` or `corrupt`.
-    var injected: [Substring] { (try? String(contentsOf: faults, encoding: .utf8))?.split(separator: "\n") ?? [] }
-
+extension FaultProxy {
     func client() throws -> S3Client {
         S3Client(.init(endpoint: try S3Endpoint(url: endpoint), region: "us-east-1",
                        credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))

@@ -36,3 +36,63 @@ import Testing
         #expect(try await store.finishedStatus(id: "old") == nil)
     }
 }
+
+/// The journal and the outbox: what survives a kill -9 between two writes.
+@Suite struct JournalAndOutboxTests {
+    func directory() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("ferry-store-\(UUID().uuidString)")
+    }
+
+    @Test func anOutcomeIsRecordedAtomicallyAndTheOutboxDrainsInOrder() async throws {
+        let dir = directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let status = TransferStatus(id: "t-9", op: "upload", state: .completed)
+        do {
+            let store = try WorkerStateStore(directory: dir)
+            try await store.beginTransfer(id: "t-9", request: Array("{}".utf8), topic: "ferry.requests", partition: 2, offset: 41)
+            #expect(try await store.transfersInFlight().map(\.offset) == [41])
+            try await store.partDownloaded(transferId: "t-9", eTag: "\"e\"", partSize: 8, partNumber: 3)
+            try await store.commitOutcome([
+                OutboxMessage(topic: "ferry.events", key: Array("b/k".utf8), value: Array("event".utf8)),
+                OutboxMessage(topic: "ferry.status", key: Array("t-9".utf8), value: Array("status".utf8),
+                              headers: [.init("ferry-error-code", "X")]),
+            ], finished: status, endingTransfer: "t-9")
+        }
+        // Reopened, as after a crash: the outcome is all there, the journal entry gone.
+        let store = try WorkerStateStore(directory: dir)
+        #expect(try await store.transfersInFlight().isEmpty)
+        #expect(try await store.downloadedParts(transferId: "t-9", eTag: "\"e\"", partSize: 8).isEmpty)
+        #expect(try await store.finishedStatus(id: "t-9") == status)
+        let pending = try await store.pendingOutbox(limit: 10)
+        #expect(pending.map { String(decoding: $0.message.value, as: UTF8.self) } == ["event", "status"])
+        #expect(pending[1].message.headers == [.init("ferry-error-code", "X")])
+        try await store.removeFromOutbox([pending[0].seq])
+        #expect(try await store.outboxDepth() == 1)
+        #expect(try await store.pendingOutbox(limit: 10).first?.message.topic == "ferry.status")
+    }
+
+    @Test func uploadsAndPartsAreJournaledUntilTheyEnd() async throws {
+        let dir = directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try WorkerStateStore(directory: dir)
+        try await store.uploadStarted(transferId: "t-1", bucket: "b", key: "k", uploadId: "u-1")
+        try await store.partUploaded(uploadId: "u-1", part: .init(partNumber: 2, eTag: "\"2\"", size: 5, checksum: "c", checksumAlgorithm: "CRC32C"))
+        try await store.partUploaded(uploadId: "u-1", part: .init(partNumber: 1, eTag: "\"1\"", size: 5, checksum: nil, checksumAlgorithm: nil))
+        let open = try #require(try await store.openUpload(transferId: "t-1", bucket: "b", key: "k"))
+        #expect(open.parts.map(\.partNumber) == [1, 2])
+        #expect(open.parts[1].checksumAlgorithm == "CRC32C")
+        #expect(try await store.openUpload(transferId: "t-1", bucket: "b", key: "other") == nil)
+        #expect(try await store.openUploads(createdBefore: Date().addingTimeInterval(1)).map(\.uploadId) == ["u-1"])
+        #expect(try await store.openUploads(createdBefore: Date().addingTimeInterval(-60)).isEmpty)
+        try await store.uploadEnded(uploadId: "u-1")
+        #expect(try await store.openUpload(transferId: "t-1", bucket: "b", key: "k") == nil)
+
+        // Downloaded parts count only for the ETag and part size they were written with.
+        try await store.partDownloaded(transferId: "d", eTag: "\"a\"", partSize: 8, partNumber: 1)
+        try await store.partDownloaded(transferId: "d", eTag: "\"a\"", partSize: 8, partNumber: 2)
+        #expect(try await store.downloadedParts(transferId: "d", eTag: "\"a\"", partSize: 8) == [1, 2])
+        #expect(try await store.downloadedParts(transferId: "d", eTag: "\"b\"", partSize: 8).isEmpty)
+        try await store.partDownloaded(transferId: "d", eTag: "\"b\"", partSize: 8, partNumber: 1)
+        #expect(try await store.downloadedParts(transferId: "d", eTag: "\"a\"", partSize: 8).isEmpty)
+    }
+}

@@ -13,6 +13,12 @@ public struct Kcat: Sendable {
         try await runChecked("kcat", args, input: Data(value.utf8))
     }
 
+    /// Produces many single-line messages with one kcat process, in order.
+    public func produceMany(topic: String, _ messages: [(key: String, value: String)]) async throws {
+        let input = messages.map { "\($0.key)\t\($0.value)" }.joined(separator: "\n") + "\n"
+        try await runChecked("kcat", ["-P", "-b", bootstrapServers, "-t", topic, "-K", "\t"], input: Data(input.utf8))
+    }
+
     public struct Record: Sendable {
         public var key: String
         public var value: String

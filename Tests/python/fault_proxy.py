@@ -1,11 +1,12 @@
 """An HTTP proxy for tests that injects faults on the way to an S3 server.
 
-usage: fault_proxy.py LISTEN_PORT UPSTREAM_URL FAULT_RATE COUNT_FILE [CORRUPT_GETS]
+usage: fault_proxy.py LISTEN_PORT UPSTREAM_URL FAULT_RATE COUNT_FILE [CORRUPT_GETS [log]]
 A FAULT_RATE fraction of requests (seeded, so runs repeat) is answered with
 503 SlowDown, or has its connection reset before any answer. The first
 CORRUPT_GETS successful GET bodies get one byte flipped. Headers pass
 unchanged (the Host header too, so signatures stay valid). Each fault adds a
-line to COUNT_FILE.
+line to COUNT_FILE; with `log`, so does every forwarded request
+("METHOD PATH STATUS"), for tests that count requests.
 """
 import http.client
 import random
@@ -18,6 +19,7 @@ from urllib.parse import urlsplit
 
 port, upstream, rate, count_file = int(sys.argv[1]), urlsplit(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 corrupt_left = [int(sys.argv[5]) if len(sys.argv) > 5 else 0]
+log_requests = len(sys.argv) > 6 and sys.argv[6] == "log"
 rng = random.Random(7)
 lock = threading.Lock()
 
@@ -61,6 +63,8 @@ class Proxy(BaseHTTPRequestHandler):
         conn.request(self.command, self.path, body=body, headers=headers)
         response = conn.getresponse()
         data = response.read()
+        if log_requests:
+            record(f"{self.command} {self.path} {response.status}")
         if self.command == "GET" and response.status in (200, 206) and data:
             with lock:
                 corrupt = corrupt_left[0] > 0

@@ -5,6 +5,7 @@ usage: s3_client.py ENDPOINT create-bucket BUCKET
        s3_client.py ENDPOINT put BUCKET KEY INFILE
        s3_client.py ENDPOINT head BUCKET KEY
        s3_client.py ENDPOINT list-uploads BUCKET PREFIX    (prints JSON: keys with uploads in progress)
+       s3_client.py ENDPOINT sha256-all BUCKET PREFIX      (prints JSON: key -> SHA-256 of its bytes)
 Credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
 """
 import json
@@ -37,6 +38,17 @@ elif command == "head":
 elif command == "list-uploads":
     response = s3.list_multipart_uploads(Bucket=args[0], Prefix=args[1])
     print(json.dumps([u["Key"] for u in response.get("Uploads", [])]))
+elif command == "sha256-all":
+    import hashlib
+    digests = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=args[0], Prefix=args[1]):
+        for item in page.get("Contents", []):
+            body = s3.get_object(Bucket=args[0], Key=item["Key"])["Body"]
+            h = hashlib.sha256()
+            for chunk in iter(lambda: body.read(1 << 20), b""):
+                h.update(chunk)
+            digests[item["Key"]] = h.hexdigest()
+    print(json.dumps(digests))
 elif command == "put":
     with open(args[2], "rb") as f:
         response = s3.put_object(Bucket=args[0], Key=args[1], Body=f.read())

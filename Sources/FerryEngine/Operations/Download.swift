@@ -7,7 +7,9 @@ extension TransferRun {
     /// one part's range learns the size and ETag; the other ranges follow in
     /// parallel with `If-Match`, written at their offsets. An object replaced
     /// meanwhile fails `If-Match` and the download starts over. The temp file
-    /// is fsynced and renamed into place, or removed.
+    /// is fsynced and renamed into place, or removed. Ranges written are
+    /// journaled: a run that resumes (same ETag, same part size) skips them,
+    /// and a hand-off keeps the temp file for it.
     func download() async throws(FerryError) -> TransferOutcome {
         guard let destination = request.destination else { throw FerryError(.invalidRequest, "download needs a destination") }
         let path = try dataRoot.destinationPath(destination)
@@ -17,12 +19,14 @@ extension TransferRun {
         let (directory, name) = try dataRoot.openParentBeneath(path, create: true)
         defer { close(directory) }
         let temp = ".\(name).ferry-\(request.id).part"
-        let fd = openat(directory, temp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        // Not truncated: a resumed run keeps the ranges its journal lists; every
+        // other range is rewritten and the file is cut to size at the end.
+        let fd = openat(directory, temp, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw FerryError(.localIOError, "cannot create \(temp): \(String(cString: strerror(errno)))") }
         var committed = false
         defer {
             close(fd)
-            if !committed { unlinkat(directory, temp, 0) }
+            if !committed && !control.isHandedOff { unlinkat(directory, temp, 0) }
         }
         // Start over when the object changed (If-Match failed) or the bytes failed
         // their checksum; the latter counts against the retry limit.
@@ -74,10 +78,20 @@ extension TransferRun {
             guard let eTag = first.eTag else {
                 throw FerryError(.storageError, "ranged GET answered without an ETag; cannot guard against a replaced object")
             }
+            let id = request.id
+            let journal = self.journal
+            let written = await journal?.downloadedParts(transferId: id, eTag: eTag, partSize: partSize) ?? []
+            await journal?.partDownloaded(transferId: id, eTag: eTag, partSize: partSize, partNumber: 1)
             let rest = Array(PartPlan(rangesOf: size, partSize: partSize).parts.dropFirst())
+            let resumed = rest.filter { written.contains($0.number) }
+            if !resumed.isEmpty {
+                meter.add(resumed.reduce(0) { $0 + $1.length })
+                logger.info("resuming download", metadata: ["partsOnDisk": "\(resumed.count + 1)", "parts": "\(rest.count + 1)"])
+            }
             let run = self
             let location = self.location
-            _ = try await forEachConcurrently(rest, concurrency: settings.partConcurrency) { (part) async throws(FerryError) -> Int64 in
+            _ = try await forEachConcurrently(rest.filter { !written.contains($0.number) },
+                                              concurrency: settings.partConcurrency) { (part) async throws(FerryError) -> Int64 in
                 let got = try await run.attempt("GetObject range \(part.number)") { () async throws(FerryError) -> ObjectAttributes in
                     try await run.store.getObject(GetObjectInput(bucket: location.bucket, key: location.key, range: part.range,
                                                                  ifMatch: eTag, headers: sse),
@@ -86,6 +100,7 @@ extension TransferRun {
                 guard got.bytesReceived == part.length else {
                     throw FerryError(.storageError, "range \(part.range) returned \(got.bytesReceived) bytes")
                 }
+                await journal?.partDownloaded(transferId: id, eTag: eTag, partSize: partSize, partNumber: part.number)
                 return got.bytesReceived
             }
         }

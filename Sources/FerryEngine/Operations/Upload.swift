@@ -61,6 +61,7 @@ extension TransferRun {
     private func uploadBody(_ input: PutObjectInput, body: ObjectBody) async throws(FerryError) -> TransferOutcome {
         let size = body.length
         setTotal(size)
+        if let done = try await alreadyStored(input, size: size) { return done }
         let result: ObjectWriteResult
         let eventName: String
         if size <= settings.multipartThreshold {
@@ -82,20 +83,62 @@ extension TransferRun {
                                bytesTransferred: size, attempts: 1)
     }
 
-    /// Parts are read from the file by position and streamed.
+    /// A request carrying a transfer-id marker (every worker request) may be a
+    /// redelivery: when the object already has this id and size, the upload
+    /// happened and is not repeated.
+    private func alreadyStored(_ input: PutObjectInput, size: Int64) async throws(FerryError) -> TransferOutcome? {
+        guard let marker = input.metadata[TransferMarker.transferId] else { return nil }
+        let head = try await attempt("HeadObject") { () async throws(FerryError) -> ObjectAttributes? in
+            try await store.headObject(bucket: input.bucket, key: input.key)
+        }
+        guard let head, head.metadata[TransferMarker.transferId] == marker, head.size == size else { return nil }
+        logger.info("object already carries this transfer id: not uploading again", metadata: ["eTag": "\(head.eTag ?? "-")"])
+        let multipart = head.eTag?.contains("-") ?? (size > settings.multipartThreshold)
+        var outcome = TransferOutcome(object: .init(bucket: input.bucket, key: input.key, size: size, eTag: head.eTag,
+                                                    versionId: head.versionId),
+                                      eventName: multipart ? "ObjectCreated:CompleteMultipartUpload" : "ObjectCreated:Put",
+                                      requestId: "", hostId: "", bytesTransferred: 0, attempts: 1)
+        outcome.alreadyStored = true
+        outcome.storedMetadata = head.metadata
+        return outcome
+    }
+
+    /// Parts are read from the file by position and streamed. A part S3
+    /// already holds (an interrupted run's) is kept when its MD5 ETag or its
+    /// checksum matches the file's bytes.
     private func multipartUpload(_ input: PutObjectInput, descriptor fd: Int32, size: Int64) async throws(FerryError) -> ObjectWriteResult {
         let plan = try PartPlan(size: size, requestedPartSize: settings.partSize)
         let run = self
         let location = input.location
         let headers = input.headers
         let checksum = input.checksum
-        return try await multipart(input, plan: plan) { (uploadId, part) async throws(FerryError) -> CompletedPart in
+        let verify: PartVerifier = { (planned, stored) throws(FerryError) -> Bool in
+            try Self.sameBytes(stored, as: .file(descriptor: fd, offset: planned.offset, length: planned.length))
+        }
+        return try await multipart(input, plan: plan, verify: verify) { (uploadId, part) async throws(FerryError) -> CompletedPart in
             try await run.attempt("UploadPart \(part.number)") { () async throws(FerryError) -> CompletedPart in
                 try await run.store.uploadPart(location, uploadId: uploadId, partNumber: part.number,
                                                body: .file(descriptor: fd, offset: part.offset, length: part.length),
                                                checksum: checksum, headers: headers, progress: run.meter)
             }
         }
+    }
+}
+
+extension TransferRun {
+    /// Whether a stored part holds `body`: by its ETag when that is an MD5
+    /// (always, but with SSE-KMS or SSE-C), else by its checksum when it has one.
+    static func sameBytes(_ stored: CompletedPart, as body: ObjectBody) throws(FerryError) -> Bool {
+        let hex = stored.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        if hex.count == 32, hex.allSatisfy(\.isHexDigit) {
+            let md5 = Digest.Hasher.md5()
+            try body.readAll { md5.update($0) }
+            return md5.finish().hexString == hex.lowercased()
+        }
+        guard let algorithm = stored.checksumAlgorithm, let expected = stored.checksum else { return false }
+        var hasher = algorithm.makeHasher()
+        try body.readAll { hasher.update($0) }
+        return hasher.finish() == expected
     }
 }
 

@@ -3,11 +3,13 @@ import FerryCore
 import Foundation
 import GRDB
 
-/// The worker's SQLite state (WAL mode, one file in the state directory).
-/// Today it holds the set of finished transfer ids with their terminal status,
-/// so a redelivered request is answered from here instead of running again.
+/// The worker's SQLite state (WAL mode, one file in the state directory):
+/// the set of finished transfer ids with their terminal status (a redelivered
+/// request is answered from here instead of running again), the journal of
+/// transfers in flight (Journal.swift) and the outbox of messages not yet
+/// acknowledged by Kafka (Outbox.swift).
 public final class WorkerStateStore: Sendable {
-    private let database: DatabasePool
+    let database: DatabasePool
     public let path: String
 
     /// Opens (and creates or migrates) `<directory>/ferry.sqlite`.
@@ -28,6 +30,51 @@ public final class WorkerStateStore: Sendable {
                 t.column("state", .text).notNull()
                 t.column("status", .blob).notNull()
                 t.column("finishedAt", .double).notNull()
+            }
+        }
+        migrator.registerMigration("v2-journal-outbox") { db in
+            // Transfers accepted and not yet finished, with the message that carried them.
+            try db.create(table: "journal_transfer") { t in
+                t.primaryKey("id", .text)
+                t.column("request", .blob).notNull()
+                t.column("topic", .text).notNull()
+                t.column("partition", .integer).notNull()
+                t.column("offset", .integer).notNull()
+                t.column("startedAt", .double).notNull()
+            }
+            // Every multipart upload this worker started or adopted; `endedAt` once completed or aborted.
+            try db.create(table: "multipart_upload") { t in
+                t.primaryKey("uploadId", .text)
+                t.column("transferId", .text).notNull().indexed()
+                t.column("bucket", .text).notNull()
+                t.column("key", .text).notNull()
+                t.column("createdAt", .double).notNull()
+                t.column("endedAt", .double)
+            }
+            try db.create(table: "upload_part") { t in
+                t.column("uploadId", .text).notNull()
+                t.column("partNumber", .integer).notNull()
+                t.column("eTag", .text).notNull()
+                t.column("size", .integer).notNull()
+                t.column("checksum", .text)
+                t.column("checksumAlgorithm", .text)
+                t.primaryKey(["uploadId", "partNumber"])
+            }
+            // Ranges of a download already written to its temp file, valid for one ETag and part size.
+            try db.create(table: "download_part") { t in
+                t.column("transferId", .text).notNull()
+                t.column("eTag", .text).notNull()
+                t.column("partSize", .integer).notNull()
+                t.column("partNumber", .integer).notNull()
+                t.primaryKey(["transferId", "partNumber"])
+            }
+            try db.create(table: "outbox") { t in
+                t.autoIncrementedPrimaryKey("seq")
+                t.column("topic", .text).notNull()
+                t.column("key", .blob)
+                t.column("value", .blob).notNull()
+                t.column("headers", .blob)
+                t.column("createdAt", .double).notNull()
             }
         }
         return migrator

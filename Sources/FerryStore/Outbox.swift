@@ -1,0 +1,80 @@
+import FerryCore
+import Foundation
+import GRDB
+
+/// A Kafka message waiting in the outbox.
+public struct OutboxMessage: Sendable, Hashable {
+    public var topic: String
+    public var key: [UInt8]?
+    public var value: [UInt8]
+    public var headers: [Header]
+
+    public struct Header: Sendable, Hashable, Codable {
+        public var name: String
+        public var value: String
+        public init(_ name: String, _ value: String) { self.name = name; self.value = value }
+    }
+
+    public init(topic: String, key: [UInt8]?, value: [UInt8], headers: [Header] = []) {
+        self.topic = topic; self.key = key; self.value = value; self.headers = headers
+    }
+}
+
+/// The outbox: statuses, events and dead letters are written here first, in
+/// the same transaction that records a transfer's outcome, and drained to
+/// Kafka afterwards. A request's offset is committed once its outcome is here,
+/// so a crash between the two loses nothing: the outbox drains on restart.
+extension WorkerStateStore {
+    /// Records an outcome atomically: the messages to publish, the terminal
+    /// status in the finished set (first one wins), and the end of the
+    /// transfer's journal entry.
+    public func commitOutcome(_ messages: [OutboxMessage], finished: TransferStatus? = nil,
+                              endingTransfer id: String? = nil) async throws {
+        let finishedRow = try finished.map { status -> (String, String, Data) in
+            precondition(status.state.isTerminal, "only terminal statuses are recorded")
+            return (status.id, status.state.rawValue, try JSONEncoder().encode(status))
+        }
+        let headers = try messages.map { $0.headers.isEmpty ? nil : try JSONEncoder().encode($0.headers) }
+        try await database.write { db in
+            let now = Date().timeIntervalSince1970
+            for (message, headerData) in zip(messages, headers) {
+                try db.execute(sql: "INSERT INTO outbox (topic, key, value, headers, createdAt) VALUES (?, ?, ?, ?, ?)",
+                               arguments: [message.topic, message.key.map { Data($0) }, Data(message.value), headerData, now])
+            }
+            if let (id, state, status) = finishedRow {
+                try db.execute(sql: "INSERT OR IGNORE INTO finished_transfer (id, state, status, finishedAt) VALUES (?, ?, ?, ?)",
+                               arguments: [id, state, status, now])
+            }
+            if let id {
+                try db.execute(sql: "DELETE FROM journal_transfer WHERE id = ?", arguments: [id])
+                try db.execute(sql: "DELETE FROM download_part WHERE transferId = ?", arguments: [id])
+            }
+        }
+    }
+
+    /// The oldest `limit` messages not yet acknowledged by Kafka, in the order they were written.
+    public func pendingOutbox(limit: Int) async throws -> [(seq: Int64, message: OutboxMessage)] {
+        try await database.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM outbox ORDER BY seq LIMIT ?", arguments: [limit]).map { row in
+                let headerData: Data? = row["headers"]
+                let headers = try headerData.map { try JSONDecoder().decode([OutboxMessage.Header].self, from: $0) } ?? []
+                let key: Data? = row["key"]
+                return (row["seq"], OutboxMessage(topic: row["topic"], key: key.map { Array($0) },
+                                                  value: Array(row["value"] as Data), headers: headers))
+            }
+        }
+    }
+
+    /// Forgets messages Kafka has acknowledged.
+    public func removeFromOutbox(_ seqs: [Int64]) async throws {
+        guard !seqs.isEmpty else { return }
+        try await database.write { db in
+            for seq in seqs { try db.execute(sql: "DELETE FROM outbox WHERE seq = ?", arguments: [seq]) }
+        }
+    }
+
+    /// Messages waiting to be published.
+    public func outboxDepth() async throws -> Int {
+        try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox") ?? 0 }
+    }
+}
