@@ -239,9 +239,11 @@ struct FleetTests {
             env.cluster.failNextRequests(.offsetCommit, with: [.coordinatorNotAvailable, .notCoordinator, .requestTimedOut])
             env.cluster.failNextRequests(.fetch, with: [.notLeaderForPartition, .notLeaderForPartition])
             env.cluster.setBroker(2, up: false)
-            try await env.kcat.produceMany(topic: "ferry.requests", Array(messages.suffix(30)))
+            // Produced while the broker is down: kcat waits for it like any producer would.
+            let producing = Task { [kcat = env.kcat] in try await kcat.produceMany(topic: "ferry.requests", Array(messages.suffix(30))) }
             try await Task.sleep(for: .seconds(4))
             env.cluster.setBroker(2, up: true)
+            try await producing.value
             let allDone = try await eventually(timeout: 240, every: 1) { try await terminalStatuses(env).count >= total }
             #expect(allDone, "\(w1.log.suffix(2000))")
             let terminal = try await terminalStatuses(env)
