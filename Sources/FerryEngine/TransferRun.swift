@@ -24,6 +24,11 @@ struct TransferRun: Sendable {
     var location: ObjectLocation { ObjectLocation(bucket: request.bucket, key: job.objectKey) }
     var meter: TransferMeter { control.meter }
 
+    final class PartCounter: Sendable {
+        let value: Atomic<Int>
+        init(_ initial: Int) { value = Atomic(initial) }
+    }
+
     final class TotalBytes: Sendable {
         let value = Atomic<Int64>(-1)
     }
@@ -109,9 +114,11 @@ struct TransferRun: Sendable {
         }
         let location = input.location
         let journal = self.journal
+        let partsStored = PartCounter(stored.count)
         do {
             let sent = try await forEachConcurrently(remaining, concurrency: settings.partConcurrency) { (p) async throws(FerryError) -> CompletedPart in
                 let done = try await part(uploadId, p)
+                partsStored.value.add(1, ordering: .relaxed)
                 await journal?.partUploaded(uploadId: uploadId, part: done)
                 return done
             }
@@ -123,7 +130,8 @@ struct TransferRun: Sendable {
             await journal?.uploadEnded(uploadId: uploadId)
             return result
         } catch {
-            if control.isHandedOff {
+            // Kept for whoever resumes — unless it holds no part yet, when there is nothing to save.
+            if control.isHandedOff && partsStored.value.load(ordering: .relaxed) > 0 {
                 logger.info("keeping multipart upload for whoever resumes this transfer", metadata: ["uploadId": "\(uploadId)"])
                 throw error
             }
