@@ -172,34 +172,38 @@ struct FleetTests {
                 try await env.statuses().filter { $0.id == id }.compactMap(\.bytesTransferred).max() ?? 0
             }
 
-            // 1. Killed at about half; another worker (fresh state) adopts the upload.
-            let a = try env.startWorker(name: "resume-a", stateDir: "state-a", extra: flags)
-            let first = try await enqueue("resume-1")
-            #expect(try await eventually(timeout: 90) { try await movedBytes("resume-1") >= 30 << 20 }, "\(a.log)")
-            await a.stop(signal: SIGKILL, timeout: 5)
-            let partsBeforeKill = proxy.uploadedParts
-            let b = try env.startWorker(name: "resume-b", stateDir: "state-b", extra: ["--part-concurrency", "2"])
-            let done1 = try #require(try await env.terminalStatus(of: "resume-1", timeout: 120), "\(b.log)")
-            #expect(done1.state == .completed)
-            let sentByB = proxy.uploadedParts - partsBeforeKill
-            #expect(b.log.contains("adopting the multipart upload"), "\(b.log)")
-            #expect(partsBeforeKill >= 3 && sentByB <= 8 - partsBeforeKill, "before the kill \(partsBeforeKill), after \(sentByB) of 8")
+            /// A capped worker on `stateDir` runs `id` until 30 MiB moved, then is SIGKILLed.
+            func killHalfWay(_ id: String, name: String, stateDir: String) async throws {
+                let w = try env.startWorker(name: name, stateDir: stateDir, extra: flags)
+                #expect(try await eventually(timeout: 90) { try await movedBytes(id) >= 30 << 20 }, "\(w.log)")
+                await w.stop(signal: SIGKILL, timeout: 5)
+            }
+            /// An uncapped worker on `stateDir` finishes `id`; returns it and the parts it sent.
+            func finish(_ id: String, name: String, stateDir: String) async throws -> (BackgroundProcess, Int) {
+                let before = proxy.uploadedParts
+                let w = try env.startWorker(name: name, stateDir: stateDir, extra: ["--part-concurrency", "2"])
+                let done = try #require(try await env.terminalStatus(of: id, timeout: 120), "\(w.log)")
+                #expect(done.state == .completed)
+                await w.stop()
+                return (w, proxy.uploadedParts - before)
+            }
 
-            // 2. B killed in turn; restarted on its own state dir, it resumes from its journal.
+            // 1. Killed at about half; another worker (fresh state) adopts the upload.
+            let first = try await enqueue("resume-1")
+            try await killHalfWay("resume-1", name: "resume-a", stateDir: "state-a")
+            let storedFirst = proxy.uploadedParts
+            let (b, sentByB) = try await finish("resume-1", name: "resume-b", stateDir: "state-b")
+            #expect(b.log.contains("adopting the multipart upload"), "\(b.log)")
+            #expect(storedFirst >= 3 && sentByB <= 8 - storedFirst, "before the kill \(storedFirst), after \(sentByB) of 8")
+
+            // 2. The same with B's state dir: restarted on its own journal, it resumes.
+            let beforeSecond = proxy.uploadedParts
             let second = try await enqueue("resume-2")
-            // Slow B down for this one by restarting it with a cap.
-            await b.stop()
-            let slowB = try env.startWorker(name: "resume-b2", stateDir: "state-b", extra: flags)
-            #expect(try await eventually(timeout: 90) { try await movedBytes("resume-2") >= 30 << 20 }, "\(slowB.log)")
-            await slowB.stop(signal: SIGKILL, timeout: 5)
-            let beforeSecondKill = proxy.uploadedParts
-            let b3 = try env.startWorker(name: "resume-b3", stateDir: "state-b", extra: ["--part-concurrency", "2"])
-            let done2 = try #require(try await env.terminalStatus(of: "resume-2", timeout: 120), "\(b3.log)")
-            #expect(done2.state == .completed)
-            let resentAfterRestart = proxy.uploadedParts - beforeSecondKill
+            try await killHalfWay("resume-2", name: "resume-b2", stateDir: "state-b")
+            let storedSecond = proxy.uploadedParts - beforeSecond
+            let (b3, sentByB3) = try await finish("resume-2", name: "resume-b3", stateDir: "state-b")
             #expect(b3.log.contains("resuming multipart upload"), "\(b3.log)")
-            let partsOfSecondBeforeKill = beforeSecondKill - partsBeforeKill - sentByB
-            #expect(resentAfterRestart <= 8 - partsOfSecondBeforeKill + 0, "second: \(partsOfSecondBeforeKill) then \(resentAfterRestart)")
+            #expect(storedSecond >= 3 && sentByB3 <= 8 - storedSecond, "second: \(storedSecond) then \(sentByB3)")
 
             // Both objects byte-exact.
             let stored = try JSONDecoder().decode([String: String].self,
@@ -208,10 +212,9 @@ struct FleetTests {
             #expect(stored["public/resume-1.bin"] == expected[first.path])
             #expect(stored["public/resume-2.bin"] == expected[second.path])
             print("""
-                resume figures: 64 MiB = 8 parts; kill 1: \(partsBeforeKill) parts stored, other worker sent \(sentByB); \
-                kill 2: \(partsOfSecondBeforeKill) parts stored, restarted worker sent \(resentAfterRestart)
+                resume figures: 64 MiB = 8 parts; kill 1: \(storedFirst) parts stored, other worker sent \(sentByB); \
+                kill 2: \(storedSecond) parts stored, restarted worker sent \(sentByB3)
                 """)
-            await b3.stop()
         }
     }
 
