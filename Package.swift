@@ -18,6 +18,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.0.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.70.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
     ],
     targets: [
         // C libraries, found with pkg-config.
@@ -38,11 +42,13 @@ let package = Package(
         .target(name: "FerryS3", dependencies: [
             "FerryCore", "CCurl", "CFerryCurlShim", "CFerryOpenSSL",
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "Metrics", package: "swift-metrics"),
         ]),
         // Running transfers against an ObjectStore with limits.
         .target(name: "FerryEngine", dependencies: [
             "FerryCore", "FerryS3",
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "Metrics", package: "swift-metrics"),
         ]),
         // librdkafka: consumer, producer, embedded mock cluster.
         .target(name: "FerryKafka", dependencies: [
@@ -58,6 +64,7 @@ let package = Package(
         .target(name: "FerryTriggers", dependencies: [
             "FerryCore", "FerryKafka",
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "Metrics", package: "swift-metrics"),
         ]),
         // For producers: enqueue requests, follow their statuses.
         .target(name: "FerryClient", dependencies: [
@@ -72,6 +79,12 @@ let package = Package(
             "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggers",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "Yams", package: "Yams"),
         ]),
         .executableTarget(name: "ferry", dependencies: [
             "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggers",
@@ -93,6 +106,7 @@ let package = Package(
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore"]),
         .testTarget(name: "FerryWorkerTests", dependencies: [
             "FerryWorker", "FerryEngine", "FerryS3", "FerryStore", "FerryKafka", .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
         .testTarget(name: "FerryIntegrationTests", dependencies: [
             "FerryCore", "FerryKafka", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),

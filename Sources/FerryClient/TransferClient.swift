@@ -42,6 +42,38 @@ public final class TransferClient: Sendable {
         return Self.statuses(of: id, from: consumer)
     }
 
+    /// The latest status of `id` on `<prefix>.status` (the topic is read to its end), or nil.
+    public func status(of id: String, timeout: Double = 30) async throws(KafkaError) -> TransferStatus? {
+        let messages = try await KafkaConsumer.snapshot(topic: topics.status, configuration: kafka, timeout: timeout, logger: logger)
+        let decoder = JSONDecoder()
+        // One id's statuses share a partition (keyed by id), so the last one read is the latest.
+        return messages.last { $0.keyString == id }.flatMap { try? decoder.decode(TransferStatus.self, from: Data($0.value)) }
+    }
+
+    /// Every transfer's statuses as they arrive: from now on, or with
+    /// `fromBeginning` first everything the topic still holds.
+    public func allStatuses(fromBeginning: Bool = false) async throws(KafkaError) -> AsyncStream<TransferStatus> {
+        let backlog = fromBeginning
+            ? try await KafkaConsumer.snapshot(topic: topics.status, configuration: kafka, logger: logger) : []
+        let consumer = try await KafkaConsumer.tailing(topic: topics.status, configuration: kafka, logger: logger)
+        return AsyncStream { continuation in
+            let task = Task {
+                let decoder = JSONDecoder()
+                for message in backlog {
+                    if let status = try? decoder.decode(TransferStatus.self, from: Data(message.value)) { continuation.yield(status) }
+                }
+                for await message in consumer {
+                    if let status = try? decoder.decode(TransferStatus.self, from: Data(message.value)) { continuation.yield(status) }
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in
+                task.cancel()
+                consumer.stopFetching()
+            }
+        }
+    }
+
     private static func statuses(of id: String, from consumer: KafkaConsumer) -> AsyncStream<TransferStatus> {
         AsyncStream { continuation in
             let task = Task {
@@ -59,5 +91,112 @@ public final class TransferClient: Sendable {
                 consumer.stopFetching()
             }
         }
+    }
+}
+
+extension TransferClient {
+    /// Enqueues `request` and waits for its terminal status (`completed`,
+    /// `failed`, `cancelled` or `rejected`); `progress` sees each status before it.
+    /// Throws `TransferClientError.timedOut` when none arrives within `timeout` seconds.
+    public func run(_ request: TransferRequest, timeout: Double = 3600,
+                    progress: @escaping @Sendable (TransferStatus) -> Void = { _ in }) async throws -> TransferStatus {
+        let statuses = try await enqueueAndFollow(request)
+        return try await Self.terminal(of: statuses, id: request.id, timeout: timeout, progress: progress)
+    }
+
+    /// Waits for the terminal status of an enqueued transfer, from now on.
+    public func result(of id: String, timeout: Double = 3600,
+                       progress: @escaping @Sendable (TransferStatus) -> Void = { _ in }) async throws -> TransferStatus {
+        try await Self.terminal(of: try await follow(id: id), id: id, timeout: timeout, progress: progress)
+    }
+
+    /// The progress of a transfer (`running` and `paused` statuses as bytes and
+    /// total), ending when it reaches a terminal state.
+    public func progress(of id: String) async throws(KafkaError) -> AsyncStream<TransferProgressUpdate> {
+        let statuses = try await follow(id: id)
+        return AsyncStream { continuation in
+            let task = Task {
+                for await status in statuses {
+                    continuation.yield(TransferProgressUpdate(state: status.state, bytesTransferred: status.bytesTransferred ?? 0,
+                                                              totalBytes: status.totalBytes))
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    private static func terminal(of statuses: AsyncStream<TransferStatus>, id: String, timeout: Double,
+                                 progress: @escaping @Sendable (TransferStatus) -> Void) async throws -> TransferStatus {
+        try await withThrowingTaskGroup(of: TransferStatus?.self) { group in
+            group.addTask {
+                for await status in statuses {
+                    progress(status)
+                    if status.state.isTerminal { return status }
+                }
+                return nil
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(timeout))
+                return nil
+            }
+            let first = try await group.next() ?? nil
+            group.cancelAll()
+            guard let first else { throw TransferClientError.timedOut(id: id, seconds: timeout) }
+            return first
+        }
+    }
+}
+
+/// One step of a transfer's progress, as `TransferClient.progress(of:)` reports it.
+public struct TransferProgressUpdate: Sendable, Hashable {
+    public var state: TransferStatus.State
+    public var bytesTransferred: Int64
+    public var totalBytes: Int64?
+    /// 0…1 when the size is known.
+    public var fraction: Double? {
+        guard let totalBytes, totalBytes > 0 else { return nil }
+        return Double(bytesTransferred) / Double(totalBytes)
+    }
+}
+
+public enum TransferClientError: Error, CustomStringConvertible, Sendable {
+    case timedOut(id: String, seconds: Double)
+    public var description: String {
+        switch self {
+        case .timedOut(let id, let seconds): return "no terminal status for \(id) within \(Int(seconds)) s"
+        }
+    }
+}
+
+extension TransferRequest {
+    /// An upload of a local file (`file://` under the worker's data root), a
+    /// `data:` URI or an `https://` URL to `bucket`/`key`.
+    public static func upload(id: String = UUID().uuidString, from source: String, to bucket: String, key: String,
+                              accessLevel: AccessLevel = .guest, identityId: String? = nil,
+                              contentType: String? = nil, metadata: [String: String]? = nil,
+                              options: TransferOptions? = nil) -> TransferRequest {
+        TransferRequest(id: id, op: .upload, bucket: bucket, key: key, accessLevel: accessLevel, identityId: identityId,
+                        source: source, contentType: contentType, metadata: metadata, options: options)
+    }
+
+    /// A download of `bucket`/`key` to a `file://` destination under the worker's data root.
+    public static func download(id: String = UUID().uuidString, from bucket: String, key: String, to destination: String,
+                                accessLevel: AccessLevel = .guest, identityId: String? = nil,
+                                targetIdentityId: String? = nil, options: TransferOptions? = nil) -> TransferRequest {
+        TransferRequest(id: id, op: .download, bucket: bucket, key: key, accessLevel: accessLevel, identityId: identityId,
+                        targetIdentityId: targetIdentityId, destination: destination, options: options)
+    }
+
+    /// A copy from `s3://bucket/key` to `bucket`/`key`, inside storage.
+    public static func copy(id: String = UUID().uuidString, from source: String, to bucket: String, key: String,
+                            accessLevel: AccessLevel = .guest, identityId: String? = nil) -> TransferRequest {
+        TransferRequest(id: id, op: .copy, bucket: bucket, key: key, accessLevel: accessLevel, identityId: identityId, source: source)
+    }
+
+    /// A delete of `bucket`/`key`.
+    public static func delete(id: String = UUID().uuidString, bucket: String, key: String,
+                              accessLevel: AccessLevel = .guest, identityId: String? = nil) -> TransferRequest {
+        TransferRequest(id: id, op: .delete, bucket: bucket, key: key, accessLevel: accessLevel, identityId: identityId)
     }
 }

@@ -13,3 +13,36 @@ public enum Timestamp {
                       Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), min(ms, 999))
     }
 }
+
+extension Timestamp {
+    /// Parses `2026-11-21T05:00:00.123Z` (fractional seconds optional); nil when it is not that.
+    public static func parse(_ text: String) -> Date? {
+        let b = Array(text.utf8)
+        func number(_ from: Int, _ count: Int) -> Int? {
+            guard from + count <= b.count else { return nil }
+            var n = 0
+            for c in b[from..<(from + count)] {
+                guard c >= 48 && c <= 57 else { return nil }
+                n = n * 10 + Int(c - 48)
+            }
+            return n
+        }
+        guard b.count >= 20, b[4] == 45, b[7] == 45, b[10] == 84, b[13] == 58, b[16] == 58, b.last == 90,
+              let year = number(0, 4), let month = number(5, 2), let day = number(8, 2),
+              let hour = number(11, 2), let minute = number(14, 2), let second = number(17, 2),
+              (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61 else { return nil }
+        var fraction = 0.0
+        if b.count > 20 {
+            guard b[19] == 46, b.count > 21, let digits = number(20, b.count - 21) else { return nil }
+            fraction = Double(digits) / pow(10, Double(b.count - 21))
+        }
+        // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        let days = era * 146_097 + doe - 719_468
+        return Date(timeIntervalSince1970: Double(days * 86_400 + hour * 3600 + minute * 60 + second) + fraction)
+    }
+}

@@ -88,7 +88,9 @@ public final class TransferEngine: Sendable {
     /// (called often, from transport threads). `control` pauses, resumes or
     /// cancels it; the engine also finds it by id through `control(for:)`.
     /// `journal` records progress so that a later run of the same transfer resumes.
+    /// `logger` (default: the engine's, with the transfer id) carries the caller's context.
     public func run(_ job: TransferJob, control: TransferControl = TransferControl(), journal: (any TransferJournal)? = nil,
+                    logger runLogger: Logger? = nil,
                     progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws(FerryError) -> TransferOutcome {
         let settings = try configuration.defaults.applying(job.request.options)
         var store = self.store
@@ -106,7 +108,7 @@ public final class TransferEngine: Sendable {
 
         let run = TransferRun(job: job, settings: settings, control: control, store: store, dataRoot: dataRoot,
                               remoteSources: configuration.remoteSources, journal: journal, uploadsInUse: uploadsInUse,
-                              progress: progress, logger: logger.with(transfer: id))
+                              progress: progress, logger: runLogger ?? logger.with(transfer: id))
         control.meter.observe { [run] _ in run.report() }
         return try await Self.withTimeout(settings.timeoutSeconds, control: control) { () async throws(FerryError) -> TransferOutcome in
             switch job.request.op {

@@ -2,6 +2,7 @@ import FerryCore
 import FerryS3
 import Foundation
 import Logging
+import Metrics
 import Synchronization
 
 /// One transfer while it runs: its settings, control and progress. The
@@ -49,6 +50,9 @@ struct TransferRun: Sendable {
         do {
             return try await settings.retryPolicy.run(onRetry: { n, error in
                 logger.warning("retrying \(what)", metadata: ["retry": "\(n)", "error": "\(error)"])
+                // "UploadPart 3" counts as UploadPart.
+                let operation = what.split(separator: " ").first.map(String.init) ?? what
+                Counter(label: "ferry_retries_total", dimensions: [("operation", operation), ("code", error.code.rawValue)]).increment()
             }) { () async throws(FerryError) -> T in
                 try await control.checkpoint()
                 return try await body()

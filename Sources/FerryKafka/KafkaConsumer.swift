@@ -64,6 +64,45 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         return consumer
     }
 
+    /// Every message of `topic` up to its current end (read without a group),
+    /// or as many as arrive within `timeout` seconds.
+    public static func snapshot(topic: String, configuration: KafkaConfiguration, timeout: Double = 30,
+                                logger: Logger) async throws(KafkaError) -> [KafkaMessage] {
+        let consumer = try KafkaConsumer(configuration: configuration, bufferCapacity: 4096, rebalance: nil, logger: logger)
+        defer { consumer.close() }
+        let handle = consumer.handle
+        let result: Result<[Int32: Int64], KafkaError> = await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let rk = handle.rk
+                continuation.resume(returning: Result { () throws(KafkaError) -> [Int32: Int64] in
+                    let ends = try KafkaConsumer.endOffsets(rk: rk, topic: topic)
+                    let list = rd_kafka_topic_partition_list_new(Int32(ends.count))
+                    defer { rd_kafka_topic_partition_list_destroy(list) }
+                    for (partition, _) in ends {
+                        rd_kafka_topic_partition_list_add(list, topic, partition).pointee.offset = Int64(RD_KAFKA_OFFSET_BEGINNING)
+                    }
+                    let err = rd_kafka_assign(rk, list)
+                    guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err, context: "assign \(topic)") }
+                    return Dictionary(uniqueKeysWithValues: ends.filter { $0.1 > 0 })
+                })
+            }
+        }
+        var remaining = try result.get()
+        var messages: [KafkaMessage] = []
+        guard !remaining.isEmpty else { return [] }
+        let timer = Task {
+            try? await Task.sleep(for: .seconds(timeout))
+            consumer.stopFetching()
+        }
+        defer { timer.cancel() }
+        for await message in consumer {
+            messages.append(message)
+            if let end = remaining[message.partition], message.offset >= end - 1 { remaining[message.partition] = nil }
+            if remaining.isEmpty { break }
+        }
+        return messages
+    }
+
     private init(configuration: KafkaConfiguration, bufferCapacity: Int, rebalance: RebalanceHandler?, logger: Logger) throws(KafkaError) {
         var configuration = configuration
         configuration["enable.auto.commit"] = "false"
@@ -122,6 +161,27 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
             }
         }
         try result.get()
+    }
+
+    /// Messages behind the end of each assigned partition: the high watermark
+    /// (as last seen by librdkafka, no broker round trip) minus this consumer's
+    /// fetch position. Partitions without a position yet are left out.
+    public func lag() -> [(TopicPartition, Int64)] {
+        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        guard rd_kafka_assignment(handle.rk, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return [] }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        guard rd_kafka_position(handle.rk, list) == RD_KAFKA_RESP_ERR_NO_ERROR else { return [] }
+        var result: [(TopicPartition, Int64)] = []
+        for i in 0..<Int(list.pointee.cnt) {
+            let element = list.pointee.elems[i]
+            var low: Int64 = 0, high: Int64 = 0
+            guard element.offset >= 0,
+                  rd_kafka_get_watermark_offsets(handle.rk, element.topic, element.partition, &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR,
+                  high >= 0 else { continue }
+            result.append((TopicPartition(topic: String(cString: element.topic), partition: element.partition),
+                           Swift.max(0, high - element.offset)))
+        }
+        return result
     }
 
     /// Ends the message sequence; the consumer stays in its group so that

@@ -1,6 +1,7 @@
 import FerryCore
 import Foundation
 import Logging
+import Metrics
 
 /// An S3 client over libcurl. Every request is signed when it is sent, so a
 /// long transfer never outlives a signature. Bodies covered by Content-MD5 or an
@@ -118,6 +119,16 @@ public final class S3Client: ObjectStore {
         return Self.url(endpoint: endpoint, host: host, path: path, query: query)
     }
 
+    /// Sends ListBuckets: any HTTP answer (even AccessDenied) means the endpoint
+    /// is reachable; only transport failures throw.
+    public func probe() async throws(FerryError) {
+        do {
+            _ = try await send("Probe", method: "GET", bucket: nil, key: nil)
+        } catch where error.code != .connectionError && error.code != .timedOut {
+            return
+        }
+    }
+
     // MARK: Requests
 
     /// Signs and sends one request; a non-2xx answer becomes a `FerryError`.
@@ -133,11 +144,24 @@ public final class S3Client: ObjectStore {
                                            headers: headers, payloadHash: hash)
         let signed = signer.signedHeaders(for: unsigned, at: Date())
         let url = Self.url(endpoint: endpoint, host: host, path: path, query: query)
-        let response = try await transport.execute(HTTPRequest(method: method, url: url, headers: signed,
-                                                                body: body, response: sink, progress: progress))
+        let started = ContinuousClock.now
+        defer {
+            Timer(label: "ferry_s3_request_duration_seconds", dimensions: [("operation", operation)])
+                .record(duration: ContinuousClock.now - started)
+        }
+        let response: HTTPResponse
+        do {
+            response = try await transport.execute(HTTPRequest(method: method, url: url, headers: signed,
+                                                               body: body, response: sink, progress: progress))
+        } catch {
+            Counter(label: "ferry_s3_errors_total", dimensions: [("operation", operation), ("code", error.code.rawValue)]).increment()
+            throw error
+        }
         guard (200..<300).contains(response.status) else {
-            throw S3ErrorResponse.error(status: response.status, body: response.body, operation: operation,
-                                        requestId: response.header("x-amz-request-id"))
+            let error = S3ErrorResponse.error(status: response.status, body: response.body, operation: operation,
+                                              requestId: response.header("x-amz-request-id"))
+            Counter(label: "ferry_s3_errors_total", dimensions: [("operation", operation), ("code", error.code.rawValue)]).increment()
+            throw error
         }
         return response
     }

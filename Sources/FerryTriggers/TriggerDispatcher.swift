@@ -1,6 +1,7 @@
 import FerryKafka
 import Foundation
 import Logging
+import Metrics
 
 /// Consumes `<prefix>.events` in its own consumer group and invokes the
 /// triggers each event matches, with Lambda's asynchronous-invocation
@@ -92,9 +93,15 @@ public final class TriggerDispatcher: Sendable {
                 try await withDeadline(seconds: delivery.timeoutSeconds) {
                     try await trigger.handler.handle(event, context: context)
                 }
+                Counter(label: "ferry_trigger_invocations_total", dimensions: [("handler", trigger.name), ("outcome", "success")]).increment()
+                if let age = event.records.first.flatMap({ Timestamp.parse($0.eventTime) }).map({ Date().timeIntervalSince($0) }) {
+                    Timer(label: "ferry_trigger_event_age_seconds", dimensions: [("handler", trigger.name)])
+                        .record(duration: .milliseconds(Int64(max(0, age) * 1000)))
+                }
                 return true
             } catch {
                 if Task.isCancelled { return false }
+                Counter(label: "ferry_trigger_invocations_total", dimensions: [("handler", trigger.name), ("outcome", "failure")]).increment()
                 lastError = error
                 log.warning("trigger invocation failed: \(error)")
                 if attempt <= delivery.maximumRetryAttempts {
@@ -112,6 +119,7 @@ public final class TriggerDispatcher: Sendable {
     }
 
     private func deadLetter(_ record: InvocationRecord, key: [UInt8]?) async {
+        Counter(label: "ferry_dlq_messages_total", dimensions: [("topic", topics.triggersDLQ)]).increment()
         do {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

@@ -18,7 +18,14 @@ public enum FerryRuntime {
     }
 
     public static func run(configuration: WorkerConfiguration, registry: TriggerRegistry, logger: Logger) async throws {
+        // Installed before any metric is made: swift-metrics binds a metric to the backend it was made with.
+        let metrics = configuration.httpAddress.map { _ in WorkerMetrics.registry() }
         let producer = try KafkaProducer(configuration: configuration.kafka, logger: logger)
+        let health = WorkerHealth(transfers: configuration.roles.transfers)
+        if !configuration.roles.transfers { health.storage(reachable: true) }
+        let inFlight = InFlightTransfers()
+        var engineForAdmin: TransferEngine?
+        var stateForAdmin: WorkerStateStore?
         var roles: [@Sendable () async -> Void] = []
         if configuration.roles.transfers {
             var engineConfiguration = configuration.engine
@@ -31,9 +38,11 @@ public enum FerryRuntime {
                                         configuration: engineConfiguration, logger: logger)
             let state = try WorkerStateStore(directory: configuration.stateDirectory)
             let identity = try await IdentityVerifier(configuration.auth)
-            let worker = try TransferWorker(configuration: configuration, engine: engine, state: state,
-                                            producer: producer, identity: identity, logger: logger)
+            let worker = try TransferWorker(configuration: configuration, engine: engine, state: state, producer: producer,
+                                            identity: identity, inFlight: inFlight, health: health, logger: logger)
             roles.append { await worker.run() }
+            engineForAdmin = engine
+            stateForAdmin = state
         }
         if configuration.roles.triggers {
             let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: configuration.dataRoot.path),
@@ -45,9 +54,16 @@ public enum FerryRuntime {
         logger.info("ferry worker \(configuration.workerId) running",
                     metadata: ["transfers": "\(configuration.roles.transfers)", "triggers": "\(configuration.roles.triggers)",
                                "triggerCount": "\(registry.s3Triggers.count)"])
+        var server: AdminServer?
+        if let address = configuration.httpAddress, let metrics {
+            let router = AdminRouter(workerId: configuration.workerId, health: health, metrics: metrics,
+                                     inFlight: inFlight, engine: engineForAdmin, state: stateForAdmin)
+            server = try await AdminServer.start(address: address, router: router, logger: logger)
+        }
         await withTaskGroup(of: Void.self) { group in
             for role in roles { group.addTask(operation: role) }
         }
+        await server?.stop()
         producer.flush()
     }
 }

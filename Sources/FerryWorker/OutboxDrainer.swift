@@ -2,6 +2,7 @@ import FerryKafka
 import FerryStore
 import Foundation
 import Logging
+import Metrics
 import Synchronization
 
 /// Publishes the outbox to Kafka: oldest first, a batch at a time, each
@@ -11,14 +12,16 @@ final class OutboxDrainer: Sendable {
     private let state: WorkerStateStore
     private let producer: KafkaProducer
     private let logger: Logger
+    private let health: WorkerHealth?
     private let wakeUp = Mutex<CheckedContinuation<Void, Never>?>(nil)
     private let pendingWake = Atomic<Bool>(false)
     /// Messages published since start (for tests and metrics).
     let published = Atomic<Int>(0)
 
-    init(state: WorkerStateStore, producer: KafkaProducer, logger: Logger) {
+    init(state: WorkerStateStore, producer: KafkaProducer, health: WorkerHealth? = nil, logger: Logger) {
         self.state = state
         self.producer = producer
+        self.health = health
         self.logger = logger
     }
 
@@ -32,7 +35,12 @@ final class OutboxDrainer: Sendable {
     func run() async {
         var delay = 0.1
         while !Task.isCancelled {
-            switch await drainOnce() {
+            let round = await drainOnce()
+            if let depth = try? await state.outboxDepth() {
+                Gauge(label: "ferry_outbox_depth").record(depth)
+                health?.outbox(depth: depth, delivered: round == .progress)
+            }
+            switch round {
             case .empty:
                 delay = 0.1
                 await sleepUntilNudged(seconds: 1)

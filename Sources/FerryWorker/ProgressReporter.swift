@@ -11,10 +11,15 @@ final class ProgressReporter: Sendable {
     private let interval: Double
     private let lastSent = Mutex<Date?>(nil)
 
-    init(publisher: OutcomePublisher, template: TransferStatus, interval: Double) {
+    /// Sees every state change and progress report (the admin API's view).
+    private let observe: @Sendable (TransferStatus.State, TransferProgress) -> Void
+
+    init(publisher: OutcomePublisher, template: TransferStatus, interval: Double,
+         observe: @escaping @Sendable (TransferStatus.State, TransferProgress) -> Void = { _, _ in }) {
         self.publisher = publisher
         self.template = template
         self.interval = interval
+        self.observe = observe
     }
 
     private let last = Mutex(TransferProgress(bytesTransferred: 0, totalBytes: nil))
@@ -24,6 +29,7 @@ final class ProgressReporter: Sendable {
     /// Publishes `paused` or `running` for a pause or resume.
     func stateChanged(_ state: TransferStatus.State) {
         paused.withLock { $0 = state == .paused }
+        observe(state, last.withLock { $0 })
         publisher.post(snapshot(state))
     }
 
@@ -40,7 +46,9 @@ final class ProgressReporter: Sendable {
 
     func report(_ progress: TransferProgress) {
         last.withLock { $0 = progress }
-        guard !paused.withLock({ $0 }) else { return }
+        let isPaused = paused.withLock { $0 }
+        observe(isPaused ? .paused : .running, progress)
+        guard !isPaused else { return }
         let now = Date()
         let due = lastSent.withLock { last in
             guard last.map({ now.timeIntervalSince($0) >= interval }) ?? true else { return false }

@@ -4,6 +4,7 @@ import FerryKafka
 import FerryStore
 import Foundation
 import Logging
+import Metrics
 
 /// What happens to one message of `<prefix>.requests`: decode and validate
 /// (or dead-letter), answer duplicates from the finished set, journal and run
@@ -20,6 +21,7 @@ struct RequestPipeline: Sendable {
     let identity: IdentityVerifier
     let workerId: String
     let progressInterval: Double
+    let inFlight: InFlightTransfers
     let logger: Logger
 
     func process(_ message: KafkaMessage) async -> Bool {
@@ -39,6 +41,7 @@ struct RequestPipeline: Sendable {
         do {
             if let finished = try await state.finishedStatus(id: received.id) {
                 log.info("duplicate request: \(received.id) already finished (\(finished.state.rawValue)); answering from the finished set")
+                Counter(label: "ferry_duplicates_total", dimensions: [("kind", "finished_set")]).increment()
                 return await record("finished status again", [publisher.message(finished)], log: log)
             }
         } catch {
@@ -77,7 +80,17 @@ struct RequestPipeline: Sendable {
         }
         log.info("\(request.op.rawValue) s3://\(request.bucket)/\(objectKey) accepted")
 
-        let reporter = ProgressReporter(publisher: publisher, template: base, interval: progressInterval)
+        inFlight.add(.init(id: request.id, op: request.op.rawValue, bucket: request.bucket, key: objectKey,
+                           partition: message.partition, offset: message.offset, startedAt: Timestamp.iso8601(Date()),
+                           state: .running, bytesTransferred: 0, totalBytes: nil))
+        defer { inFlight.remove(request.id) }
+        let reporter = ProgressReporter(publisher: publisher, template: base, interval: progressInterval) { [inFlight, id = request.id] state, progress in
+            inFlight.update(id) {
+                $0.state = state
+                $0.bytesTransferred = progress.bytesTransferred
+                $0.totalBytes = progress.totalBytes
+            }
+        }
         let job = TransferJob(request: request, objectKey: objectKey)
         // Pause and resume (from ferry.control) are visible as `paused` and `running` statuses.
         let control = TransferControl { [reporter] state in
@@ -91,8 +104,11 @@ struct RequestPipeline: Sendable {
         var messages: [OutboxMessage] = []
         do {
             let outcome = try await engine.run(job, control: control, journal: WorkerJournal(state: state, logger: log),
-                                               progress: reporter.report)
-            if outcome.alreadyStored { log.info("duplicate request: the object already holds transfer \(request.id); event re-emitted with its first sequencer") }
+                                               logger: log, progress: reporter.report)
+            if outcome.alreadyStored {
+                log.info("duplicate request: the object already holds transfer \(request.id); event re-emitted with its first sequencer")
+                Counter(label: "ferry_duplicates_total", dimensions: [("kind", "object_marker")]).increment()
+            }
             if let eventName = outcome.eventName {
                 // A re-emitted event keeps the sequencer the object was written with, so handlers can deduplicate.
                 let event = events.event(for: request, outcome: outcome, eventName: eventName,
@@ -118,12 +134,16 @@ struct RequestPipeline: Sendable {
         }
         final.time = Timestamp.iso8601(Date())
         messages.append(publisher.message(final))
+        Counter(label: "ferry_transfers_total", dimensions: [("op", request.op.rawValue), ("outcome", final.state.rawValue)]).increment()
+        Counter(label: "ferry_transfer_bytes_total", dimensions: [("op", request.op.rawValue)]).increment(by: Int64(final.bytesTransferred ?? 0))
         return await record("\(final.state.rawValue) outcome", messages, finished: final, endingTransfer: request.id, log: log)
     }
 
     /// Dead-letters a request that cannot run and publishes `rejected` when its id is known.
     private func reject(_ message: KafkaMessage, error: FerryError, id: String?, op: String?, log: Logger) async -> Bool {
         log.warning("request rejected: \(error)")
+        Counter(label: "ferry_transfers_total", dimensions: [("op", op ?? "unknown"), ("outcome", "rejected")]).increment()
+        Counter(label: "ferry_dlq_messages_total", dimensions: [("topic", publisher.topics.requestsDLQ)]).increment()
         var messages = [publisher.deadLetter(message, error: error)]
         if let id {
             messages.append(publisher.message(TransferStatus(id: id, op: op, state: .rejected, worker: workerId, error: error)))

@@ -4,6 +4,7 @@ import FerryKafka
 import FerryStore
 import Foundation
 import Logging
+import Metrics
 
 /// Consumes `<prefix>.requests` in the worker group and runs up to
 /// `maxTransfers` requests at once. An offset is committed only when every
@@ -21,17 +22,19 @@ public final class TransferWorker: Sendable {
     private let state: WorkerStateStore
     private let sweeper: UploadSweeper
     private let configuration: WorkerConfiguration
+    private let health: WorkerHealth
+    private let engine: TransferEngine
     private let logger: Logger
 
-    init(configuration: WorkerConfiguration, engine: TransferEngine, state: WorkerStateStore,
-         producer: KafkaProducer, identity: IdentityVerifier, logger: Logger) throws(KafkaError) {
+    init(configuration: WorkerConfiguration, engine: TransferEngine, state: WorkerStateStore, producer: KafkaProducer,
+         identity: IdentityVerifier, inFlight: InFlightTransfers, health: WorkerHealth, logger: Logger) throws(KafkaError) {
         var kafka = configuration.kafka
         kafka["group.id"] = configuration.topics.workerGroup
         let maxTransfers = configuration.engine.maxTransfers
         let tracker = OffsetTracker()
         let grace = configuration.rebalanceGraceSeconds
         let rebalance = RebalanceHandler(
-            assigned: { tracker.assign($0) },
+            assigned: { tracker.assign($0); health.joinedGroup() },
             revoked: { Self.release($0, tracker: tracker, engine: engine, grace: grace, logger: logger) })
         // The buffer holds a little more than one round of work; beyond it the
         // consumer pauses its partitions but keeps polling, so slow transfers
@@ -41,16 +44,18 @@ public final class TransferWorker: Sendable {
         self.tracker = tracker
         slots = AsyncSemaphore(limit: maxTransfers)
         controls = try ControlListener(configuration: configuration, engine: engine, logger: logger)
-        drainer = OutboxDrainer(state: state, producer: producer, logger: logger)
+        drainer = OutboxDrainer(state: state, producer: producer, health: health, logger: logger)
         pipeline = RequestPipeline(engine: engine, state: state, outbox: drainer,
                                    publisher: OutcomePublisher(producer: producer, topics: configuration.topics, logger: logger),
                                    events: EventBuilder(region: configuration.region),
                                    resolver: configuration.prefixResolver, identity: identity, workerId: configuration.workerId,
-                                   progressInterval: configuration.progressIntervalSeconds, logger: logger)
+                                   progressInterval: configuration.progressIntervalSeconds, inFlight: inFlight, logger: logger)
         sweeper = UploadSweeper(state: state, store: engine.store, inUse: engine.uploadsInUse,
                                 age: configuration.sweepAfterSeconds, logger: logger)
         self.state = state
         self.configuration = configuration
+        self.health = health
+        self.engine = engine
         self.logger = logger
     }
 
@@ -157,9 +162,32 @@ public final class TransferWorker: Sendable {
         }
     }
 
-    /// Periodic upkeep: forget old finished ids, sweep stale multipart uploads.
+    /// Every few seconds: consumer lag and storage reachability (metrics and
+    /// /readyz); less often: forget old finished ids, sweep stale multipart uploads.
     private func maintain() async {
-        let interval = max(1, min(configuration.sweepAfterSeconds / 2, 3600))
+        let sweepInterval = max(1, min(configuration.sweepAfterSeconds / 2, 3600))
+        let observer = Task { [self] in
+            var lagging: Set<TopicPartition> = []
+            while !Task.isCancelled {
+                let lags = consumer.lag()
+                for (partition, lag) in lags {
+                    Gauge(label: "ferry_consumer_lag", dimensions: [("topic", partition.topic), ("partition", "\(partition.partition)")]).record(lag)
+                }
+                // Partitions no longer assigned report no lag here.
+                for gone in lagging.subtracting(lags.map(\.0)) {
+                    Gauge(label: "ferry_consumer_lag", dimensions: [("topic", gone.topic), ("partition", "\(gone.partition)")]).record(0)
+                }
+                lagging = Set(lags.map(\.0))
+                do {
+                    try await engine.store.probe()
+                    health.storage(reachable: true)
+                } catch {
+                    health.storage(reachable: false, error: "\(error)")
+                }
+                try? await Task.sleep(for: .seconds(5))
+            }
+        }
+        defer { observer.cancel() }
         while !Task.isCancelled {
             do {
                 let pruned = try await state.pruneFinished(olderThan: configuration.finishedRetentionSeconds)
@@ -168,7 +196,7 @@ public final class TransferWorker: Sendable {
                 logger.warning("cannot prune finished transfer ids: \(error)")
             }
             await sweeper.sweep()
-            try? await Task.sleep(for: .seconds(interval))
+            try? await Task.sleep(for: .seconds(sweepInterval))
         }
     }
 

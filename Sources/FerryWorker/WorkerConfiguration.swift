@@ -42,6 +42,8 @@ public struct WorkerConfiguration: Sendable {
     public var rebalanceGraceSeconds: Double = 10
     /// This worker's incomplete multipart uploads older than this are aborted (AbortIncompleteMultipartUpload).
     public var sweepAfterSeconds: Double = 86_400
+    /// `HOST:PORT` of the HTTP endpoints (/metrics, /healthz, /readyz, /transfers); nil serves none.
+    public var httpAddress: String?
     /// Finished transfer ids are remembered (for deduplication) this long.
     public var finishedRetentionSeconds: Double = 7 * 86_400
 

@@ -4,6 +4,7 @@ import FerryEngine
 import FerryKafka
 import FerryS3
 import Foundation
+import FerryWorker
 import Logging
 
 /// Runs configuration code; a setting that cannot work becomes a usage error
@@ -36,17 +37,25 @@ struct KafkaOptions: ParsableArguments {
             help: "A librdkafka property NAME=VALUE, e.g. security.protocol=SASL_SSL (repeatable).")
     var kafkaProperties: [String] = []
 
-    var topics: Topics { Topics(prefix: topicPrefix ?? environment("FERRY_TOPIC_PREFIX") ?? "ferry") }
+    var topics: Topics { Topics(prefix: topicPrefix ?? setting(.topicPrefix) ?? "ferry") }
 
     func configuration() throws -> KafkaConfiguration {
-        guard let servers = bootstrapServers ?? environment("FERRY_BOOTSTRAP_SERVERS") else {
+        guard let servers = bootstrapServers ?? setting(.bootstrapServers) else {
             throw ValidationError("no Kafka brokers: pass --bootstrap-servers or set FERRY_BOOTSTRAP_SERVERS")
         }
         return KafkaConfiguration(bootstrapServers: servers, try properties())
     }
 
     func properties() throws -> [String: String] {
-        try NameValuePairs.parse(kafkaProperties, option: "--kafka-property")
+        var pairs = kafkaProperties
+        Resolve.list(&pairs, .kafkaProperties)
+        return try NameValuePairs.parse(pairs, option: "--kafka-property")
+    }
+
+    mutating func resolve() {
+        Resolve.string(&bootstrapServers, .bootstrapServers)
+        Resolve.string(&topicPrefix, .topicPrefix)
+        Resolve.list(&kafkaProperties, .kafkaProperties)
     }
 }
 
@@ -77,32 +86,45 @@ struct S3Options: ParsableArguments {
 
     @OptionGroup var limits: TransferLimitOptions
 
-    var resolvedRegion: String { region ?? environment("AWS_REGION", "AWS_DEFAULT_REGION") ?? "us-east-1" }
+    var resolvedRegion: String { region ?? setting(.region) ?? "us-east-1" }
 
     func configuration() throws -> S3Client.Configuration {
         let region = resolvedRegion
         var endpoint: S3Endpoint
-        if let url = self.endpoint ?? environment("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL") {
+        if let url = self.endpoint ?? setting(.s3Endpoint) {
             endpoint = try S3Endpoint(url: url, style: .path)
         } else {
             endpoint = .aws(region: region)
         }
-        if let style = addressingStyle {
+        if let style = addressingStyle ?? setting(.addressingStyle) {
             guard let parsed = S3Endpoint.AddressingStyle(rawValue: style) else {
                 throw ValidationError("--addressing-style must be path or virtual")
             }
             endpoint.style = parsed
         }
         // Flags, then the environment, then the shared credentials file (AWS_PROFILE).
-        let fromEnv = AWSCredentials.fromEnvironment() ?? AWSCredentials.fromSharedFile(profile: profile)
-        guard let id = accessKeyId ?? fromEnv?.accessKeyId, let secret = secretAccessKey ?? fromEnv?.secretAccessKey else {
+        let fromEnv = AWSCredentials.fromEnvironment() ?? AWSCredentials.fromSharedFile(profile: profile ?? setting(.profile))
+        guard let id = accessKeyId ?? setting(.accessKeyId) ?? fromEnv?.accessKeyId,
+              let secret = secretAccessKey ?? setting(.secretAccessKey) ?? fromEnv?.secretAccessKey else {
             throw ValidationError("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or pass --access-key-id/--secret-access-key")
         }
         let credentials = AWSCredentials(accessKeyId: id, secretAccessKey: secret,
-                                         sessionToken: sessionToken ?? fromEnv?.sessionToken)
+                                         sessionToken: sessionToken ?? setting(.sessionToken) ?? fromEnv?.sessionToken)
         return S3Client.Configuration(endpoint: endpoint, region: region, credentials: credentials,
                                       limits: try limits.transportLimits(),
-                                      caBundle: caBundle ?? environment("AWS_CA_BUNDLE"))
+                                      caBundle: caBundle ?? setting(.caBundle))
+    }
+
+    mutating func resolve() throws {
+        Resolve.string(&endpoint, .s3Endpoint)
+        Resolve.string(&region, .region)
+        Resolve.string(&addressingStyle, .addressingStyle)
+        Resolve.string(&accessKeyId, .accessKeyId)
+        Resolve.string(&secretAccessKey, .secretAccessKey)
+        Resolve.string(&sessionToken, .sessionToken)
+        Resolve.string(&profile, .profile)
+        Resolve.string(&caBundle, .caBundle)
+        try limits.resolve()
     }
 }
 
@@ -110,11 +132,26 @@ struct LogOptions: ParsableArguments {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (env FERRY_LOG_LEVEL; default info).")
     var level: String?
 
+    @Option(name: .customLong("log-format"), help: "text or json: one JSON object per line (env FERRY_LOG_FORMAT; default text).")
+    var format: String?
+
+    mutating func resolve() {
+        Resolve.string(&level, .logLevel)
+        Resolve.string(&format, .logFormat)
+    }
+
     /// Sets up swift-log for the process and returns the root logger.
     func bootstrap(label: String) throws -> Logger {
-        let text = level ?? environment("FERRY_LOG_LEVEL") ?? "info"
+        let text = level ?? setting(.logLevel) ?? "info"
         guard let level = Logger.Level(rawValue: text) else { throw ValidationError("unknown log level '\(text)'") }
+        let format = self.format ?? setting(.logFormat) ?? "text"
+        guard format == "text" || format == "json" else { throw ValidationError("--log-format must be text or json, not '\(format)'") }
         LoggingSystem.bootstrap { label in
+            if format == "json" {
+                var handler = JSONLogHandler(label: label)
+                handler.logLevel = level
+                return handler
+            }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
@@ -151,6 +188,18 @@ struct TransferLimitOptions: ParsableArguments {
 
     @Option(name: .customLong("transfer-timeout"), help: "Seconds a whole transfer may take (default 3000).")
     var transferTimeout: Double?
+
+    mutating func resolve() throws {
+        Resolve.string(&partSize, .partSize)
+        try Resolve.number(&partConcurrency, .partConcurrency)
+        Resolve.string(&multipartThreshold, .multipartThreshold)
+        try Resolve.number(&maxConnections, .maxConnections)
+        Resolve.string(&bandwidthLimit, .bandwidthLimit)
+        Resolve.string(&maxBufferedBytes, .maxBufferedBytes)
+        Resolve.string(&checksum, .checksum)
+        try Resolve.number(&retryLimit, .retryLimit)
+        try Resolve.number(&transferTimeout, .transferTimeout)
+    }
 
     func transportLimits() throws -> CurlTransport.Limits {
         var limits = CurlTransport.Limits()

@@ -17,11 +17,38 @@ struct WorkerCommand: AsyncParsableCommand {
               ferry worker --bootstrap-servers kafka:9092 --s3-endpoint http://127.0.0.1:7480 --data-root /srv/ferry
               FERRY_BOOTSTRAP_SERVERS=kafka:9092 AWS_REGION=eu-west-1 ferry worker --data-root /srv/ferry
               ferry worker --bootstrap-servers 127.0.0.1:9092 --local-store /var/lib/ferry/objects --data-root /srv/ferry
+              ferry worker --config /etc/ferry/worker.yaml --http-address 0.0.0.0:9090
             """)
 
+    @OptionGroup var options: WorkerOptions
+
+    func run() async throws {
+        var options = self.options
+        try options.load()
+        let logger = try options.log.bootstrap(label: "ferry.worker")
+        let configuration = try configured(options.makeConfiguration)
+        let home = ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()
+        let secretFiles = [options.jwtSecretFile, environment("AWS_SHARED_CREDENTIALS_FILE") ?? "\(home)/.aws/credentials"]
+        for path in secretFiles.compactMap({ $0 }) where SecretRedaction.isExposed(path) {
+            logger.warning("\(path) holds secrets and is readable by other users: chmod 600 \(path)")
+        }
+        let registry = try TriggerSetup.registry(dataRoot: configuration.dataRoot, region: configuration.region)
+        try await runUntilSignalled {
+            try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger)
+        }
+    }
+}
+
+/// Everything `ferry worker` reads, from flags, `FERRY_*` variables and `--config`.
+struct WorkerOptions: ParsableArguments {
     @OptionGroup var kafka: KafkaOptions
     @OptionGroup var s3: S3Options
     @OptionGroup var log: LogOptions
+    @OptionGroup var config: ConfigFileOption
+
+    @Option(name: .customLong("http-address"),
+            help: "HOST:PORT for /metrics, /healthz, /readyz and the admin API /transfers (env FERRY_HTTP_ADDRESS; default: none).")
+    var httpAddress: String?
 
     @Option(name: .customLong("data-root"), help: "Directory that file:// sources and destinations must be inside (env FERRY_DATA_ROOT).")
     var dataRoot: String?
@@ -92,27 +119,48 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(name: .customLong("https-source-max-bytes"), help: "Largest https:// source, e.g. 5GiB (default 5GiB).")
     var httpsSourceMaxBytes: String?
 
-    func run() async throws {
-        let logger = try log.bootstrap(label: "ferry.worker")
-        let configuration = try configured(makeConfiguration)
-        let home = ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()
-        let secretFiles = [jwtSecretFile, environment("AWS_SHARED_CREDENTIALS_FILE") ?? "\(home)/.aws/credentials"]
-        for path in secretFiles.compactMap({ $0 }) where SecretRedaction.isExposed(path) {
-            logger.warning("\(path) holds secrets and is readable by other users: chmod 600 \(path)")
-        }
-        let registry = try TriggerSetup.registry(dataRoot: configuration.dataRoot, region: configuration.region)
-        try await runUntilSignalled {
-            try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger)
-        }
+    /// Reads the configuration file, then fills every option the user did not
+    /// set from the environment or the file (flags > environment > file).
+    mutating func load() throws {
+        try config.install()
+        kafka.resolve()
+        try s3.resolve()
+        log.resolve()
+        Resolve.string(&httpAddress, .httpAddress)
+        Resolve.string(&dataRoot, .dataRoot)
+        Resolve.string(&stateDir, .stateDir)
+        Resolve.string(&localStore, .localStore)
+        try Resolve.number(&maxTransfers, .maxTransfers)
+        Resolve.string(&workerId, .workerId)
+        Resolve.string(&role, .role)
+        try Resolve.flag(&httpsSources, .httpsSources)
+        Resolve.list(&httpsSourceHosts, .httpsSourceHosts)
+        Resolve.list(&httpsSourceRanges, .httpsSourceAllowRanges)
+        Resolve.string(&httpsSourceMaxBytes, .httpsSourceMaxBytes)
+        try Resolve.number(&shutdownGrace, .shutdownGrace)
+        try Resolve.number(&rebalanceGrace, .rebalanceGrace)
+        try Resolve.number(&sweepAfter, .sweepAfter)
+        try Resolve.number(&finishedRetention, .finishedRetention)
+        Resolve.string(&prefixGuest, .prefixGuest)
+        Resolve.string(&prefixProtected, .prefixProtected)
+        Resolve.string(&prefixPrivate, .prefixPrivate)
+        try Resolve.flag(&prefixPassthrough, .prefixPassthrough)
+        Resolve.string(&authMode, .authMode)
+        Resolve.string(&jwtSecretFile, .jwtSecretFile)
+        Resolve.string(&jwtPublicKey, .jwtPublicKey)
+        Resolve.string(&jwtJWKS, .jwtJWKS)
+        Resolve.string(&jwtIssuer, .jwtIssuer)
+        Resolve.string(&jwtAudience, .jwtAudience)
+        Resolve.string(&jwtIdentityClaim, .jwtIdentityClaim)
     }
 
     func makeConfiguration() throws -> WorkerConfiguration {
         let kafkaConfiguration = try kafka.configuration()
-        guard let root = dataRoot ?? environment("FERRY_DATA_ROOT") else {
+        guard let root = dataRoot else {
             throw ValidationError("no data root: pass --data-root or set FERRY_DATA_ROOT")
         }
         let storage: WorkerConfiguration.Storage
-        if let local = localStore ?? environment("FERRY_LOCAL_STORE") {
+        if let local = localStore {
             storage = .local(URL(fileURLWithPath: local))
         } else {
             storage = .s3(try s3.configuration())
@@ -128,14 +176,14 @@ struct WorkerCommand: AsyncParsableCommand {
                 throw ValidationError(error.description)
             }
             if let max = httpsSourceMaxBytes { policy.maxBytes = try ByteSize.parse(max, option: "--https-source-max-bytes") }
-            engine.remoteSources = RemoteSourceFetcher(policy: policy, caBundle: s3.caBundle ?? environment("AWS_CA_BUNDLE"))
+            engine.remoteSources = RemoteSourceFetcher(policy: policy, caBundle: s3.caBundle)
         }
-        if let max = maxTransfers ?? environment("FERRY_MAX_TRANSFERS").flatMap(Int.init) {
+        if let max = maxTransfers {
             guard max > 0 else { throw ValidationError("--max-transfers must be at least 1") }
             engine.maxTransfers = max
         }
         let roles: WorkerConfiguration.Roles
-        switch role ?? environment("FERRY_ROLE") ?? "all" {
+        switch role ?? "all" {
         case "all": roles = .init(transfers: true, triggers: true)
         case "transfers": roles = .init(transfers: true, triggers: false)
         case "triggers": roles = .init(transfers: false, triggers: true)
@@ -143,10 +191,11 @@ struct WorkerCommand: AsyncParsableCommand {
         }
         var configuration = WorkerConfiguration(
             kafka: kafkaConfiguration, topics: kafka.topics, storage: storage, dataRoot: try DataRoot(root),
-            stateDirectory: URL(fileURLWithPath: stateDir ?? environment("FERRY_STATE_DIR") ?? ".ferry"),
-            workerId: workerId ?? environment("FERRY_WORKER_ID") ?? WorkerConfiguration.defaultWorkerId,
+            stateDirectory: URL(fileURLWithPath: stateDir ?? ".ferry"),
+            workerId: workerId ?? WorkerConfiguration.defaultWorkerId,
             region: s3.resolvedRegion, engine: engine, roles: roles)
         configuration.auth = try authConfiguration()
+        configuration.httpAddress = httpAddress
         if let shutdownGrace {
             guard shutdownGrace >= 0 else { throw ValidationError("--shutdown-grace must be zero or more") }
             configuration.shutdownGraceSeconds = shutdownGrace
@@ -181,7 +230,7 @@ struct WorkerCommand: AsyncParsableCommand {
 
     func authConfiguration() throws -> AuthConfiguration {
         var auth = AuthConfiguration()
-        let mode = authMode ?? environment("FERRY_AUTH_MODE") ?? "none"
+        let mode = authMode ?? "none"
         guard let parsed = AuthConfiguration.Mode(rawValue: mode) else { throw ValidationError("--auth-mode must be none or jwt") }
         auth.mode = parsed
         func read(_ path: String, _ what: String) throws -> String {

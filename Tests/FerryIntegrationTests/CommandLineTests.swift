@@ -8,7 +8,7 @@ import Testing
     let credentials = ["AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"]
 
     @Test(arguments: ["dev", "worker", "enqueue", "cp", "presign", "pause", "resume", "cancel", "triggers", "triggers list",
-                      "triggers test", "version"])
+                      "triggers test", "config check", "status", "watch", "version"])
     func everySubcommandHelpHasExamples(subcommand: String) async throws {
         let help = try await runChecked(ferry, subcommand.split(separator: " ").map(String.init) + ["--help"])
         #expect(help.contains("Example"), "\(subcommand) --help has no example")
@@ -39,6 +39,54 @@ import Testing
         let result = try await runCommand(ferry, arguments, environment: credentials)
         #expect(result.status == 64, "\(arguments): exit \(result.status)")
         #expect(result.stderr.contains(reason), "\(arguments): \(result.stderr)")
+    }
+
+    /// `ferry config check`: file < FERRY_* variables < flags, secrets redacted,
+    /// an unknown key named with its path, exit 64 for what the worker would refuse.
+    @Test func configCheckShowsTheEffectiveConfigurationAndItsSources() async throws {
+        let dir = try TestPaths.temporaryDirectory("config")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("worker.yaml")
+        try """
+            kafka:
+              bootstrapServers: kafka:9092
+              properties: {security.protocol: SASL_SSL, sasl.mechanism: PLAIN}
+            worker:
+              dataRoot: \(dir.path)
+              maxTransfers: 4
+              shutdownGrace: 12
+            transfers:
+              partSize: 16MiB
+            s3:
+              secretAccessKey: very-secret
+            http:
+              address: 127.0.0.1:9090
+            """.write(to: file, atomically: true, encoding: .utf8)
+        let env = ["AWS_ACCESS_KEY_ID": "a", "FERRY_MAX_TRANSFERS": "6"]
+        let out = try await runChecked(ferry, ["config", "check", "--config", file.path, "--part-concurrency", "3"], environment: env)
+        func row(_ key: String) -> String { out.split(separator: "\n").first { $0.hasPrefix(key + " ") }.map(String.init) ?? "" }
+        #expect(row("worker.maxTransfers").contains("6") && row("worker.maxTransfers").hasSuffix("[environment]"), "\(out)")
+        #expect(row("worker.shutdownGrace").contains("12") && row("worker.shutdownGrace").hasSuffix("[file]"))
+        #expect(row("transfers.partConcurrency").contains("3") && row("transfers.partConcurrency").hasSuffix("[flag]"))
+        #expect(row("kafka.properties").contains("security.protocol=SASL_SSL"))
+        #expect(row("s3.secretAccessKey").contains("<redacted>") && !out.contains("very-secret"))
+        #expect(row("worker.stateDir").hasSuffix("[default]"))
+        #expect(out.contains("configuration is valid"))
+        // A flag beats the variable.
+        let flagged = try await runChecked(ferry, ["config", "check", "--config", file.path, "--max-transfers", "7", "--format", "json"],
+                                           environment: env)
+        let json = try JSONSerialization.jsonObject(with: Data(flagged.utf8)) as? [String: [String: String]]
+        #expect(json?["worker.maxTransfers"] == ["value": "7", "source": "flag"])
+
+        // Unknown keys and bad values: exit 64 with the path.
+        try "worker:\n  dataRoot: /tmp\n  maxTransfer: 4\n".write(to: file, atomically: true, encoding: .utf8)
+        let unknown = try await runCommand(ferry, ["config", "check", "--config", file.path], environment: env)
+        #expect(unknown.status == 64 && unknown.stderr.contains("unknown key 'worker.maxTransfer'"), "\(unknown.stderr)")
+        try "worker:\n  dataRoot: /tmp\n  maxTransfers: many\n".write(to: file, atomically: true, encoding: .utf8)
+        let notNumber = try await runCommand(ferry, ["config", "check", "--config", file.path], environment: ["AWS_ACCESS_KEY_ID": "a"])
+        #expect(notNumber.status == 64 && notNumber.stderr.contains("worker.maxTransfers"), "\(notNumber.stderr)")
+        let missing = try await runCommand(ferry, ["config", "check", "--config", dir.appendingPathComponent("none.yaml").path])
+        #expect(missing.status == 64 && missing.stderr.contains("cannot read configuration file"))
     }
 }
 
@@ -93,4 +141,5 @@ import Testing
         #expect(!piped.contains("[#"))
         #expect(piped.contains("upload \(file.path) → s3://tty/b.bin: 20.0 MiB"))
     }
+
 }

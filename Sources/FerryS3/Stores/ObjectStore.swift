@@ -40,6 +40,12 @@ public protocol ObjectStore: Sendable {
     func listParts(_ location: ObjectLocation, uploadId: String) async throws(FerryError) -> [CompletedPart]
     /// Uploads in progress whose key starts with `prefix`.
     func listMultipartUploads(bucket: String, prefix: String) async throws(FerryError) -> [MultipartUploadSummary]
+    /// Succeeds when the storage answers at all (readiness); throws when it cannot be reached.
+    func probe() async throws(FerryError)
+}
+
+extension ObjectStore {
+    public func probe() async throws(FerryError) {}
 }
 
 /// A bucket and a key.

@@ -1,0 +1,158 @@
+import FerryCore
+import Foundation
+import Synchronization
+import Yams
+
+/// Where a setting's value came from.
+public enum SettingSource: String, Sendable, Codable {
+    case flag, environment, file, `default`
+}
+
+/// The layers below the command line: a configuration file (YAML or JSON, one
+/// schema: `SettingKey`) and the environment. Precedence is file, then
+/// environment, then flags: `value(_:)` answers from the environment first,
+/// then the file; a flag the user set wins over both at the call site.
+public struct ConfigurationSources: Sendable {
+    public enum Value: Sendable, Equatable {
+        case scalar(String)
+        case list([String])
+        case map([String: String])
+    }
+
+    public private(set) var file: [SettingKey: Value] = [:]
+    public let filePath: String?
+    let environment: [String: String]
+
+    public init(filePath: String? = nil, fileText: String? = nil,
+                environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) {
+        self.filePath = filePath
+        self.environment = environment
+        if let fileText {
+            file = try Self.parse(fileText, name: filePath ?? "configuration")
+        } else if let filePath {
+            guard let text = try? String(contentsOfFile: filePath, encoding: .utf8) else {
+                throw ConfigurationError("cannot read configuration file \(filePath)")
+            }
+            file = try Self.parse(text, name: filePath)
+        }
+    }
+
+    /// A scalar setting from the environment or the file, with its source.
+    public func value(_ key: SettingKey) -> (String, SettingSource)? {
+        for name in key.environment {
+            if let v = environment[name], !v.isEmpty { return (v, .environment) }
+        }
+        switch file[key] {
+        case .scalar(let v): return (v, .file)
+        default: return nil
+        }
+    }
+
+    /// A list setting (`FERRY_…` variables hold comma-separated items).
+    public func list(_ key: SettingKey) -> ([String], SettingSource)? {
+        for name in key.environment {
+            if let v = environment[name], !v.isEmpty {
+                return (v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }, .environment)
+            }
+        }
+        if case .list(let items) = file[key] { return (items, .file) }
+        return nil
+    }
+
+    /// A map setting as `NAME=VALUE` items (`FERRY_KAFKA_PROPERTIES=a=1,b=2`).
+    public func pairs(_ key: SettingKey) -> ([String], SettingSource)? {
+        if let (items, source) = list(key), source == .environment { return (items, source) }
+        if case .map(let map) = file[key] { return (map.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }, .file) }
+        return nil
+    }
+
+    /// A switch: true, false, 1, 0, yes, no.
+    public func flag(_ key: SettingKey) throws(ConfigurationError) -> (Bool, SettingSource)? {
+        guard let (text, source) = value(key) else { return nil }
+        switch text.lowercased() {
+        case "true", "1", "yes", "on": return (true, source)
+        case "false", "0", "no", "off": return (false, source)
+        default: throw ConfigurationError("\(key.rawValue) must be true or false, got '\(text)'")
+        }
+    }
+
+    /// Parses YAML (JSON is YAML too) into settings; an unknown key, or a value
+    /// of the wrong shape, is an error naming its path.
+    static func parse(_ text: String, name: String) throws(ConfigurationError) -> [SettingKey: Value] {
+        let root: Any?
+        do {
+            root = try Yams.load(yaml: text)
+        } catch {
+            throw ConfigurationError("\(name) is not valid YAML or JSON: \(error)")
+        }
+        guard let root else { return [:] }
+        guard let top = root as? [String: Any] else { throw ConfigurationError("\(name): the top level must be a mapping of sections") }
+        var result: [SettingKey: Value] = [:]
+        let known = Set(SettingKey.allCases.map { String($0.rawValue.split(separator: ".")[0]) })
+        for (section, body) in top.sorted(by: { $0.key < $1.key }) {
+            guard known.contains(section) else {
+                throw ConfigurationError("\(name): unknown key '\(section)' (sections: \(known.sorted().joined(separator: ", ")))")
+            }
+            guard let fields = body as? [String: Any] else { throw ConfigurationError("\(name): '\(section)' must be a mapping") }
+            for (field, raw) in fields.sorted(by: { $0.key < $1.key }) {
+                let path = "\(section).\(field)"
+                guard let key = SettingKey(rawValue: path) else {
+                    let options = SettingKey.allCases.filter { $0.rawValue.hasPrefix(section + ".") }.map(\.rawValue)
+                    throw ConfigurationError("\(name): unknown key '\(path)' (known in \(section): \(options.joined(separator: ", ")))")
+                }
+                result[key] = try value(raw, for: key, in: name)
+            }
+        }
+        return result
+    }
+
+    private static func value(_ raw: Any, for key: SettingKey, in name: String) throws(ConfigurationError) -> Value {
+        func scalar(_ any: Any) -> String? {
+            switch any {
+            case let s as String: return s
+            case let b as Bool: return b ? "true" : "false"
+            case let i as Int: return String(i)
+            case let d as Double: return String(d)
+            default: return nil
+            }
+        }
+        switch key.kind {
+        case .scalar, .flag:
+            guard let s = scalar(raw) else { throw ConfigurationError("\(name): '\(key.rawValue)' must be a single value") }
+            return .scalar(s)
+        case .list:
+            if let s = scalar(raw) { return .list([s]) }
+            guard let items = raw as? [Any], case let strings = items.compactMap(scalar), strings.count == items.count else {
+                throw ConfigurationError("\(name): '\(key.rawValue)' must be a list of values")
+            }
+            return .list(strings)
+        case .map:
+            guard let map = raw as? [String: Any] else {
+                throw ConfigurationError("\(name): '\(key.rawValue)' must be a mapping of NAME: VALUE")
+            }
+            var result: [String: String] = [:]
+            for (k, v) in map {
+                guard let s = scalar(v) else { throw ConfigurationError("\(name): '\(key.rawValue).\(k)' must be a single value") }
+                result[k] = s
+            }
+            return .map(result)
+        }
+    }
+}
+
+/// The sources of this process and what each setting resolved to (for `ferry config check`).
+public enum ProcessSettings {
+    private static let state = Mutex<(sources: ConfigurationSources?, resolved: [SettingKey: (String, SettingSource)])>((nil, [:]))
+
+    public static func install(_ sources: ConfigurationSources) {
+        state.withLock { $0 = (sources, [:]) }
+    }
+
+    public static var sources: ConfigurationSources? { state.withLock { $0.sources } }
+
+    public static func record(_ key: SettingKey, _ value: String, _ source: SettingSource) {
+        state.withLock { $0.resolved[key] = (value, source) }
+    }
+
+    public static var resolved: [SettingKey: (String, SettingSource)] { state.withLock { $0.resolved } }
+}

@@ -1,0 +1,114 @@
+/// Every setting of `ferry worker`: its path in a configuration file, its
+/// environment variables and its flag. One table, so the file schema, the
+/// variables, `ferry config check` and the README cannot drift apart.
+public enum SettingKey: String, CaseIterable, Sendable {
+    case bootstrapServers = "kafka.bootstrapServers"
+    case topicPrefix = "kafka.topicPrefix"
+    case kafkaProperties = "kafka.properties"
+    case s3Endpoint = "s3.endpoint"
+    case region = "s3.region"
+    case addressingStyle = "s3.addressingStyle"
+    case accessKeyId = "s3.accessKeyId"
+    case secretAccessKey = "s3.secretAccessKey"
+    case sessionToken = "s3.sessionToken"
+    case profile = "s3.profile"
+    case caBundle = "s3.caBundle"
+    case localStore = "storage.localStore"
+    case dataRoot = "worker.dataRoot"
+    case stateDir = "worker.stateDir"
+    case workerId = "worker.id"
+    case role = "worker.role"
+    case maxTransfers = "worker.maxTransfers"
+    case shutdownGrace = "worker.shutdownGrace"
+    case rebalanceGrace = "worker.rebalanceGrace"
+    case sweepAfter = "worker.sweepAfter"
+    case finishedRetention = "worker.finishedRetention"
+    case partSize = "transfers.partSize"
+    case partConcurrency = "transfers.partConcurrency"
+    case multipartThreshold = "transfers.multipartThreshold"
+    case maxConnections = "transfers.maxConnections"
+    case bandwidthLimit = "transfers.bandwidthLimit"
+    case maxBufferedBytes = "transfers.maxBufferedBytes"
+    case checksum = "transfers.checksum"
+    case retryLimit = "transfers.retryLimit"
+    case transferTimeout = "transfers.timeout"
+    case httpsSources = "sources.https"
+    case httpsSourceHosts = "sources.hosts"
+    case httpsSourceAllowRanges = "sources.allowRanges"
+    case httpsSourceMaxBytes = "sources.maxBytes"
+    case prefixGuest = "access.prefixGuest"
+    case prefixProtected = "access.prefixProtected"
+    case prefixPrivate = "access.prefixPrivate"
+    case prefixPassthrough = "access.prefixPassthrough"
+    case authMode = "auth.mode"
+    case jwtSecretFile = "auth.jwtSecretFile"
+    case jwtPublicKey = "auth.jwtPublicKey"
+    case jwtJWKS = "auth.jwtJWKS"
+    case jwtIssuer = "auth.jwtIssuer"
+    case jwtAudience = "auth.jwtAudience"
+    case jwtIdentityClaim = "auth.jwtIdentityClaim"
+    case httpAddress = "http.address"
+    case logLevel = "log.level"
+    case logFormat = "log.format"
+
+    public enum Kind: Sendable { case scalar, list, map, flag }
+
+    public var kind: Kind {
+        switch self {
+        case .kafkaProperties: return .map
+        case .httpsSourceHosts, .httpsSourceAllowRanges: return .list
+        case .httpsSources, .prefixPassthrough: return .flag
+        default: return .scalar
+        }
+    }
+
+    /// Values never printed (`ferry config check` shows `<redacted>`).
+    public var isSecret: Bool { self == .secretAccessKey || self == .sessionToken }
+
+    /// The command-line flag.
+    public var flag: String {
+        switch self {
+        case .s3Endpoint: return "--s3-endpoint"
+        case .kafkaProperties: return "--kafka-property"
+        case .localStore: return "--local-store"
+        case .workerId: return "--worker-id"
+        case .transferTimeout: return "--transfer-timeout"
+        case .httpsSources: return "--https-sources"
+        case .httpsSourceHosts: return "--https-source-host"
+        case .httpsSourceAllowRanges: return "--https-source-allow-range"
+        case .httpsSourceMaxBytes: return "--https-source-max-bytes"
+        case .jwtJWKS: return "--jwt-jwks"
+        case .authMode: return "--auth-mode"
+        case .httpAddress: return "--http-address"
+        case .logLevel: return "--log-level"
+        case .logFormat: return "--log-format"
+        default: return "--" + Self.kebab(String(rawValue.split(separator: ".").last!))
+        }
+    }
+
+    /// Environment variables, first wins: `FERRY_<FLAG>`, then the AWS ones where AWS tools read them.
+    public var environment: [String] {
+        let own = "FERRY_" + flag.dropFirst(2).uppercased().replacingOccurrences(of: "-", with: "_")
+        switch self {
+        case .s3Endpoint: return [own, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"]
+        case .region: return [own, "AWS_REGION", "AWS_DEFAULT_REGION"]
+        case .accessKeyId: return [own, "AWS_ACCESS_KEY_ID"]
+        case .secretAccessKey: return [own, "AWS_SECRET_ACCESS_KEY"]
+        case .sessionToken: return [own, "AWS_SESSION_TOKEN"]
+        case .profile: return [own, "AWS_PROFILE"]
+        case .caBundle: return [own, "AWS_CA_BUNDLE"]
+        case .kafkaProperties: return ["FERRY_KAFKA_PROPERTIES"]
+        case .httpsSourceHosts: return ["FERRY_HTTPS_SOURCE_HOSTS"]
+        case .httpsSourceAllowRanges: return ["FERRY_HTTPS_SOURCE_ALLOW_RANGES"]
+        default: return [own]
+        }
+    }
+
+    static func kebab(_ camel: String) -> String {
+        var out = ""
+        for c in camel {
+            if c.isUppercase { out += "-" + c.lowercased() } else { out.append(c) }
+        }
+        return out
+    }
+}

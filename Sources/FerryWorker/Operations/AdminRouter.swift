@@ -1,0 +1,87 @@
+import FerryCore
+import FerryEngine
+import FerryStore
+import Foundation
+import Prometheus
+
+/// The routes of the worker's HTTP port, as a plain function from method and
+/// path to a response (the NIO server only carries bytes):
+///
+///     GET  /healthz                          alive
+///     GET  /readyz                           200 or 503 with the checks
+///     GET  /metrics                          Prometheus text format
+///     GET  /transfers                        this worker's transfers in flight
+///     GET  /transfers/ID                     one transfer: in flight here, or finished here
+///     POST /transfers/ID/pause|resume|cancel steer a transfer running here
+public struct AdminRouter: Sendable {
+    public struct Response: Sendable, Equatable {
+        public var status: Int
+        public var contentType: String
+        public var body: [UInt8]
+
+        static func json<T: Encodable>(_ status: Int, _ value: T) -> Response {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            return Response(status: status, contentType: "application/json", body: Array((try? encoder.encode(value)) ?? Data()) + [0x0A])
+        }
+
+        static func error(_ status: Int, _ message: String) -> Response { json(status, ["error": message]) }
+    }
+
+    let workerId: String
+    let health: WorkerHealth
+    let metrics: PrometheusCollectorRegistry
+    let inFlight: InFlightTransfers?
+    let engine: TransferEngine?
+    let state: WorkerStateStore?
+
+    public func respond(method: String, path rawPath: String) async -> Response {
+        let path = rawPath.split(separator: "?", maxSplits: 1).first.map(String.init) ?? rawPath
+        let parts = path.split(separator: "/").map(String.init)
+        switch (method, parts.first, parts.count) {
+        case ("GET", "healthz", 1):
+            return .json(200, ["status": "ok", "worker": workerId])
+        case ("GET", "readyz", 1):
+            let report = health.report()
+            return .json(report.ready ? 200 : 503, report)
+        case ("GET", "metrics", 1):
+            return Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.emitToBuffer())
+        case ("GET", "transfers", 1):
+            return .json(200, TransferList(worker: workerId, transfers: inFlight?.all ?? []))
+        case ("GET", "transfers", 2):
+            return await transfer(parts[1].removingPercentEncoding ?? parts[1])
+        case ("POST", "transfers", 3):
+            return steer(parts[1].removingPercentEncoding ?? parts[1], action: parts[2])
+        case (_, "healthz", 1), (_, "readyz", 1), (_, "metrics", 1), (_, "transfers", _):
+            return .error(405, "\(method) is not allowed on \(path)")
+        default:
+            return .error(404, "no route \(path); see /healthz, /readyz, /metrics, /transfers")
+        }
+    }
+
+    struct TransferList: Encodable {
+        var worker: String
+        var transfers: [InFlightTransfers.Entry]
+    }
+
+    private func transfer(_ id: String) async -> Response {
+        if let entry = inFlight?.entry(id) { return .json(200, entry) }
+        if let finished = try? await state?.finishedStatus(id: id) { return .json(200, finished) }
+        return .error(404, "transfer \(id) is neither running nor finished on this worker")
+    }
+
+    private func steer(_ id: String, action: String) -> Response {
+        guard let control = engine?.control(for: id) else {
+            return .error(404, "transfer \(id) is not running on this worker")
+        }
+        let done: Bool
+        switch action {
+        case "pause": done = control.pause()
+        case "resume": done = control.resume()
+        case "cancel": control.cancel(); done = true
+        default: return .error(404, "unknown action \(action); use pause, resume or cancel")
+        }
+        guard done else { return .error(409, "transfer \(id) is \(control.state.rawValue): cannot \(action)") }
+        return .json(202, ["id": id, "action": action, "state": control.state.rawValue])
+    }
+}

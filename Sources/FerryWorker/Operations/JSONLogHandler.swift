@@ -1,0 +1,45 @@
+import Foundation
+import Logging
+
+/// A swift-log handler writing one JSON object per line to stderr:
+/// `{"time","level","label","message","source", …metadata}`. Metadata keys
+/// (`transfer`, `partition`, `offset`, …) become top-level fields, so a log
+/// pipeline can select every line of one transfer.
+public struct JSONLogHandler: LogHandler {
+    public var logLevel: Logger.Level = .info
+    public var metadata: Logger.Metadata = [:]
+    public var metadataProvider: Logger.MetadataProvider?
+    private let label: String
+    private let write: @Sendable (String) -> Void
+
+    public init(label: String, write: @escaping @Sendable (String) -> Void = JSONLogHandler.standardError) {
+        self.label = label
+        self.write = write
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?,
+                    source: String, file: String, function: String, line: UInt) {
+        var fields: [String: String] = [:]
+        let merged = (metadataProvider?.get() ?? [:]).merging(metadata) { $1 }.merging(explicit ?? [:]) { $1 }
+        for (key, value) in merged { fields[key] = "\(value)" }
+        fields["time"] = ISO8601DateFormatter.string(from: Date(), timeZone: .gmt,
+                                                     formatOptions: [.withInternetDateTime, .withFractionalSeconds])
+        fields["level"] = level.rawValue
+        fields["label"] = label
+        fields["message"] = message.description
+        fields["source"] = source
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        guard let data = try? encoder.encode(fields) else { return }
+        write(String(decoding: data, as: UTF8.self) + "\n")
+    }
+
+    public static let standardError: @Sendable (String) -> Void = { line in
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+}

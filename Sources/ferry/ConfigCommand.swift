@@ -1,0 +1,62 @@
+import ArgumentParser
+import FerryWorker
+import Foundation
+
+struct ConfigCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "config",
+        abstract: "Inspect the worker's configuration.",
+        subcommands: [ConfigCheckCommand.self])
+}
+
+struct ConfigCheckCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check",
+        abstract: "Validate a worker configuration and print the effective settings (secrets redacted).",
+        discussion: """
+            Takes everything `ferry worker` takes: a --config file, FERRY_* variables and flags,
+            in that order of precedence. Exits 0 when the worker could start with it, 64 with
+            the reason otherwise (an unknown key in the file is named with its path).
+
+            Examples:
+              ferry config check --config /etc/ferry/worker.yaml
+              FERRY_MAX_TRANSFERS=16 ferry config check --config worker.yaml --part-size 16MiB
+              ferry config check --config worker.yaml --format json
+            """)
+
+    @OptionGroup var options: WorkerOptions
+
+    @Option(help: "table (default) or json.")
+    var format = "table"
+
+    func run() async throws {
+        var options = self.options
+        try options.load()
+        _ = try configured(options.makeConfiguration)
+        let resolved = ProcessSettings.resolved
+        let rows = SettingKey.allCases.map { key -> (String, String, String) in
+            guard let (value, source) = resolved[key] else { return (key.rawValue, "", SettingSource.default.rawValue) }
+            return (key.rawValue, key.isSecret ? "<redacted>" : value, source.rawValue)
+        }
+        switch format {
+        case "json":
+            var object: [String: [String: String]] = [:]
+            for (key, value, source) in rows where source != SettingSource.default.rawValue {
+                object[key] = ["value": value, "source": source]
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+            print(String(decoding: try encoder.encode(object), as: UTF8.self))
+        case "table":
+            let width = rows.map(\.0.count).max() ?? 0
+            if let path = ProcessSettings.sources?.filePath { print("configuration file: \(path)") }
+            for (key, value, source) in rows {
+                let padded = key.padding(toLength: width, withPad: " ", startingAt: 0)
+                print("\(padded)  \(source == "default" ? "(default)" : value)  [\(source)]")
+            }
+            print("configuration is valid")
+        default:
+            throw ValidationError("--format must be table or json")
+        }
+    }
+}

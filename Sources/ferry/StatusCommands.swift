@@ -1,0 +1,133 @@
+import ArgumentParser
+import FerryClient
+import Foundation
+import Synchronization
+
+/// `ferry status ID`: the latest status of one transfer, read from `<prefix>.status`.
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Print the latest status of a transfer (from the status topic).",
+        discussion: """
+            Exit codes: 0 completed, or still in progress; 1 failed, cancelled or rejected;
+            2 no status for that id (unknown, or expired from the topic).
+
+            Examples:
+              ferry status job-42 --bootstrap-servers kafka:9092
+              ferry status job-42 --json | jq .bytesTransferred
+            """)
+
+    @Argument(help: "Transfer id.") var id: String
+    @Flag(help: "Print the status JSON as published.") var json = false
+    @OptionGroup var kafka: KafkaOptions
+    @OptionGroup var log: LogOptions
+
+    func run() async throws {
+        var log = self.log
+        if log.level == nil && setting(.logLevel) == nil { log.level = "warning" }
+        let logger = try log.bootstrap(label: "ferry.status")
+        let configuration = try kafka.configuration()
+        let client = try TransferClient(bootstrapServers: configuration.properties["bootstrap.servers"]!,
+                                        properties: configuration.properties, topics: kafka.topics, logger: logger)
+        guard let status = try await client.status(of: id) else {
+            FileHandle.standardError.write(Data("no status for \(id) on \(kafka.topics.status)\n".utf8))
+            throw ExitCode(2)
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            print(String(decoding: try encoder.encode(status), as: UTF8.self))
+        } else {
+            print(ProgressDisplay.line(status))
+        }
+        if [.failed, .cancelled, .rejected].contains(status.state) { throw ExitCode(FerryExit.transferNotCompleted) }
+    }
+}
+
+/// `ferry watch`: a live table of transfers from `<prefix>.status`.
+struct WatchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "watch",
+        abstract: "Watch transfers live: a table redrawn on a terminal, one line per status otherwise.",
+        discussion: """
+            Examples:
+              ferry watch --bootstrap-servers kafka:9092
+              ferry watch --from-beginning --for 60 > statuses.log
+            """)
+
+    @Flag(name: .customLong("from-beginning"), help: "Start with the statuses the topic still holds, not only new ones.")
+    var fromBeginning = false
+    @Option(name: .customLong("for"), help: "Stop after this many seconds (default: until interrupted).")
+    var duration: Double?
+    @OptionGroup var kafka: KafkaOptions
+    @OptionGroup var log: LogOptions
+
+    func run() async throws {
+        var log = self.log
+        if log.level == nil && setting(.logLevel) == nil { log.level = "warning" }
+        let logger = try log.bootstrap(label: "ferry.watch")
+        let configuration = try kafka.configuration()
+        let client = try TransferClient(bootstrapServers: configuration.properties["bootstrap.servers"]!,
+                                        properties: configuration.properties, topics: kafka.topics, logger: logger)
+        let statuses = try await client.allStatuses(fromBeginning: fromBeginning)
+        let table = TransferTable(live: isatty(STDOUT_FILENO) == 1)
+        if !table.live { print("watching \(kafka.topics.status)"); flushStandardOutput() }
+        let watching = Task {
+            for await status in statuses { table.update(status) }
+        }
+        let redraw = Task {
+            while !Task.isCancelled && table.live {
+                table.draw()
+                try? await Task.sleep(for: .milliseconds(500))
+            }
+        }
+        if let duration {
+            try? await Task.sleep(for: .seconds(duration))
+            watching.cancel()
+        }
+        await watching.value
+        redraw.cancel()
+        if table.live { table.draw() }
+    }
+}
+
+/// The latest status of each transfer seen; a terminal redraws it as a table.
+final class TransferTable: Sendable {
+    let live: Bool
+    private let rows = Mutex<[String: TransferStatus]>([:])
+
+    init(live: Bool) { self.live = live }
+
+    func update(_ status: TransferStatus) {
+        rows.withLock { $0[status.id] = status }
+        if !live {
+            print(ProgressDisplay.line(status))
+            flushStandardOutput()
+        }
+    }
+
+    func draw() {
+        let shown = rows.withLock { Array($0.values) }.sorted { ($0.time, $0.id) > ($1.time, $1.id) }.prefix(40)
+        var text = "\u{1B}[H\u{1B}[2J"
+        text += Self.row("ID", "OP", "STATE", "PROGRESS", "WORKER", "OBJECT / ERROR") + "\n"
+        for s in shown {
+            let progress: String
+            if let done = s.bytesTransferred {
+                let pct = s.totalBytes.flatMap { $0 > 0 ? String(format: " %3.0f%%", Double(done) * 100 / Double($0)) : nil } ?? ""
+                progress = ProgressDisplay.bytes(done) + pct
+            } else {
+                progress = "-"
+            }
+            let detail = s.error.map { "\($0.code): \($0.message)" } ?? s.object.map { "s3://\($0.bucket)/\($0.key)" } ?? ""
+            text += Self.row(s.id, s.op ?? "-", s.state.rawValue, progress, s.worker ?? "-", detail) + "\n"
+        }
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+
+    private static func row(_ cells: String...) -> String {
+        let widths = [24, 9, 10, 18, 20, 0]
+        return zip(cells, widths).map { cell, width in
+            width == 0 ? cell : String(cell.prefix(width - 1)).padding(toLength: width, withPad: " ", startingAt: 0)
+        }.joined()
+    }
+}

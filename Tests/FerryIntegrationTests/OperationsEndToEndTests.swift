@@ -1,0 +1,96 @@
+import FerryCore
+import FerryKafka
+import FerryTestSupport
+import Foundation
+import Logging
+import Testing
+
+/// What an operator sees of a running worker: /metrics, /healthz, /readyz and
+/// the admin API scraped with curl, JSON logs, `ferry status` and `ferry watch`.
+@Suite(.serialized) struct OperationsEndToEndTests {
+    let logger = Logger(label: "test.ops")
+
+    func curl(_ arguments: String...) async throws -> (status: Int, body: String) {
+        let result = try await runCommand("curl", ["-s", "-w", "\n%{http_code}"] + arguments, timeout: 30)
+        let lines = result.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+    }
+
+    @Test func endpointsAdminAPIAndStatusCommands() async throws {
+        let base = try TestPaths.temporaryDirectory("ops")
+        let moto = try await MotoServer.start(logDirectory: base)
+        defer { try? FileManager.default.removeItem(at: base) }
+        do {
+            let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
+            for topic in Topics().all { try cluster.createTopic(topic, partitions: 2) }
+            let dataRoot = base.appendingPathComponent("data")
+            try FileManager.default.createDirectory(at: dataRoot, withIntermediateDirectories: true)
+            let env = EndToEndTests.Environment(cluster: cluster, kcat: Kcat(bootstrapServers: cluster.bootstrapServers),
+                                                dataRoot: dataRoot, logs: base, server: moto, bucket: "ops")
+            try await Boto3(moto)("create-bucket", "ops")
+            let port = TestPaths.freePort()
+            let http = "http://127.0.0.1:\(port)"
+            let worker = try env.startWorker(name: "ops-worker", stateDir: "ops-state",
+                                             extra: ["--http-address", "127.0.0.1:\(port)", "--bandwidth-limit", "4MiB",
+                                                     "--log-format", "json"])
+            #expect(await eventually(timeout: 30) { (try? await curl("\(http)/healthz").status) == 200 }, "\(worker.log)")
+            let ready = try await eventually(timeout: 30) { try await curl("\(http)/readyz").status == 200 }
+            #expect(ready, "\(worker.log.suffix(2000))")
+
+            // A 24 MiB upload at 4 MiB/s: slow enough to steer through the admin API.
+            let source = dataRoot.appendingPathComponent("big.bin")
+            try Data(repeating: 0x5A, count: 24 << 20).write(to: source)
+            try await env.kcat.produce(topic: "ferry.requests", key: "ops/big.bin", value: """
+                {"id":"ops-1","op":"upload","bucket":"ops","key":"big.bin","source":"\(source.absoluteString)"}
+                """)
+            #expect(try await eventually(timeout: 30) { try await curl("\(http)/transfers").body.contains(#""id":"ops-1""#) })
+            let pause = try await curl("-X", "POST", "\(http)/transfers/ops-1/pause")
+            #expect(pause.status == 202, "\(pause.body)")
+            #expect(try await curl("-X", "POST", "\(http)/transfers/ops-1/pause").status == 409, "already paused")
+            #expect(try await eventually(timeout: 10) { try await curl("\(http)/transfers/ops-1").body.contains(#""state":"paused""#) })
+            #expect(try await eventually(timeout: 10) { try await env.statuses().contains { $0.id == "ops-1" && $0.state == .paused } })
+            #expect(try await curl("-X", "POST", "\(http)/transfers/ops-1/resume").status == 202)
+            #expect(try await env.terminalStatus(of: "ops-1", timeout: 60)?.state == .completed)
+            let finished = try await curl("\(http)/transfers/ops-1")
+            #expect(finished.status == 200 && finished.body.contains(#""state":"completed""#), "\(finished.body)")
+            #expect(try await curl("-X", "POST", "\(http)/transfers/ops-1/cancel").status == 404, "not running any more")
+
+            // A bad request, for the DLQ counter.
+            try await env.kcat.produce(topic: "ferry.requests", key: "x", value: "not json")
+            #expect(try await eventually(timeout: 30) {
+                try await curl("\(http)/metrics").body.contains(#"ferry_dlq_messages_total{topic="ferry.requests.dlq"} 1"#)
+            })
+            let metrics = try await curl("\(http)/metrics").body
+            for needle in [#"ferry_transfers_total{op="upload",outcome="completed"} 1"#,
+                           #"ferry_transfer_bytes_total{op="upload"} 25165824"#,
+                           #"ferry_s3_request_duration_seconds_bucket{operation="UploadPart""#,
+                           #"ferry_consumer_lag{topic="ferry.requests""#,
+                           "ferry_outbox_depth 0", "ferry_transfers_in_flight 0"] {
+                #expect(metrics.contains(needle), "missing \(needle) in:\n\(metrics)")
+            }
+
+            // JSON logs: every line about the transfer names it, its partition and its offset.
+            let lines = worker.log.split(separator: "\n").filter { $0.hasPrefix("{") }
+            let about = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: String] }
+                .filter { $0["transfer"] == "ops-1" }
+            #expect(about.count >= 3, "\(worker.log.suffix(2000))")
+            #expect(about.allSatisfy { $0["partition"] != nil && $0["offset"] != nil }, "\(about)")
+
+            // The CLI: status and watch.
+            let status = try await runCommand(TestPaths.ferryBinary, ["status", "ops-1", "--bootstrap-servers", cluster.bootstrapServers])
+            #expect(status.status == 0 && status.stdout.contains("ops-1 completed"), "\(status.stdout)\(status.stderr)")
+            let json = try await runCommand(TestPaths.ferryBinary, ["status", "ops-1", "--json", "--bootstrap-servers", cluster.bootstrapServers])
+            #expect(try JSONDecoder().decode(TransferStatus.self, from: Data(json.stdout.utf8)).state == .completed)
+            let unknown = try await runCommand(TestPaths.ferryBinary, ["status", "nope", "--bootstrap-servers", cluster.bootstrapServers])
+            #expect(unknown.status == 2 && unknown.stderr.contains("no status for nope"))
+            let watch = try await runCommand(TestPaths.ferryBinary, ["watch", "--from-beginning", "--for", "3",
+                                                                     "--bootstrap-servers", cluster.bootstrapServers], timeout: 60)
+            #expect(watch.status == 0 && watch.stdout.contains("ops-1 completed"), "\(watch.stdout)\(watch.stderr)")
+            #expect(await worker.stop() == 0)
+        } catch {
+            await moto.stop()
+            throw error
+        }
+        await moto.stop()
+    }
+}

@@ -1,0 +1,147 @@
+import FerryCore
+@testable import FerryWorker
+import Foundation
+import Logging
+import Metrics
+import Prometheus
+import Synchronization
+import Testing
+
+/// Configuration layering, the admin routes and JSON logs, without a network.
+@Suite struct ConfigurationSourcesTests {
+    let yaml = """
+        kafka:
+          bootstrapServers: kafka-1:9092,kafka-2:9092
+          properties:
+            security.protocol: SASL_SSL
+            sasl.mechanism: SCRAM-SHA-512
+        worker:
+          dataRoot: /srv/ferry
+          maxTransfers: 4
+        sources:
+          https: true
+          hosts: [downloads.example.com, .cdn.example.com]
+        s3:
+          secretAccessKey: from-the-file
+        """
+
+    @Test func aYAMLFileFillsEverySchemaKind() throws {
+        let sources = try ConfigurationSources(filePath: "worker.yaml", fileText: yaml, environment: [:])
+        #expect(sources.value(.bootstrapServers)?.0 == "kafka-1:9092,kafka-2:9092")
+        #expect(sources.value(.maxTransfers)! == ("4", .file))
+        #expect(try sources.flag(.httpsSources)?.0 == true)
+        #expect(sources.list(.httpsSourceHosts)?.0 == ["downloads.example.com", ".cdn.example.com"])
+        #expect(sources.pairs(.kafkaProperties)?.0 == ["sasl.mechanism=SCRAM-SHA-512", "security.protocol=SASL_SSL"])
+        #expect(sources.value(.stateDir) == nil)
+    }
+
+    @Test func theEnvironmentBeatsTheFile() throws {
+        let env = ["FERRY_MAX_TRANSFERS": "6", "AWS_SECRET_ACCESS_KEY": "from-env", "FERRY_HTTPS_SOURCE_HOSTS": "a.example, b.example"]
+        let sources = try ConfigurationSources(filePath: "worker.yaml", fileText: yaml, environment: env)
+        #expect(sources.value(.maxTransfers)! == ("6", .environment))
+        #expect(sources.value(.secretAccessKey)?.0 == "from-env")
+        #expect(sources.list(.httpsSourceHosts)?.0 == ["a.example", "b.example"])
+        #expect(sources.value(.dataRoot)! == ("/srv/ferry", .file))
+    }
+
+    @Test func jsonIsAcceptedToo() throws {
+        let json = #"{"worker": {"dataRoot": "/data", "shutdownGrace": 12.5}, "http": {"address": "0.0.0.0:9090"}}"#
+        let sources = try ConfigurationSources(filePath: "worker.json", fileText: json, environment: [:])
+        #expect(sources.value(.shutdownGrace)?.0 == "12.5")
+        #expect(sources.value(.httpAddress)?.0 == "0.0.0.0:9090")
+    }
+
+    @Test(arguments: [
+        ("kafka:\n  bootstrap: x\n", "unknown key 'kafka.bootstrap'"),
+        ("kafkaa:\n  bootstrapServers: x\n", "unknown key 'kafkaa'"),
+        ("worker:\n  dataRoot: [a, b]\n", "'worker.dataRoot' must be a single value"),
+        ("kafka:\n  properties: [a]\n", "'kafka.properties' must be a mapping"),
+        ("- just\n- a list\n", "top level must be a mapping"),
+        ("worker: {dataRoot: \"/x\"\n", "not valid YAML or JSON"),
+    ])
+    func badFilesAreRefusedWithThePath(text: String, expected: String) {
+        #expect {
+            _ = try ConfigurationSources(filePath: "bad.yaml", fileText: text, environment: [:])
+        } throws: { error in
+            "\(error)".contains(expected) && "\(error)".contains("bad.yaml")
+        }
+    }
+
+    @Test func everySettingHasAFlagAndAFerryVariable() {
+        for key in SettingKey.allCases {
+            #expect(key.flag.hasPrefix("--"), "\(key)")
+            #expect(key.environment.first?.hasPrefix("FERRY_") == true, "\(key)")
+        }
+        #expect(SettingKey.authMode.flag == "--auth-mode")
+        #expect(SettingKey.maxTransfers.environment == ["FERRY_MAX_TRANSFERS"])
+        #expect(SettingKey.region.environment == ["FERRY_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"])
+    }
+}
+
+@Suite struct AdminRouterTests {
+    func router(health: WorkerHealth = WorkerHealth(), inFlight: InFlightTransfers = InFlightTransfers()) -> AdminRouter {
+        AdminRouter(workerId: "w-1", health: health, metrics: PrometheusCollectorRegistry(), inFlight: inFlight, engine: nil, state: nil)
+    }
+
+    func body(_ r: AdminRouter.Response) -> String { String(decoding: r.body, as: UTF8.self) }
+
+    @Test func healthAndReadiness() async {
+        let health = WorkerHealth()
+        let r = router(health: health)
+        #expect(await r.respond(method: "GET", path: "/healthz").status == 200)
+        let notYet = await r.respond(method: "GET", path: "/readyz")
+        #expect(notYet.status == 503)
+        #expect(body(notYet).contains("not yet in the consumer group"))
+        health.joinedGroup()
+        health.storage(reachable: true)
+        health.outbox(depth: 0, delivered: true)
+        let ready = await r.respond(method: "GET", path: "/readyz")
+        #expect(ready.status == 200, "\(body(ready))")
+        // An outbox that stopped draining makes the worker unready.
+        health.outbox(depth: 12, delivered: false)
+        #expect(health.report(now: Date().addingTimeInterval(60)).ready == false)
+        health.storage(reachable: false, error: "connection refused")
+        #expect(body(await r.respond(method: "GET", path: "/readyz")).contains("connection refused"))
+    }
+
+    @Test func transfersAndRouteErrors() async {
+        let inFlight = InFlightTransfers()
+        inFlight.add(.init(id: "t-1", op: "upload", bucket: "b", key: "public/k", partition: 2, offset: 9,
+                           startedAt: "2026-11-21T00:00:00.000Z", state: .running, bytesTransferred: 5, totalBytes: 10))
+        let r = router(inFlight: inFlight)
+        let list = await r.respond(method: "GET", path: "/transfers")
+        #expect(list.status == 200)
+        #expect(body(list).contains(#""id":"t-1""#) && body(list).contains(#""partition":2"#))
+        #expect(await r.respond(method: "GET", path: "/transfers/t-1").status == 200)
+        #expect(await r.respond(method: "GET", path: "/transfers/nope").status == 404)
+        #expect(await r.respond(method: "POST", path: "/transfers/t-1/pause").status == 404, "no engine: not running here")
+        #expect(await r.respond(method: "DELETE", path: "/metrics").status == 405)
+        #expect(await r.respond(method: "GET", path: "/nowhere").status == 404)
+    }
+
+    @Test func metricsAreInPrometheusTextFormat() async {
+        let registry = PrometheusCollectorRegistry()
+        registry.makeCounter(name: "ferry_transfers_total", labels: [("op", "upload"), ("outcome", "completed")]).increment(by: Int64(3))
+        let r = AdminRouter(workerId: "w", health: WorkerHealth(), metrics: registry, inFlight: nil, engine: nil, state: nil)
+        let response = await r.respond(method: "GET", path: "/metrics")
+        #expect(response.contentType.hasPrefix("text/plain; version=0.0.4"))
+        #expect(body(response).contains(#"ferry_transfers_total{op="upload",outcome="completed"} 3"#), "\(body(response))")
+    }
+}
+
+@Suite struct JSONLogHandlerTests {
+    @Test func metadataBecomesTopLevelFields() throws {
+        let lines = Mutex<[String]>([])
+        var handler = JSONLogHandler(label: "ferry.worker") { line in lines.withLock { $0.append(line) } }
+        handler[metadataKey: "partition"] = "3"
+        let logger = Logger(label: "ferry.worker") { _ in handler }
+        logger.info("upload accepted", metadata: ["transfer": "t-9", "offset": "41"])
+        let line = try #require(lines.withLock { $0.first })
+        #expect(line.hasSuffix("\n"))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])
+        #expect(object["message"] == "upload accepted")
+        #expect(object["level"] == "info")
+        #expect(object["transfer"] == "t-9" && object["partition"] == "3" && object["offset"] == "41")
+        #expect(object["time"]?.hasSuffix("Z") == true)
+    }
+}
