@@ -109,7 +109,7 @@ let package = Package(
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
         .testTarget(name: "FerryIntegrationTests", dependencies: [
-            "FerryCore", "FerryKafka", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
+            "FerryCore", "FerryKafka", "FerryClient", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
         ]),
     ]
 )

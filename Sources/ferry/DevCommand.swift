@@ -16,6 +16,7 @@ struct DevCommand: AsyncParsableCommand {
 
             Examples:
               ferry dev --demo          # enqueue uploads and a download, show the trigger's output, exit
+              ferry dev --http-address 127.0.0.1:9090   # also serve /metrics, /readyz, /transfers
               ferry dev                 # keep running; in another shell:
               ferry enqueue upload --bootstrap-servers <addresses> --bucket demo --key a.txt --source ferry-data/a.txt --wait
             """)
@@ -38,6 +39,9 @@ struct DevCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "Log level (default warning with --demo, info otherwise).")
     var logLevel: String?
 
+    @Option(name: .customLong("http-address"), help: "HOST:PORT for /metrics, /healthz, /readyz and /transfers (default: none).")
+    var httpAddress: String?
+
     func run() async throws {
         var logOptions = LogOptions()
         logOptions.level = logLevel ?? environment("FERRY_LOG_LEVEL") ?? (demo ? "warning" : "info")
@@ -51,11 +55,13 @@ struct DevCommand: AsyncParsableCommand {
         flushStandardOutput()
 
         let root = try configured { try DataRoot(dataRoot) }
-        let configuration = WorkerConfiguration(
+        var devConfiguration = WorkerConfiguration(
             // The mock cluster forgets a departed group member only when its session times out.
             kafka: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, ["session.timeout.ms": "6000"]), topics: topics,
             storage: .local(URL(fileURLWithPath: storeDir)), dataRoot: root,
             stateDirectory: URL(fileURLWithPath: stateDir), region: "us-east-1")
+        devConfiguration.httpAddress = httpAddress
+        let configuration = devConfiguration
         let registry = try TriggerSetup.registry(dataRoot: root, region: configuration.region)
 
         guard demo else {

@@ -16,6 +16,8 @@ import Testing
         #expect(rendered.contains("FERRY_BOOTSTRAP_SERVERS: kafka:9092"))
         #expect(rendered.contains("AWS_ENDPOINT_URL: http://minio:9000"))
         #expect(rendered.contains("service_completed_successfully"))
+        #expect(rendered.contains("FERRY_CONFIG: /etc/ferry/worker.yaml"))
+        #expect(rendered.contains("http://127.0.0.1:9090/readyz"))
         for topic in ["ferry.requests", "ferry.status", "ferry.events", "ferry.control", "ferry.requests.dlq", "ferry.triggers.dlq"] {
             #expect(rendered.contains(topic), "\(topic) is not created")
         }
@@ -31,5 +33,16 @@ import Testing
         }
         let ignore = try String(contentsOfFile: TestPaths.repositoryRoot.appendingPathComponent(".dockerignore").path, encoding: .utf8)
         #expect(ignore.contains(".build"))
+    }
+
+    /// The workers' configuration file is one `ferry config check` accepts
+    /// (its data root overridden: /data exists only in the container).
+    @Test func workerConfigurationFileIsValid() async throws {
+        let config = TestPaths.repositoryRoot.appendingPathComponent("compose/worker.yaml").path
+        let out = try await runChecked(TestPaths.ferryBinary, ["config", "check", "--config", config, "--data-root", "/tmp",
+                                                               "--bootstrap-servers", "kafka:9092"],
+                                       environment: ["AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"])
+        #expect(out.contains("configuration is valid"))
+        #expect(out.contains("http.address") && out.contains("0.0.0.0:9090"))
     }
 }

@@ -1,8 +1,10 @@
+import FerryClient
 import FerryCore
 import FerryKafka
 import FerryTestSupport
 import Foundation
 import Logging
+import Synchronization
 import Testing
 
 /// What an operator sees of a running worker: /metrics, /healthz, /readyz and
@@ -86,6 +88,25 @@ import Testing
             let watch = try await runCommand(TestPaths.ferryBinary, ["watch", "--from-beginning", "--for", "3",
                                                                      "--bootstrap-servers", cluster.bootstrapServers], timeout: 60)
             #expect(watch.status == 0 && watch.stdout.contains("ops-1 completed"), "\(watch.stdout)\(watch.stderr)")
+            // The Swift producer library: build, enqueue, await the outcome, stream progress.
+            let client = try TransferClient(bootstrapServers: cluster.bootstrapServers, logger: logger)
+            let small = dataRoot.appendingPathComponent("small.txt")
+            try Data("hello from FerryClient".utf8).write(to: small)
+            let seen = Mutex<[TransferStatus.State]>([])
+            let done = try await client.run(.upload(id: "ops-client", from: small.absoluteString, to: "ops", key: "client.txt"),
+                                            timeout: 60) { status in seen.withLock { $0.append(status.state) } }
+            #expect(done.state == .completed && done.object?.key == "public/client.txt")
+            #expect(seen.withLock { $0.first } == .accepted)
+            let refused = try await client.run(.download(id: "ops-refused", from: "ops", key: "client.txt", to: "file:///etc/passwd"),
+                                               timeout: 60)
+            #expect(refused.state == .rejected && refused.error?.code == "InvalidPath", "\(refused)")
+            let progress = try await client.progress(of: "ops-progress")
+            try await client.enqueue(.upload(id: "ops-progress", from: source.absoluteString, to: "ops", key: "again.bin"))
+            var updates: [TransferProgressUpdate] = []
+            for await update in progress { updates.append(update) }
+            #expect(updates.last?.state == .completed)
+            #expect(updates.contains { $0.state == .running && ($0.fraction ?? 0) > 0 && ($0.fraction ?? 1) < 1 }, "\(updates)")
+
             #expect(await worker.stop() == 0)
         } catch {
             await moto.stop()
