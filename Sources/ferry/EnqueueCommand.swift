@@ -54,35 +54,16 @@ struct EnqueueCommand: AsyncParsableCommand {
             print(request.id)
             return
         }
-        let statuses = try await client.enqueueAndFollow(request)
         print(request.id)
         let display = ProgressDisplay(label: "\(op) \(bucket)/\(key)")
-        let final = try await Self.lastStatus(statuses, display: display, timeout: timeout)
-        guard let final else {
+        let final: TransferStatus
+        do {
+            final = try await client.run(request, timeout: timeout) { display.show($0) }
+        } catch TransferClientError.timedOut {
             display.finish(message: "timed out after \(Int(timeout)) s waiting for \(request.id)")
             throw ExitCode(FerryExit.timedOut)
         }
         if final.state != .completed { throw ExitCode(FerryExit.transferNotCompleted) }
-    }
-
-    /// Shows each status; returns the terminal one, or nil on timeout.
-    static func lastStatus(_ statuses: AsyncStream<TransferStatus>, display: ProgressDisplay, timeout: Double) async throws -> TransferStatus? {
-        try await withThrowingTaskGroup(of: TransferStatus?.self) { group in
-            group.addTask {
-                for await status in statuses {
-                    display.show(status)
-                    if status.state.isTerminal { return status }
-                }
-                return nil
-            }
-            group.addTask {
-                try await Task.sleep(for: .seconds(timeout))
-                return nil
-            }
-            let first = try await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
     }
 
     func makeRequest(_ operation: TransferOperation) throws -> TransferRequest {
