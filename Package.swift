@@ -72,7 +72,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Users' trigger handlers and their registration.
-        .target(name: "Triggers", dependencies: ["FerryTriggers"], path: "triggers",
+        .target(name: "Triggers", dependencies: ["FerryCore", "FerryTriggers"], path: "triggers",
                 exclude: ["README.md"]),
         // The pipeline: consume requests, run transfers, publish outcomes.
         .target(name: "FerryWorker", dependencies: [

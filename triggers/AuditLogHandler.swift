@@ -1,3 +1,4 @@
+import FerryCore
 import FerryTriggers
 import Foundation
 import Synchronization
@@ -19,6 +20,8 @@ public struct AuditLogHandler: S3EventHandler {
         public var eTag: String?
         public var sequencer: String?
         public var eventTime: String
+        /// When the handler ran (eventTime is when the object changed): their gap is the delivery latency.
+        public var handledAt: String?
     }
 
     public func handle(_ event: S3Event, context: TriggerContext) async throws {
@@ -28,7 +31,8 @@ public struct AuditLogHandler: S3EventHandler {
         for record in event.records {
             let line = Line(eventName: record.eventName, bucket: record.s3.bucket.name, key: record.s3.object.decodedKey,
                             size: record.s3.object.size, eTag: record.s3.object.eTag,
-                            sequencer: record.s3.object.sequencer, eventTime: record.eventTime)
+                            sequencer: record.s3.object.sequencer, eventTime: record.eventTime,
+                            handledAt: Timestamp.iso8601(Date()))
             text.append(try encoder.encode(line))
             text.append(0x0A)
         }

@@ -345,7 +345,7 @@ public struct RebalanceHandler: Sendable {
 private final class RebalanceBox: Sendable {
     let handler: RebalanceHandler
     let buffer: MessageBuffer
-    nonisolated(unsafe) let flow: FlowControl
+    let flow: FlowControl
     let logger: Logger
     init(handler: RebalanceHandler, buffer: MessageBuffer, flow: FlowControl, logger: Logger) {
         self.handler = handler; self.buffer = buffer; self.flow = flow; self.logger = logger

@@ -104,6 +104,30 @@ public final class S3Client: ObjectStore {
         }
     }
 
+    /// An object as ListObjectsV2 names it.
+    public struct ListedObject: Sendable, Hashable {
+        public var key: String
+        public var size: Int64
+    }
+
+    /// Every object whose key starts with `prefix` (ListObjectsV2, all pages).
+    public func listObjects(bucket: String, prefix: String) async throws(FerryError) -> [ListedObject] {
+        var objects: [ListedObject] = []
+        var token: String?
+        repeat {
+            var query: [(String, String)] = [("list-type", "2"), ("max-keys", "1000"), ("prefix", prefix)]
+            if let token { query.insert(("continuation-token", token), at: 0) }
+            let response = try await send("ListObjectsV2", method: "GET", bucket: bucket, key: nil, query: query.sorted { $0.0 < $1.0 })
+            for record in XMLRecords.parse(response.body, record: "Contents") {
+                guard let key = record["Key"] else { continue }
+                objects.append(ListedObject(key: key, size: Int64(record["Size"] ?? "") ?? 0))
+            }
+            let fields = XMLFields.parse(response.body, wanted: ["IsTruncated", "NextContinuationToken"])
+            token = fields["IsTruncated"] == "true" ? fields["NextContinuationToken"] : nil
+        } while token != nil
+        return objects
+    }
+
     // MARK: Presigning
 
     /// A URL that performs `method` on the object without credentials until it expires.

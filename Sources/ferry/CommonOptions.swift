@@ -142,9 +142,12 @@ struct LogOptions: ParsableArguments {
 
     /// Sets up swift-log for the process and returns the root logger.
     func bootstrap(label: String) throws -> Logger {
-        let text = level ?? setting(.logLevel) ?? "info"
+        try Self.bootstrap(label: label, level: level ?? setting(.logLevel) ?? "info", format: format ?? setting(.logFormat) ?? "text")
+    }
+
+    /// For commands that choose their own defaults (`ferry dev`).
+    static func bootstrap(label: String, level text: String, format: String) throws -> Logger {
         guard let level = Logger.Level(rawValue: text) else { throw ValidationError("unknown log level '\(text)'") }
-        let format = self.format ?? setting(.logFormat) ?? "text"
         guard format == "text" || format == "json" else { throw ValidationError("--log-format must be text or json, not '\(format)'") }
         LoggingSystem.bootstrap { label in
             if format == "json" {

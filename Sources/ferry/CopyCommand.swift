@@ -16,7 +16,9 @@ struct CopyCommand: AsyncParsableCommand {
               ferry cp s3://media/raw/video.mp4 /tmp/video.mp4
               ferry cp s3://media/raw/video.mp4 s3://archive/video.mp4
               AWS_PROFILE=prod ferry cp report.pdf s3://docs/report.pdf --content-type application/pdf --metadata owner=alice
-            Exit codes: 0 copied; 1 the transfer failed; 64 bad usage.
+              ferry cp --recursive ./photos s3://media/photos/ --max-transfers 32     # every file under ./photos
+              ferry cp --recursive s3://media/photos/ ./restore --max-transfers 16    # every object under the prefix
+            Exit codes: 0 copied; 1 a transfer failed; 64 bad usage.
             """)
 
     @Argument(help: "Source: a local path or s3://bucket/key.") var source: String
@@ -26,6 +28,8 @@ struct CopyCommand: AsyncParsableCommand {
     @Option(name: .customLong("content-type"), help: "Content type of an upload (default from the extension).") var contentType: String?
     @Option(name: .customLong("metadata"), parsing: .singleValue, help: "User metadata NAME=VALUE (repeatable).") var metadata: [String] = []
     @Flag(help: "Print only the final line.") var quiet = false
+    @Flag(name: .customLong("recursive"), help: "Copy a directory to a prefix, or a prefix to a directory.") var recursive = false
+    @Option(name: .customLong("max-transfers"), help: "Objects copied at once with --recursive (default 8).") var maxTransfers = 8
 
     func run() async throws {
         var logOptions = log
@@ -34,10 +38,16 @@ struct CopyCommand: AsyncParsableCommand {
         let client = S3Client(try configured(s3.configuration))
         let settings = try s3.limits.settings()
         var configuration = TransferEngine.Configuration()
-        configuration.maxTransfers = 1
+        configuration.maxTransfers = recursive ? maxTransfers : 1
         configuration.defaults = settings
         let engine = TransferEngine(store: client, dataRoot: try configured { try DataRoot("/") }, configuration: configuration,
                                     logger: logger)
+        if recursive {
+            guard maxTransfers > 0 else { throw ValidationError("--max-transfers must be at least 1") }
+            let copy = try configured { try RecursiveCopy(source: source, destination: destination) }
+            try await copy.run(engine: engine, client: client)
+            return
+        }
 
         let (job, label) = try configured(makeJob)
         let display = ProgressDisplay(label: label)

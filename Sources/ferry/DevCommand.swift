@@ -39,13 +39,15 @@ struct DevCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "Log level (default warning with --demo, info otherwise).")
     var logLevel: String?
 
+    @Flag(name: .customLong("kafka-only"), help: "Run only the embedded Kafka cluster (for workers started separately, e.g. against a real S3).")
+    var kafkaOnly = false
+
     @Option(name: .customLong("http-address"), help: "HOST:PORT for /metrics, /healthz, /readyz and /transfers (default: none).")
     var httpAddress: String?
 
     func run() async throws {
-        var logOptions = LogOptions()
-        logOptions.level = logLevel ?? environment("FERRY_LOG_LEVEL") ?? (demo ? "warning" : "info")
-        let logger = try logOptions.bootstrap(label: "ferry.dev")
+        let logger = try LogOptions.bootstrap(label: "ferry.dev", level: logLevel ?? setting(.logLevel) ?? (demo ? "warning" : "info"),
+                                              format: setting(.logFormat) ?? "text")
         try FileManager.default.createDirectory(atPath: dataRoot, withIntermediateDirectories: true)
 
         let topics = Topics()
@@ -53,6 +55,12 @@ struct DevCommand: AsyncParsableCommand {
         for topic in topics.all { try cluster.createTopic(topic, partitions: partitions) }
         print("Kafka bootstrap: \(cluster.bootstrapServers)")
         flushStandardOutput()
+        if kafkaOnly {
+            try await runUntilSignalled {
+                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+            }
+            return
+        }
 
         let root = try configured { try DataRoot(dataRoot) }
         var devConfiguration = WorkerConfiguration(

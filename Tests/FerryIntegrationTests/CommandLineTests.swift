@@ -41,6 +41,34 @@ import Testing
         #expect(result.stderr.contains(reason), "\(arguments): \(result.stderr)")
     }
 
+    /// The README's first command: `ferry dev --demo` runs the embedded default end to end and exits 0.
+    @Test func theEmbeddedDemoRunsAndExitsZero() async throws {
+        let dir = try TestPaths.temporaryDirectory("demo")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let result = try await runCommand(ferry, ["dev", "--demo", "--data-root", dir.appendingPathComponent("data").path,
+                                                  "--store-dir", dir.appendingPathComponent("objects").path,
+                                                  "--state-dir", dir.appendingPathComponent("state").path], timeout: 120)
+        #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+        #expect(result.stdout.contains("byte-identical") && result.stdout.contains("Demo finished"), "\(result.stdout)")
+        #expect(result.stdout.contains(#""eventName":"ObjectCreated:Put""#))
+    }
+
+    /// `ferry dev --kafka-only`: just the embedded cluster, reachable by kcat, stopped by SIGTERM.
+    @Test func kafkaOnlyServesTheEmbeddedCluster() async throws {
+        let dir = try TestPaths.temporaryDirectory("kafka-only")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let process = try BackgroundProcess(name: "kafka-only", executable: ferry, arguments: ["dev", "--kafka-only", "--partitions", "2"],
+                                            logDirectory: dir)
+        var bootstrap = ""
+        #expect(await eventually(timeout: 20) {
+            bootstrap = process.log.split(separator: "\n").first { $0.hasPrefix("Kafka bootstrap: ") }.map { String($0.dropFirst(17)) } ?? ""
+            return !bootstrap.isEmpty
+        })
+        let metadata = try await runChecked("kcat", ["-L", "-b", bootstrap, "-t", "ferry.requests"])
+        #expect(metadata.contains("2 partitions"), "\(metadata)")
+        #expect(await process.stop() == 0)
+    }
+
     /// `ferry config check`: file < FERRY_* variables < flags, secrets redacted,
     /// an unknown key named with its path, exit 64 for what the worker would refuse.
     @Test func configCheckShowsTheEffectiveConfigurationAndItsSources() async throws {

@@ -108,6 +108,23 @@ import Testing
             #expect(updates.contains { $0.state == .running && ($0.fraction ?? 0) > 0 && ($0.fraction ?? 1) < 1 }, "\(updates)")
 
             #expect(await worker.stop() == 0)
+
+            // `ferry cp --recursive`: a directory to a prefix and back, byte-exact.
+            let tree = base.appendingPathComponent("tree")
+            try FileManager.default.createDirectory(at: tree.appendingPathComponent("sub"), withIntermediateDirectories: true)
+            for (i, name) in ["a.bin", "b.txt", "sub/c.bin"].enumerated() {
+                try Data((0..<(10_000 * (i + 1))).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ i) }).write(to: tree.appendingPathComponent(name))
+            }
+            let cpEnv = moto.clientEnvironment
+            let up = try await runChecked(TestPaths.ferryBinary, ["cp", "--recursive", tree.path, "s3://ops/tree", "--max-transfers", "3"],
+                                          environment: cpEnv)
+            #expect(up.hasPrefix("3 objects"), "\(up)")
+            let back = base.appendingPathComponent("back")
+            let down = try await runChecked(TestPaths.ferryBinary, ["cp", "--recursive", "s3://ops/tree/", back.path], environment: cpEnv)
+            #expect(down.hasPrefix("3 objects"), "\(down)")
+            for name in ["a.bin", "b.txt", "sub/c.bin"] {
+                #expect(try Data(contentsOf: back.appendingPathComponent(name)) == Data(contentsOf: tree.appendingPathComponent(name)), "\(name)")
+            }
         } catch {
             await moto.stop()
             throw error

@@ -1,0 +1,90 @@
+import ArgumentParser
+import FerryCore
+import FerryEngine
+import FerryS3
+import Foundation
+import Synchronization
+
+/// `ferry cp --recursive`: every file under a directory to a prefix, or every
+/// object under a prefix to a directory, up to the engine's `maxTransfers` at once.
+struct RecursiveCopy {
+    enum Direction { case upload(directory: URL, target: ObjectLocation), download(prefix: ObjectLocation, directory: URL) }
+    let direction: Direction
+
+    init(source: String, destination: String) throws {
+        switch (source.hasPrefix("s3://"), destination.hasPrefix("s3://")) {
+        case (false, true):
+            direction = .upload(directory: URL(fileURLWithPath: source).standardizedFileURL, target: try Self.prefix(destination))
+        case (true, false):
+            direction = .download(prefix: try Self.prefix(source), directory: URL(fileURLWithPath: destination).standardizedFileURL)
+        default:
+            throw ValidationError("--recursive copies a directory to s3://bucket/prefix/ or back")
+        }
+    }
+
+    /// `s3://bucket/prefix/` (the prefix may be empty).
+    static func prefix(_ uri: String) throws -> ObjectLocation {
+        let rest = uri.dropFirst(5)
+        let bucket = rest.prefix { $0 != "/" }
+        guard !bucket.isEmpty else { throw ValidationError("'\(uri)' names no bucket") }
+        var key = String(rest.dropFirst(bucket.count + 1))
+        if !key.isEmpty && !key.hasSuffix("/") { key += "/" }
+        return ObjectLocation(bucket: String(bucket), key: key)
+    }
+
+    func jobs(client: S3Client) async throws -> [TransferJob] {
+        switch direction {
+        case .upload(let directory, let target):
+            guard let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: [.isRegularFileKey]) else {
+                throw ValidationError("cannot read directory \(directory.path)")
+            }
+            var jobs: [TransferJob] = []
+            for case let file as URL in walker where (try? file.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true {
+                let relative = String(file.standardizedFileURL.path.dropFirst(directory.path.count + 1))
+                let key = target.key + relative
+                jobs.append(TransferJob(request: TransferRequest(id: "cp-\(jobs.count)", op: .upload, bucket: target.bucket, key: key,
+                                                                 source: file.absoluteString), objectKey: key))
+            }
+            return jobs
+        case .download(let prefix, let directory):
+            let objects = try await client.listObjects(bucket: prefix.bucket, prefix: prefix.key)
+            return objects.enumerated().map { index, object in
+                let path = directory.appendingPathComponent(String(object.key.dropFirst(prefix.key.count)))
+                return TransferJob(request: TransferRequest(id: "cp-\(index)", op: .download, bucket: prefix.bucket, key: object.key,
+                                                            destination: path.absoluteString), objectKey: object.key)
+            }
+        }
+    }
+
+    func run(engine: TransferEngine, client: S3Client) async throws {
+        let jobs = try await self.jobs(client: client)
+        let started = Date()
+        let tally = Tally()
+        await withTaskGroup(of: Void.self) { group in
+            for job in jobs {
+                group.addTask {
+                    do {
+                        let outcome = try await engine.run(job)
+                        tally.bytes.add(outcome.bytesTransferred, ordering: .relaxed)
+                    } catch {
+                        tally.failures.withLock { $0.append("\(job.request.key): \(error)") }
+                    }
+                }
+            }
+        }
+        let seconds = max(Date().timeIntervalSince(started), 0.001)
+        let moved = tally.bytes.load(ordering: .relaxed)
+        let failed = tally.failures.withLock { $0 }
+        print(String(format: "%d objects, %@ in %.2f s (%.1f objects/s, %.1f MiB/s)%@", jobs.count - failed.count,
+                     ProgressDisplay.bytes(moved), seconds, Double(jobs.count - failed.count) / seconds,
+                     Double(moved) / 1_048_576 / seconds, failed.isEmpty ? "" : ", \(failed.count) failed"))
+        for failure in failed.prefix(20) { FileHandle.standardError.write(Data("failed: \(failure)\n".utf8)) }
+        if !failed.isEmpty { throw ExitCode(FerryExit.transferNotCompleted) }
+    }
+}
+
+/// Totals of a recursive copy, shared by its tasks.
+private final class Tally: Sendable {
+    let bytes = Atomic<Int64>(0)
+    let failures = Mutex<[String]>([])
+}
