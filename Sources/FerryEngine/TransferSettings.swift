@@ -22,6 +22,10 @@ public struct TransferSettings: Sendable, Hashable {
     /// `data:` sources larger than this are refused (base64 inflates by 4/3, and
     /// the whole request must fit the 900,000-byte message limit).
     public var maxDataURIBytes: Int = 512 << 10
+    /// fsync a download before it is renamed into place, so `completed` means
+    /// on disk (the worker's contract). `ferry cp` turns it off unless `--fsync`,
+    /// like cp and the other S3 tools.
+    public var syncDownloads = true
 
     public init() {}
 

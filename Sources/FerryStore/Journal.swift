@@ -39,7 +39,7 @@ public struct JournaledUpload: Sendable, Hashable {
 /// (WAL makes them cheap); losing the last one only costs a re-check against S3.
 extension WorkerStateStore {
     public func beginTransfer(id: String, request: [UInt8], topic: String, partition: Int32, offset: Int64) async throws {
-        try await database.write { db in
+        try await writes.write { db in
             try db.execute(sql: """
                 INSERT INTO journal_transfer (id, request, topic, partition, offset, startedAt) VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT(id) DO UPDATE SET topic = excluded.topic, partition = excluded.partition, offset = excluded.offset
@@ -59,7 +59,7 @@ extension WorkerStateStore {
     }
 
     public func uploadStarted(transferId: String, bucket: String, key: String, uploadId: String) async throws {
-        try await database.write { db in
+        try await writes.write { db in
             try db.execute(sql: """
                 INSERT OR IGNORE INTO multipart_upload (uploadId, transferId, bucket, key, createdAt) VALUES (?, ?, ?, ?, ?)
                 """, arguments: [uploadId, transferId, bucket, key, Date().timeIntervalSince1970])
@@ -67,7 +67,7 @@ extension WorkerStateStore {
     }
 
     public func partUploaded(uploadId: String, part: JournaledUpload.Part) async throws {
-        try await database.write { db in
+        try await writes.write { db in
             try db.execute(sql: """
                 INSERT OR REPLACE INTO upload_part (uploadId, partNumber, eTag, size, checksum, checksumAlgorithm)
                 VALUES (?, ?, ?, ?, ?, ?)
@@ -77,7 +77,7 @@ extension WorkerStateStore {
 
     /// Marks an upload completed or aborted; its parts are forgotten.
     public func uploadEnded(uploadId: String) async throws {
-        try await database.write { db in
+        try await writes.write { db in
             try db.execute(sql: "UPDATE multipart_upload SET endedAt = ? WHERE uploadId = ?",
                            arguments: [Date().timeIntervalSince1970, uploadId])
             try db.execute(sql: "DELETE FROM upload_part WHERE uploadId = ?", arguments: [uploadId])
@@ -123,7 +123,7 @@ extension WorkerStateStore {
     }
 
     public func partDownloaded(transferId: String, eTag: String, partSize: Int64, partNumber: Int) async throws {
-        try await database.write { db in
+        try await writes.write { db in
             // Parts of an older ETag or part size no longer describe the file.
             try db.execute(sql: "DELETE FROM download_part WHERE transferId = ? AND (eTag != ? OR partSize != ?)",
                            arguments: [transferId, eTag, partSize])
@@ -133,7 +133,7 @@ extension WorkerStateStore {
     }
 
     public func downloadEnded(transferId: String) async throws {
-        try await database.write { db in
+        try await writes.write { db in
             try db.execute(sql: "DELETE FROM download_part WHERE transferId = ?", arguments: [transferId])
         }
     }

@@ -35,7 +35,7 @@ extension WorkerStateStore {
             return (status.id, status.state.rawValue, try JSONEncoder().encode(status))
         }
         let headers = try messages.map { $0.headers.isEmpty ? nil : try JSONEncoder().encode($0.headers) }
-        try await database.write { db in
+        try await writes.write { db in
             let now = Date().timeIntervalSince1970
             for (message, headerData) in zip(messages, headers) {
                 try db.execute(sql: "INSERT INTO outbox (topic, key, value, headers, createdAt) VALUES (?, ?, ?, ?, ?)",
@@ -68,7 +68,7 @@ extension WorkerStateStore {
     /// Forgets messages Kafka has acknowledged.
     public func removeFromOutbox(_ seqs: [Int64]) async throws {
         guard !seqs.isEmpty else { return }
-        try await database.write { db in
+        try await writes.write { db in
             for seq in seqs { try db.execute(sql: "DELETE FROM outbox WHERE seq = ?", arguments: [seq]) }
         }
     }

@@ -10,6 +10,8 @@ import GRDB
 /// acknowledged by Kafka (Outbox.swift).
 public final class WorkerStateStore: Sendable {
     let database: DatabasePool
+    /// Writes on the transfer path share transactions (group commit).
+    let writes: WriteBatcher
     public let path: String
 
     /// Opens (and creates or migrates) `<directory>/ferry.sqlite`.
@@ -20,6 +22,7 @@ public final class WorkerStateStore: Sendable {
         configuration.busyMode = .timeout(5)
         database = try DatabasePool(path: path, configuration: configuration)
         try Self.migrator.migrate(database)
+        writes = WriteBatcher(database: database)
     }
 
     private static var migrator: DatabaseMigrator {
@@ -92,7 +95,7 @@ public final class WorkerStateStore: Sendable {
     public func recordFinished(_ status: TransferStatus) async throws {
         precondition(status.state.isTerminal, "only terminal statuses are recorded")
         let data = try JSONEncoder().encode(status)
-        try await database.write { db in
+        try await writes.write { db in
             try db.execute(sql: "INSERT OR IGNORE INTO finished_transfer (id, state, status, finishedAt) VALUES (?, ?, ?, ?)",
                            arguments: [status.id, status.state.rawValue, data, Date().timeIntervalSince1970])
         }

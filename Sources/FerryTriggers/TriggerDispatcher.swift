@@ -1,6 +1,7 @@
 import FerryKafka
 import Foundation
 import Logging
+import Synchronization
 import Metrics
 
 /// Consumes `<prefix>.events` in its own consumer group and invokes the
@@ -32,20 +33,35 @@ public final class TriggerDispatcher: Sendable {
     /// finishes and is committed before the consumer leaves its group.
     public func run() async {
         await withTaskCancellationHandler {
+            // Events are dispatched one by one, so the last one done per partition
+            // is committable; commits go out every 100 ms rather than per event.
+            let done = DispatchedOffsets()
+            let committer = Task { [self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(100))
+                    await commit(done.take())
+                }
+            }
             for await message in consumer {
                 // Interrupted by shutdown: leave it uncommitted, it is delivered again.
                 guard await dispatch(message) else { break }
-                do {
-                    try await consumer.commit([TopicPartitionOffset(topic: message.topic, partition: message.partition,
-                                                                    offset: message.offset + 1)])
-                } catch {
-                    // Not fatal: the event is delivered again, and handlers tolerate duplicates.
-                    logger.warning("trigger dispatcher: commit failed: \(error)")
-                }
+                done.mark(message)
             }
+            committer.cancel()
+            await commit(done.take())
             consumer.close()
         } onCancel: {
             consumer.stopFetching()
+        }
+    }
+
+    private func commit(_ offsets: [TopicPartitionOffset]) async {
+        guard !offsets.isEmpty else { return }
+        do {
+            try await consumer.commit(offsets)
+        } catch {
+            // Not fatal: the events are delivered again, and handlers tolerate duplicates.
+            logger.warning("trigger dispatcher: commit failed: \(error)")
         }
     }
 
@@ -144,5 +160,19 @@ func withDeadline(seconds: Double, _ body: @escaping @Sendable () async throws -
         let finished = try await group.next()!
         group.cancelAll()
         if !finished { throw TriggerTimeout(seconds: seconds) }
+    }
+}
+
+/// The next offset to commit per partition, as events finish.
+final class DispatchedOffsets: Sendable {
+    private let next = Mutex<[String: TopicPartitionOffset]>([:])
+
+    func mark(_ message: KafkaMessage) {
+        next.withLock { $0["\(message.topic)/\(message.partition)"] = TopicPartitionOffset(topic: message.topic, partition: message.partition,
+                                                                                          offset: message.offset + 1) }
+    }
+
+    func take() -> [TopicPartitionOffset] {
+        next.withLock { pending in defer { pending = [:] }; return Array(pending.values) }
     }
 }

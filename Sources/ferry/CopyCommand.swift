@@ -28,6 +28,8 @@ struct CopyCommand: AsyncParsableCommand {
     @Option(name: .customLong("content-type"), help: "Content type of an upload (default from the extension).") var contentType: String?
     @Option(name: .customLong("metadata"), parsing: .singleValue, help: "User metadata NAME=VALUE (repeatable).") var metadata: [String] = []
     @Flag(help: "Print only the final line.") var quiet = false
+    @Flag(name: .customLong("fsync"), help: "Flush each downloaded file to disk before it is renamed into place (the worker always does).")
+    var fsync = false
     @Flag(name: .customLong("recursive"), help: "Copy a directory to a prefix, or a prefix to a directory.") var recursive = false
     @Option(name: .customLong("max-transfers"), help: "Objects copied at once with --recursive (default 8).") var maxTransfers = 8
 
@@ -36,7 +38,8 @@ struct CopyCommand: AsyncParsableCommand {
         logOptions.level = log.level ?? environment("FERRY_LOG_LEVEL") ?? "warning"
         let logger = try logOptions.bootstrap(label: "ferry.cp")
         let client = S3Client(try configured(s3.configuration))
-        let settings = try s3.limits.settings()
+        var settings = try s3.limits.settings()
+        settings.syncDownloads = fsync
         var configuration = TransferEngine.Configuration()
         configuration.maxTransfers = recursive ? maxTransfers : 1
         configuration.defaults = settings

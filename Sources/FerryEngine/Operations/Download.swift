@@ -7,7 +7,7 @@ extension TransferRun {
     /// one part's range learns the size and ETag; the other ranges follow in
     /// parallel with `If-Match`, written at their offsets. An object replaced
     /// meanwhile fails `If-Match` and the download starts over. The temp file
-    /// is fsynced and renamed into place, or removed. Ranges written are
+    /// is fsynced (unless `syncDownloads` is off) and renamed into place, or removed. Ranges written are
     /// journaled: a run that resumes (same ETag, same part size) skips them,
     /// and a hand-off keeps the temp file for it.
     func download() async throws(FerryError) -> TransferOutcome {
@@ -44,7 +44,7 @@ extension TransferRun {
                 guard ftruncate(fd, 0) == 0 else { throw FerryError(.localIOError, "cannot truncate \(temp)") }
             }
         }
-        guard fsync(fd) == 0 else { throw FerryError(.localIOError, "fsync \(temp): \(String(cString: strerror(errno)))") }
+        guard !settings.syncDownloads || fsync(fd) == 0 else { throw FerryError(.localIOError, "fsync \(temp): \(String(cString: strerror(errno)))") }
         guard renameat(directory, temp, directory, name) == 0 else {
             throw FerryError(.localIOError, "cannot move download into place at \(destination): \(String(cString: strerror(errno)))")
         }
