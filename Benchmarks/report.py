@@ -44,6 +44,8 @@ def targets(med, s5):
         if ferry is None:
             continue
         peers = {t: v["mb_s"] for (sc, t), v in med.items() if sc == s and t not in REFERENCES and t != "ferry"}
+        if not peers:
+            continue
         best_tool, best = max(peers.items(), key=lambda kv: kv[1])
         ref = max(get(s, "curl", "mb_s") or 0, get(s, "curl-parallel", "mb_s") or 0)
         lines.append(f"| {s} MB/s ≥ best peer ({best_tool} {best:.0f}) | {ferry:.0f} | {'met' if ferry >= best else 'missed'} |")
@@ -56,6 +58,8 @@ def targets(med, s5):
         if ferry is None:
             continue
         peers = {t: v["objects_s"] for (sc, t), v in med.items() if sc == s and t != "ferry"}
+        if not peers:
+            continue
         best_tool, best = max(peers.items(), key=lambda kv: kv[1])
         lines.append(f"| {s} objects/s ≥ 1.2 × best peer ({best_tool} {best:.0f}) | {ferry:.0f} ({ferry / best:.2f}×) | "
                      f"{'met' if ferry >= 1.2 * best else 'missed'} |")

