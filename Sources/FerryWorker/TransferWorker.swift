@@ -165,7 +165,8 @@ public final class TransferWorker: Sendable {
     }
 
     /// Every few seconds: consumer lag and storage reachability (metrics and
-    /// /readyz); less often: forget old finished ids, sweep stale multipart uploads.
+    /// /readyz); every 15 s: sweep multipart uploads nobody will finish; less
+    /// often: forget old finished ids.
     private func maintain() async {
         let sweepInterval = max(1, min(configuration.sweepAfterSeconds / 2, 3600))
         let observer = Task { [self] in
@@ -190,15 +191,20 @@ public final class TransferWorker: Sendable {
             }
         }
         defer { observer.cancel() }
+        // Uploads of finished transfers are swept within seconds; pruning runs less often.
+        var nextPrune = Date()
         while !Task.isCancelled {
-            do {
-                let pruned = try await state.pruneFinished(olderThan: configuration.finishedRetentionSeconds)
-                if pruned > 0 { logger.info("forgot \(pruned) finished transfer ids older than the retention") }
-            } catch {
-                logger.warning("cannot prune finished transfer ids: \(error)")
+            if Date() >= nextPrune {
+                nextPrune = Date().addingTimeInterval(sweepInterval)
+                do {
+                    let pruned = try await state.pruneFinished(olderThan: configuration.finishedRetentionSeconds)
+                    if pruned > 0 { logger.info("forgot \(pruned) finished transfer ids older than the retention") }
+                } catch {
+                    logger.warning("cannot prune finished transfer ids: \(error)")
+                }
             }
             await sweeper.sweep()
-            try? await Task.sleep(for: .seconds(sweepInterval))
+            try? await Task.sleep(for: .seconds(min(15, sweepInterval)))
         }
     }
 

@@ -68,6 +68,22 @@ import Testing
         let left = Set(try await store.listMultipartUploads(bucket: "b", prefix: "k").map(\.uploadId))
         #expect(left == [busy, foreign], "the busy upload and someone else's are kept")
         #expect(try await state.openUploads(createdBefore: Date().addingTimeInterval(7200)).map(\.uploadId) == [busy])
+
+        // Young uploads go at once when their transfer is finished: here (finished set)…
+        let finishedHere = try await store.createMultipartUpload(PutObjectInput(bucket: "b", key: "k"))
+        try await state.uploadStarted(transferId: "t-done", bucket: "b", key: "k", uploadId: finishedHere)
+        try await state.recordFinished(TransferStatus(id: "t-done", op: "upload", state: .completed))
+        // …or by another worker: the object carries the transfer id.
+        let elsewhere = try await store.createMultipartUpload(PutObjectInput(bucket: "b", key: "other"))
+        try await state.uploadStarted(transferId: "t-elsewhere", bucket: "b", key: "other", uploadId: elsewhere)
+        _ = try await store.putObject(PutObjectInput(bucket: "b", key: "other", metadata: [TransferMarker.transferId: "t-elsewhere"]),
+                                      body: .bytes([1, 2, 3]))
+        // A young upload of a transfer still running elsewhere stays.
+        let running = try await store.createMultipartUpload(PutObjectInput(bucket: "b", key: "third"))
+        try await state.uploadStarted(transferId: "t-running", bucket: "b", key: "third", uploadId: running)
+        #expect(await sweeper.sweep() == 2)
+        let remaining = Set(try await store.listMultipartUploads(bucket: "b", prefix: "").map(\.uploadId))
+        #expect(remaining == [busy, foreign, running])
         _ = location
     }
 }
