@@ -23,12 +23,7 @@ struct StatusCommand: AsyncParsableCommand {
     @OptionGroup var log: LogOptions
 
     func run() async throws {
-        var log = self.log
-        if log.level == nil && setting(.logLevel) == nil { log.level = "warning" }
-        let logger = try log.bootstrap(label: "ferry.status")
-        let configuration = try kafka.configuration()
-        let client = try TransferClient(bootstrapServers: configuration.properties["bootstrap.servers"]!,
-                                        properties: configuration.properties, topics: kafka.topics, logger: logger)
+        let client = try statusClient(kafka: kafka, log: log, label: "ferry.status")
         guard let status = try await client.status(of: id) else {
             FileHandle.standardError.write(Data("no status for \(id) on \(kafka.topics.status)\n".utf8))
             throw ExitCode(2)
@@ -63,12 +58,7 @@ struct WatchCommand: AsyncParsableCommand {
     @OptionGroup var log: LogOptions
 
     func run() async throws {
-        var log = self.log
-        if log.level == nil && setting(.logLevel) == nil { log.level = "warning" }
-        let logger = try log.bootstrap(label: "ferry.watch")
-        let configuration = try kafka.configuration()
-        let client = try TransferClient(bootstrapServers: configuration.properties["bootstrap.servers"]!,
-                                        properties: configuration.properties, topics: kafka.topics, logger: logger)
+        let client = try statusClient(kafka: kafka, log: log, label: "ferry.watch")
         let statuses = try await client.allStatuses(fromBeginning: fromBeginning)
         let table = TransferTable(live: isatty(STDOUT_FILENO) == 1)
         if !table.live { print("watching \(kafka.topics.status)"); flushStandardOutput() }
@@ -89,6 +79,16 @@ struct WatchCommand: AsyncParsableCommand {
         redraw.cancel()
         if table.live { table.draw() }
     }
+}
+
+/// A producer-side client for the status commands; they log only warnings unless told otherwise.
+private func statusClient(kafka: KafkaOptions, log: LogOptions, label: String) throws -> TransferClient {
+    var log = log
+    if log.level == nil && setting(.logLevel) == nil { log.level = "warning" }
+    let logger = try log.bootstrap(label: label)
+    let configuration = try kafka.configuration()
+    return try TransferClient(bootstrapServers: configuration.properties["bootstrap.servers"]!,
+                              properties: configuration.properties, topics: kafka.topics, logger: logger)
 }
 
 /// The latest status of each transfer seen; a terminal redraws it as a table.
