@@ -45,8 +45,6 @@ public final class TransferEngine: Sendable {
     /// The control of a running transfer, by request id.
     public func control(for id: String) -> TransferControl? { active.withLock { $0[id] } }
 
-    /// Ids of the transfers running now.
-    public var activeTransferIds: [String] { active.withLock { Array($0.keys) } }
 
     /// Checks what can be checked before a transfer starts, so a request that
     /// cannot run is refused (and dead-lettered) rather than failing later:

@@ -44,23 +44,7 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     /// subscription: only messages produced after this returns are seen.
     public static func tailing(topic: String, configuration: KafkaConfiguration, logger: Logger) async throws(KafkaError) -> KafkaConsumer {
         let consumer = try KafkaConsumer(configuration: configuration, bufferCapacity: 1024, rebalance: nil, logger: logger)
-        let handle = consumer.handle
-        let result: Result<Void, KafkaError> = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                let rk = handle.rk
-                continuation.resume(returning: Result { () throws(KafkaError) in
-                    let ends = try KafkaConsumer.endOffsets(rk: rk, topic: topic)
-                    let list = rd_kafka_topic_partition_list_new(Int32(ends.count))
-                    defer { rd_kafka_topic_partition_list_destroy(list) }
-                    for (partition, offset) in ends {
-                        rd_kafka_topic_partition_list_add(list, topic, partition).pointee.offset = offset
-                    }
-                    let err = rd_kafka_assign(rk, list)
-                    guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err, context: "assign \(topic)") }
-                })
-            }
-        }
-        try result.get()
+        _ = try await consumer.assignAll(topic, from: nil)
         return consumer
     }
 
@@ -70,24 +54,7 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
                                 logger: Logger) async throws(KafkaError) -> [KafkaMessage] {
         let consumer = try KafkaConsumer(configuration: configuration, bufferCapacity: 4096, rebalance: nil, logger: logger)
         defer { consumer.close() }
-        let handle = consumer.handle
-        let result: Result<[Int32: Int64], KafkaError> = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                let rk = handle.rk
-                continuation.resume(returning: Result { () throws(KafkaError) -> [Int32: Int64] in
-                    let ends = try KafkaConsumer.endOffsets(rk: rk, topic: topic)
-                    let list = rd_kafka_topic_partition_list_new(Int32(ends.count))
-                    defer { rd_kafka_topic_partition_list_destroy(list) }
-                    for (partition, _) in ends {
-                        rd_kafka_topic_partition_list_add(list, topic, partition).pointee.offset = Int64(RD_KAFKA_OFFSET_BEGINNING)
-                    }
-                    let err = rd_kafka_assign(rk, list)
-                    guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err, context: "assign \(topic)") }
-                    return Dictionary(uniqueKeysWithValues: ends.filter { $0.1 > 0 })
-                })
-            }
-        }
-        var remaining = try result.get()
+        var remaining = try await consumer.assignAll(topic, from: Int64(RD_KAFKA_OFFSET_BEGINNING)).filter { $0.value > 0 }
         var messages: [KafkaMessage] = []
         guard !remaining.isEmpty else { return [] }
         let timer = Task {
@@ -101,6 +68,31 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
             if remaining.isEmpty { break }
         }
         return messages
+    }
+
+    /// Assigns every partition of `topic` (no group) from `offset`, a librdkafka
+    /// logical offset such as RD_KAFKA_OFFSET_BEGINNING, or from each partition's
+    /// current end when nil. Blocking metadata calls run off the cooperative pool.
+    /// Returns each partition's end offset as it was.
+    private func assignAll(_ topic: String, from offset: Int64?) async throws(KafkaError) -> [Int32: Int64] {
+        let handle = self.handle
+        let result: Result<[Int32: Int64], KafkaError> = await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let rk = handle.rk
+                continuation.resume(returning: Result { () throws(KafkaError) -> [Int32: Int64] in
+                    let ends = try KafkaConsumer.endOffsets(rk: rk, topic: topic)
+                    let list = rd_kafka_topic_partition_list_new(Int32(ends.count))
+                    defer { rd_kafka_topic_partition_list_destroy(list) }
+                    for (partition, end) in ends {
+                        rd_kafka_topic_partition_list_add(list, topic, partition).pointee.offset = offset ?? end
+                    }
+                    let err = rd_kafka_assign(rk, list)
+                    guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err, context: "assign \(topic)") }
+                    return Dictionary(uniqueKeysWithValues: ends)
+                })
+            }
+        }
+        return try result.get()
     }
 
     private init(configuration: KafkaConfiguration, bufferCapacity: Int, rebalance: RebalanceHandler?, logger: Logger) throws(KafkaError) {

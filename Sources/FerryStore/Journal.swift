@@ -35,8 +35,8 @@ public struct JournaledUpload: Sendable, Hashable {
 }
 
 /// The journal: what a transfer has done so far, so that after a crash it
-/// resumes instead of starting over. Each write is its own small transaction
-/// (WAL makes them cheap); losing the last one only costs a re-check against S3.
+/// resumes instead of starting over. Writes go through the group commit
+/// (`WriteBatcher`); losing the last one only costs a re-check against S3.
 extension WorkerStateStore {
     public func beginTransfer(id: String, request: [UInt8], topic: String, partition: Int32, offset: Int64) async throws {
         try await writes.write { db in

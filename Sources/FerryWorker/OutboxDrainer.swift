@@ -15,8 +15,6 @@ final class OutboxDrainer: Sendable {
     private let health: WorkerHealth?
     private let wakeUp = Mutex<CheckedContinuation<Void, Never>?>(nil)
     private let pendingWake = Atomic<Bool>(false)
-    /// Messages published since start (for tests and metrics).
-    let published = Atomic<Int>(0)
 
     init(state: WorkerStateStore, producer: KafkaProducer, health: WorkerHealth? = nil, logger: Logger) {
         self.state = state
@@ -92,7 +90,6 @@ final class OutboxDrainer: Sendable {
         }
         do {
             try await state.removeFromOutbox(delivered)
-            published.add(delivered.count, ordering: .relaxed)
         } catch {
             // They were delivered; deleting them again later only republishes them (duplicates are harmless).
             logger.error("cannot remove delivered messages from the outbox: \(error)")
