@@ -62,7 +62,7 @@ let package = Package(
         ]),
         // Handler protocols, registry, filters, dispatcher.
         .target(name: "FerryTriggers", dependencies: [
-            "FerryCore", "FerryKafka",
+            "FerryCore", "FerryKafka", "FerryS3",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
         ]),
@@ -72,7 +72,8 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Users' trigger handlers and their registration.
-        .target(name: "Triggers", dependencies: ["FerryCore", "FerryTriggers"], path: "triggers",
+        .target(name: "Triggers", dependencies: ["FerryCore", "FerryS3", "FerryTriggers",
+                                                 .product(name: "GRDB", package: "GRDB.swift")], path: "triggers",
                 exclude: ["README.md"]),
         // The pipeline: consume requests, run transfers, publish outcomes.
         .target(name: "FerryWorker", dependencies: [

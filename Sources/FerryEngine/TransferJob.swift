@@ -1,4 +1,5 @@
 import FerryCore
+import FerryS3
 
 /// A validated request with its resolved storage location, ready to run.
 public struct TransferJob: Sendable {
@@ -40,4 +41,13 @@ public struct TransferOutcome: Sendable, Hashable {
     public var alreadyStored = false
     /// The object's metadata as stored, when the transfer read it (for the markers).
     public var storedMetadata: [String: String] = [:]
+    /// For writes: what the key held just before (HEAD before the write), nil
+    /// when it held nothing; the old image of the `objects` stream record.
+    public var previous: ObjectAttributes?
+    /// False when the write had already happened (a redelivery), so what the
+    /// key held before it is no longer known.
+    public var previousKnown = true
+    /// For writes: the content type and user metadata the object now has.
+    public var contentType: String?
+    public var metadata: [String: String] = [:]
 }

@@ -29,7 +29,7 @@ extension WorkerStateStore {
     /// status in the finished set (first one wins), and the end of the
     /// transfer's journal entry.
     public func commitOutcome(_ messages: [OutboxMessage], finished: TransferStatus? = nil,
-                              endingTransfer id: String? = nil) async throws {
+                              endingTransfer id: String? = nil, streamOffset: Int64? = nil) async throws {
         let finishedRow = try finished.map { status -> (String, String, Data) in
             precondition(status.state.isTerminal, "only terminal statuses are recorded")
             return (status.id, status.state.rawValue, try JSONEncoder().encode(status))
@@ -42,8 +42,8 @@ extension WorkerStateStore {
                                arguments: [message.topic, message.key.map { Data($0) }, Data(message.value), headerData, now])
             }
             if let (id, state, status) = finishedRow {
-                try db.execute(sql: "INSERT OR IGNORE INTO finished_transfer (id, state, status, finishedAt) VALUES (?, ?, ?, ?)",
-                               arguments: [id, state, status, now])
+                try db.execute(sql: "INSERT OR IGNORE INTO finished_transfer (id, state, status, finishedAt, streamOffset) VALUES (?, ?, ?, ?, ?)",
+                               arguments: [id, state, status, now, streamOffset])
             }
             if let id {
                 try db.execute(sql: "DELETE FROM journal_transfer WHERE id = ?", arguments: [id])

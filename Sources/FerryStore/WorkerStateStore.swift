@@ -80,6 +80,11 @@ public final class WorkerStateStore: Sendable {
                 t.column("createdAt", .double).notNull()
             }
         }
+        migrator.registerMigration("v3-stream-offset") { db in
+            // The request offset a finished transfer's stream records were numbered
+            // from, so the record of its expiry continues the sequence.
+            try db.alter(table: "finished_transfer") { t in t.add(column: "streamOffset", .integer) }
+        }
         return migrator
     }
 
@@ -101,11 +106,25 @@ public final class WorkerStateStore: Sendable {
         }
     }
 
-    /// Forgets finished ids older than `age` seconds; returns how many.
+    /// Forgets finished ids older than `age` seconds; returns how many. For
+    /// each forgotten id that has stream records, `expiry` may give a message
+    /// (the `transfers` REMOVE record), queued in the outbox in the same transaction.
     @discardableResult
-    public func pruneFinished(olderThan age: TimeInterval) async throws -> Int {
+    public func pruneFinished(olderThan age: TimeInterval,
+                              expiry: (@Sendable (TransferStatus, Int64) -> OutboxMessage?)? = nil) async throws -> Int {
         let cutoff = Date().timeIntervalSince1970 - age
         return try await database.write { db in
+            if let expiry {
+                let rows = try Row.fetchAll(db, sql: "SELECT status, streamOffset FROM finished_transfer WHERE finishedAt < ? AND streamOffset IS NOT NULL",
+                                            arguments: [cutoff])
+                let now = Date().timeIntervalSince1970
+                for row in rows {
+                    guard let status = try? JSONDecoder().decode(TransferStatus.self, from: row["status"] as Data),
+                          let message = expiry(status, row["streamOffset"]) else { continue }
+                    try db.execute(sql: "INSERT INTO outbox (topic, key, value, headers, createdAt) VALUES (?, ?, ?, NULL, ?)",
+                                   arguments: [message.topic, message.key.map { Data($0) }, Data(message.value), now])
+                }
+            }
             try db.execute(sql: "DELETE FROM finished_transfer WHERE finishedAt < ?", arguments: [cutoff])
             return db.changesCount
         }

@@ -1,3 +1,4 @@
+import FerryKafka
 import Foundation
 
 /// What `<prefix>.triggers.dlq` receives when an invocation has failed for good:
@@ -57,5 +58,66 @@ public struct InvocationRecord: Sendable, Codable {
         requestPayload = payload
         responseContext = ResponseContext(statusCode: 200, executedVersion: "$LATEST", functionError: "Unhandled")
         responsePayload = ErrorPayload(errorType: String(describing: type(of: error)), errorMessage: "\(error)")
+    }
+}
+
+/// What a stream trigger's on-failure destination receives for records it
+/// gave up on: Lambda's record (`DDBStreamBatchInfo` says which records), plus
+/// the records themselves and their Kafka position, so nothing is lost when
+/// the stream topic's retention passes.
+public struct StreamFailureRecord: Sendable, Codable {
+    public struct BatchInfo: Sendable, Codable {
+        public var shardId: String
+        public var startSequenceNumber: String
+        public var endSequenceNumber: String
+        public var approximateArrivalOfFirstRecord: String
+        public var approximateArrivalOfLastRecord: String
+        public var batchSize: Int
+        public var streamArn: String
+    }
+
+    public struct KafkaPosition: Sendable, Codable {
+        public var topic: String
+        public var partition: Int32
+        public var firstOffset: Int64
+        public var lastOffset: Int64
+    }
+
+    public var version = "1.0"
+    public var timestamp: String
+    public var requestContext: InvocationRecord.RequestContext
+    public var responseContext: InvocationRecord.ResponseContext
+    public var batchInfo: BatchInfo
+    public var errorMessage: String
+    public var records: [DynamoDBEvent.Record]
+    /// Raw values of records that could not be decoded.
+    public var undecodable: [String]?
+    public var kafka: KafkaPosition
+
+    enum CodingKeys: String, CodingKey {
+        case version, timestamp, requestContext, responseContext, batchInfo = "DDBStreamBatchInfo", errorMessage, records, undecodable, kafka
+    }
+
+    init(trigger: String, condition: String, invokeCount: Int, items: [StreamMapping.Item], messages: [KafkaMessage] = [],
+         error: any Error) {
+        let all = items.map(\.message) + messages
+        let records = items.map(\.record)
+        func arrival(_ message: KafkaMessage?) -> String {
+            Timestamp.iso8601(message?.timestampMs.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? Date())
+        }
+        timestamp = Timestamp.iso8601(Date())
+        requestContext = .init(requestId: UUID().uuidString, functionArn: "ferry:trigger:\(trigger)", condition: condition,
+                               approximateInvokeCount: invokeCount)
+        responseContext = .init(statusCode: 200, executedVersion: "$LATEST", functionError: "Unhandled")
+        batchInfo = BatchInfo(shardId: all.first.map { "\($0.topic)/\($0.partition)" } ?? "-",
+                              startSequenceNumber: records.first?.dynamodb.sequenceNumber ?? "",
+                              endSequenceNumber: records.last?.dynamodb.sequenceNumber ?? "",
+                              approximateArrivalOfFirstRecord: arrival(all.first), approximateArrivalOfLastRecord: arrival(all.last),
+                              batchSize: all.count, streamArn: records.first?.eventSourceARN ?? "")
+        errorMessage = "\(error)"
+        self.records = records
+        undecodable = messages.isEmpty ? nil : messages.map { String(decoding: $0.value, as: UTF8.self) }
+        kafka = KafkaPosition(topic: all.first?.topic ?? "", partition: all.first?.partition ?? -1,
+                              firstOffset: all.map(\.offset).min() ?? -1, lastOffset: all.map(\.offset).max() ?? -1)
     }
 }

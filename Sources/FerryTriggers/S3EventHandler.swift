@@ -1,4 +1,6 @@
 @_exported import FerryCore
+import FerryKafka
+import FerryS3
 import Foundation
 import Logging
 
@@ -6,6 +8,14 @@ import Logging
 /// swift-aws-lambda-runtime: throw to fail the invocation (it is retried).
 public protocol S3EventHandler: Sendable {
     func handle(_ event: S3Event, context: TriggerContext) async throws
+}
+
+/// A trigger handler for a table's stream records, like a Lambda function
+/// behind a DynamoDB event source mapping. Throwing fails the whole batch;
+/// with ReportBatchItemFailures, returning failed `eventID`s retries the batch
+/// from the first of them.
+public protocol StreamRecordHandler: Sendable {
+    func handle(_ event: DynamoDBEvent, context: TriggerContext) async throws -> StreamBatchResponse
 }
 
 /// What a handler knows about its invocation.
@@ -20,12 +30,19 @@ public struct TriggerContext: Sendable {
     public var deadline: Date
     public var logger: Logger
     public var environment: TriggerEnvironment
+    /// Enqueues further transfers on `<prefix>.requests` (guarded against loops).
+    public var transfers: TriggerTransfers
+    /// Sends a message to any Kafka topic (nil outside the fleet, e.g. `ferry triggers test`).
+    public var kafka: KafkaProducer?
 
     public init(requestId: String, handlerName: String, attempt: Int, deadline: Date, logger: Logger,
-                environment: TriggerEnvironment) {
+                environment: TriggerEnvironment, transfers: TriggerTransfers) {
         self.requestId = requestId; self.handlerName = handlerName; self.attempt = attempt
-        self.deadline = deadline; self.logger = logger; self.environment = environment
+        self.deadline = deadline; self.logger = logger; self.environment = environment; self.transfers = transfers
     }
+
+    /// Time left before the deadline, like Lambda's `getRemainingTimeInMillis`.
+    public var remainingTime: TimeInterval { deadline.timeIntervalSinceNow }
 }
 
 /// Facts about the running Ferry that handlers and registrations may use.
@@ -33,9 +50,16 @@ public struct TriggerEnvironment: Sendable {
     /// The worker's data root (resolved); handlers write their local files under it.
     public var dataRoot: URL
     public var region: String
+    /// Maps a request's user key to its S3 key (the access-level prefix), as the workers do.
+    public var prefixResolver: any PrefixResolver
+    /// The storage the workers write to, for handlers that read objects (nil when not configured).
+    public var objects: (any ObjectStore)?
 
-    public init(dataRoot: URL, region: String) {
+    public init(dataRoot: URL, region: String, prefixResolver: any PrefixResolver = DefaultPrefixResolver(),
+                objects: (any ObjectStore)? = nil) {
         self.dataRoot = dataRoot
         self.region = region
+        self.prefixResolver = prefixResolver
+        self.objects = objects
     }
 }

@@ -17,8 +17,11 @@ public struct S3TriggerRegistration: Sendable {
 
     /// Whether this trigger receives `record`.
     public func matches(_ record: S3Event.Record) -> Bool {
-        let key = record.s3.object.decodedKey
-        return events.contains { $0.matches(record.eventName) } && key.hasPrefix(prefix) && key.hasSuffix(suffix)
+        matches(eventName: record.eventName, key: record.s3.object.decodedKey)
+    }
+
+    public func matches(eventName: String, key: String) -> Bool {
+        events.contains { $0.matches(eventName) } && key.hasPrefix(prefix) && key.hasSuffix(suffix)
     }
 }
 
@@ -30,10 +33,19 @@ public struct AsyncDelivery: Sendable, Hashable {
     public var retryDelaySeconds: Double
     /// An invocation running longer is cancelled and counts as failed.
     public var timeoutSeconds: Double
+    /// An event older than this (from its `eventTime`) is not invoked again but
+    /// dead-lettered with `EventAgeExceeded` (Lambda: 60 s – 6 h, default 6 h).
+    public var maximumEventAgeSeconds: Double
+    /// At most this many invocations of the handler at once (Lambda's reserved
+    /// concurrency); nil: one per partition of `<prefix>.events`.
+    public var maximumConcurrency: Int?
 
-    public init(maximumRetryAttempts: Int = 2, retryDelaySeconds: Double = 1, timeoutSeconds: Double = 30) {
+    public init(maximumRetryAttempts: Int = 2, retryDelaySeconds: Double = 1, timeoutSeconds: Double = 30,
+                maximumEventAgeSeconds: Double = 21_600, maximumConcurrency: Int? = nil) {
         self.maximumRetryAttempts = min(2, max(0, maximumRetryAttempts))
         self.retryDelaySeconds = retryDelaySeconds
         self.timeoutSeconds = timeoutSeconds
+        self.maximumEventAgeSeconds = maximumEventAgeSeconds
+        self.maximumConcurrency = maximumConcurrency.map { max(1, $0) }
     }
 }

@@ -1,79 +1,62 @@
 import FerryKafka
 import Foundation
 import Logging
-import Synchronization
 import Metrics
 
-/// Consumes `<prefix>.events` in its own consumer group and invokes the
-/// triggers each event matches, with Lambda's asynchronous-invocation
-/// semantics: retries with backoff, then an invocation record on
-/// `<prefix>.triggers.dlq`. An offset is committed once every trigger of its
-/// message has succeeded or been dead-lettered, so delivery is at-least-once.
+/// Delivers `<prefix>.events` and `<prefix>.streams` to the registered
+/// triggers. S3 triggers are invoked like Lambda's asynchronous invocation
+/// (consumer group `<prefix>-triggers`); each stream trigger is an event
+/// source mapping with its own consumer group (`<prefix>-triggers.<name>`),
+/// so its position and retries do not hold back the others. Partitions are
+/// worked on side by side, each in offset order; an offset is committed once
+/// its message is handled or its failure record is written: at-least-once.
 public final class TriggerDispatcher: Sendable {
     private let registry: TriggerRegistry
-    private let environment: TriggerEnvironment
-    private let topics: Topics
-    private let consumer: KafkaConsumer
-    private let producer: KafkaProducer
+    private let services: TriggerServices
+    private let s3Lanes: PartitionLanes?
+    private let mappings: [StreamMapping]
     private let logger: Logger
 
     public init(registry: TriggerRegistry, environment: TriggerEnvironment, topics: Topics,
                 kafka: KafkaConfiguration, producer: KafkaProducer, logger: Logger) throws(KafkaError) {
-        var configuration = kafka
-        configuration["group.id"] = topics.triggerGroup
-        // Events are small; a deep buffer keeps the consumer from pausing and
-        // refetching (a 64-message buffer capped dispatch at ~66 events/s, measured).
-        self.consumer = try KafkaConsumer(configuration: configuration, subscribing: [topics.events], bufferCapacity: 2048,
-                                          logger: logger)
+        let services = TriggerServices(registry: registry, environment: environment, topics: topics, producer: producer, logger: logger)
         self.registry = registry
-        self.environment = environment
-        self.topics = topics
-        self.producer = producer
+        self.services = services
         self.logger = logger
+        s3Lanes = registry.s3Triggers.isEmpty ? nil
+            : try PartitionLanes(kafka: kafka, group: topics.triggerGroup, topics: [topics.events], logger: logger)
+        var mappings: [StreamMapping] = []
+        for trigger in registry.streamTriggers {
+            mappings.append(try StreamMapping(trigger: trigger, services: services, kafka: kafka,
+                                              group: "\(topics.triggerGroup).\(trigger.name)", logger: logger))
+        }
+        self.mappings = mappings
     }
 
-    /// Dispatches until the task is cancelled; the event being dispatched then
-    /// finishes and is committed before the consumer leaves its group.
+    /// Dispatches until the task is cancelled; invocations under way are
+    /// interrupted and left uncommitted (delivered again).
     public func run() async {
-        await withTaskCancellationHandler {
-            // Events are dispatched one by one, so the last one done per partition
-            // is committable; commits go out every 100 ms rather than per event.
-            let done = DispatchedOffsets()
-            let committer = Task { [self] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .milliseconds(100))
-                    await commit(done.take())
+        await withTaskGroup(of: Void.self) { group in
+            if let s3Lanes {
+                group.addTask { [self] in
+                    await s3Lanes.run { lane in
+                        while case .message(let message) = await lane.messages.next() {
+                            guard !lane.isRevoked, !Task.isCancelled, await self.dispatch(message) else { lane.skipped(message); continue }
+                            lane.done(message)
+                        }
+                    }
                 }
             }
-            for await message in consumer {
-                // Interrupted by shutdown: leave it uncommitted, it is delivered again.
-                guard await dispatch(message) else { break }
-                done.mark(message)
-            }
-            committer.cancel()
-            await commit(done.take())
-            consumer.close()
-        } onCancel: {
-            consumer.stopFetching()
+            for mapping in mappings { group.addTask { await mapping.run() } }
         }
     }
 
-    private func commit(_ offsets: [TopicPartitionOffset]) async {
-        guard !offsets.isEmpty else { return }
-        do {
-            try await consumer.commit(offsets)
-        } catch {
-            // Not fatal: the events are delivered again, and handlers tolerate duplicates.
-            logger.warning("trigger dispatcher: commit failed: \(error)")
-        }
-    }
-
+    /// Delivers one message of `<prefix>.events` to every trigger it matches.
     /// Returns false when shutdown interrupted an invocation.
     func dispatch(_ message: KafkaMessage) async -> Bool {
         // S3 sends this when a notification configuration is saved: nothing to deliver.
-        if let test = try? JSONSerialization.jsonObject(with: Data(message.value)) as? [String: Any],
-           test["Event"] as? String == "s3:TestEvent" {
-            logger.info("s3:TestEvent received and skipped", metadata: ["bucket": "\(test["Bucket"] ?? "-")"])
+        if let test = S3TestEvent.detect(message.value) {
+            logger.info("s3:TestEvent received and skipped", metadata: ["bucket": "\(test.bucket ?? "-")"])
             return true
         }
         let event: S3Event
@@ -81,10 +64,9 @@ public final class TriggerDispatcher: Sendable {
             event = try JSONDecoder().decode(S3Event.self, from: Data(message.value))
         } catch {
             logger.error("undecodable event dead-lettered", metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
-            await deadLetter(InvocationRecord(requestId: UUID().uuidString, triggerName: "-", condition: "UndecodableEvent",
-                                              invokeCount: 0, payload: .raw(String(decoding: message.value, as: UTF8.self)),
-                                              error: error), key: message.key)
-            return true
+            return await services.deadLetter(InvocationRecord(requestId: UUID().uuidString, triggerName: "-", condition: "UndecodableEvent",
+                                                              invokeCount: 0, payload: .raw(String(decoding: message.value, as: UTF8.self)),
+                                                              error: error), topic: services.topics.triggersDLQ, key: message.key)
         }
         for trigger in registry.s3Triggers {
             let records = event.records.filter(trigger.matches)
@@ -94,88 +76,66 @@ public final class TriggerDispatcher: Sendable {
         return true
     }
 
-    /// One asynchronous invocation: first try plus retries, then the DLQ.
-    /// Returns false when shutdown interrupted it.
+    /// One asynchronous invocation: first try plus retries while the event is
+    /// young enough, then an invocation record. Returns false when shutdown interrupted it.
     func invoke(_ trigger: S3TriggerRegistration, with event: S3Event, key: [UInt8]?) async -> Bool {
         let delivery = trigger.delivery
         let requestId = UUID().uuidString
+        let eventTime = event.records.compactMap { Timestamp.parse($0.eventTime) }.min()
+        var log = logger
+        log[metadataKey: "trigger"] = "\(trigger.name)"
+        log[metadataKey: "requestId"] = "\(requestId)"
         var lastError: any Error = CancellationError()
+        var condition = "RetriesExhausted"
+        var invocations = 0
         for attempt in 1...(1 + delivery.maximumRetryAttempts) {
-            var log = logger
-            log[metadataKey: "trigger"] = "\(trigger.name)"
-            log[metadataKey: "requestId"] = "\(requestId)"
+            if let eventTime, Date().timeIntervalSince(eventTime) > delivery.maximumEventAgeSeconds {
+                condition = "EventAgeExceeded"
+                if invocations == 0 { lastError = EventTooOld(age: Date().timeIntervalSince(eventTime), limit: delivery.maximumEventAgeSeconds) }
+                break
+            }
             log[metadataKey: "attempt"] = "\(attempt)"
-            let context = TriggerContext(requestId: requestId, handlerName: trigger.name, attempt: attempt,
-                                         deadline: Date().addingTimeInterval(delivery.timeoutSeconds),
-                                         logger: log, environment: environment)
+            let context = services.context(handler: trigger.name, requestId: requestId, attempt: attempt,
+                                           timeout: delivery.timeoutSeconds, logger: log) { eventName, _, key in
+                trigger.matches(eventName: eventName, key: key)
+            }
+            invocations += 1
             do {
-                try await withDeadline(seconds: delivery.timeoutSeconds) {
+                try await services.invoke(trigger.name, timeout: delivery.timeoutSeconds) {
                     try await trigger.handler.handle(event, context: context)
                 }
                 Counter(label: "ferry_trigger_invocations_total", dimensions: [("handler", trigger.name), ("outcome", "success")]).increment()
-                if let age = event.records.first.flatMap({ Timestamp.parse($0.eventTime) }).map({ Date().timeIntervalSince($0) }) {
+                if let eventTime {
                     Timer(label: "ferry_trigger_event_age_seconds", dimensions: [("handler", trigger.name)])
-                        .record(duration: .milliseconds(Int64(max(0, age) * 1000)))
+                        .record(duration: .milliseconds(Int64(max(0, Date().timeIntervalSince(eventTime)) * 1000)))
                 }
                 return true
             } catch {
                 if Task.isCancelled { return false }
                 Counter(label: "ferry_trigger_invocations_total", dimensions: [("handler", trigger.name), ("outcome", "failure")]).increment()
                 lastError = error
+                if error is RecursiveInvocationError {
+                    // Lambda's recursive loop detection: stopped at once, never retried.
+                    log.error("\(error)")
+                    condition = "RecursiveInvocationDetected"
+                    break
+                }
                 log.warning("trigger invocation failed: \(error)")
                 if attempt <= delivery.maximumRetryAttempts {
-                    let wait = delivery.retryDelaySeconds * Double(1 << (attempt - 1))
-                    try? await Task.sleep(for: .seconds(wait))
+                    try? await Task.sleep(for: .seconds(delivery.retryDelaySeconds * Double(1 << (attempt - 1))))
                 }
             }
         }
-        logger.error("trigger retries exhausted; invocation record sent to \(topics.triggersDLQ)",
-                     metadata: ["trigger": "\(trigger.name)", "requestId": "\(requestId)"])
-        await deadLetter(InvocationRecord(requestId: requestId, triggerName: trigger.name, condition: "RetriesExhausted",
-                                          invokeCount: 1 + delivery.maximumRetryAttempts, payload: .s3(event),
-                                          error: lastError), key: key)
-        return true
-    }
-
-    private func deadLetter(_ record: InvocationRecord, key: [UInt8]?) async {
-        Counter(label: "ferry_dlq_messages_total", dimensions: [("topic", topics.triggersDLQ)]).increment()
-        do {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            try await producer.send(topic: topics.triggersDLQ, key: key, value: Array(try encoder.encode(record)))
-        } catch {
-            logger.critical("cannot write invocation record to \(topics.triggersDLQ): \(error)")
-        }
+        log.error("trigger invocation given up (\(condition)); invocation record sent to \(services.topics.triggersDLQ)")
+        return await services.deadLetter(InvocationRecord(requestId: requestId, triggerName: trigger.name, condition: condition,
+                                                          invokeCount: invocations, payload: .s3(event), error: lastError),
+                                         topic: services.topics.triggersDLQ, key: key)
     }
 }
 
-/// The error of an invocation that ran past its deadline.
-public struct TriggerTimeout: Error, CustomStringConvertible {
-    public var seconds: Double
-    public var description: String { "handler timed out after \(seconds) s" }
-}
-
-/// Runs `body`, cancelling it and throwing `TriggerTimeout` after `seconds`.
-func withDeadline(seconds: Double, _ body: @escaping @Sendable () async throws -> Void) async throws {
-    try await withThrowingTaskGroup(of: Bool.self) { group in
-        group.addTask { try await body(); return true }
-        group.addTask { try await Task.sleep(for: .seconds(seconds)); return false }
-        let finished = try await group.next()!
-        group.cancelAll()
-        if !finished { throw TriggerTimeout(seconds: seconds) }
-    }
-}
-
-/// The next offset to commit per partition, as events finish.
-final class DispatchedOffsets: Sendable {
-    private let next = Mutex<[String: TopicPartitionOffset]>([:])
-
-    func mark(_ message: KafkaMessage) {
-        next.withLock { $0["\(message.topic)/\(message.partition)"] = TopicPartitionOffset(topic: message.topic, partition: message.partition,
-                                                                                          offset: message.offset + 1) }
-    }
-
-    func take() -> [TopicPartitionOffset] {
-        next.withLock { pending in defer { pending = [:] }; return Array(pending.values) }
-    }
+/// An event older than the trigger's maximum event age.
+public struct EventTooOld: Error, CustomStringConvertible {
+    public var age: Double
+    public var limit: Double
+    public var description: String { "event is \(Int(age)) s old, older than the maximum event age of \(Int(limit)) s" }
 }

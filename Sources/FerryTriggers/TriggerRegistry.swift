@@ -1,16 +1,25 @@
 /// The set of registered triggers. Built once at start-up by the registration
-/// file in `triggers/`; read-only afterwards.
+/// file in `triggers/` (and the targets declared in configuration); read-only afterwards.
 public struct TriggerRegistry: Sendable {
     public private(set) var s3Triggers: [S3TriggerRegistration] = []
+    public private(set) var streamTriggers: [StreamTriggerRegistration] = []
 
     public init() {}
 
-    /// Adds a trigger; names must be unique.
-    public mutating func register(_ registration: S3TriggerRegistration) throws(TriggerRegistrationError) {
-        guard !registration.name.isEmpty else { throw TriggerRegistrationError("a trigger needs a name") }
-        guard !s3Triggers.contains(where: { $0.name == registration.name }) else {
-            throw TriggerRegistrationError("two triggers are named '\(registration.name)'")
+    /// Every trigger's name, S3 triggers first.
+    public var names: [String] { s3Triggers.map(\.name) + streamTriggers.map(\.name) }
+
+    private func checkName(_ name: String) throws(TriggerRegistrationError) {
+        guard !name.isEmpty else { throw TriggerRegistrationError("a trigger needs a name") }
+        guard name.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
+            throw TriggerRegistrationError("trigger name '\(name)' may use letters, digits, '-', '_' and '.' only (it names a consumer group)")
         }
+        guard !names.contains(name) else { throw TriggerRegistrationError("two triggers are named '\(name)'") }
+    }
+
+    /// Adds an S3 trigger; names must be unique.
+    public mutating func register(_ registration: S3TriggerRegistration) throws(TriggerRegistrationError) {
+        try checkName(registration.name)
         guard !registration.events.isEmpty else {
             throw TriggerRegistrationError("trigger '\(registration.name)' names no event types")
         }
@@ -21,6 +30,16 @@ public struct TriggerRegistry: Sendable {
                 + "and prefixes and suffixes that can both match one key (S3 rejects such configurations)")
         }
         s3Triggers.append(registration)
+    }
+
+    /// Adds a stream trigger (an event source mapping); names must be unique.
+    public mutating func register(_ registration: StreamTriggerRegistration) throws(TriggerRegistrationError) {
+        try checkName(registration.name)
+        guard StreamTriggerRegistration.tables.contains(registration.table) else {
+            throw TriggerRegistrationError("trigger '\(registration.name)': no stream for table '\(registration.table)' "
+                + "(tables with streams: \(StreamTriggerRegistration.tables.joined(separator: ", ")))")
+        }
+        streamTriggers.append(registration)
     }
 
     static func overlap(_ a: S3TriggerRegistration, _ b: S3TriggerRegistration) -> Bool {

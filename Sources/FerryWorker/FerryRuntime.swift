@@ -17,6 +17,12 @@ public enum FerryRuntime {
         }
     }
 
+    /// What trigger handlers are given: the data root, region, the workers' prefix resolver and storage.
+    public static func triggerEnvironment(_ configuration: WorkerConfiguration) -> TriggerEnvironment {
+        TriggerEnvironment(dataRoot: URL(fileURLWithPath: configuration.dataRoot.path), region: configuration.region,
+                           prefixResolver: configuration.prefixResolver, objects: try? makeStore(configuration.storage))
+    }
+
     public static func run(configuration: WorkerConfiguration, registry: TriggerRegistry, logger: Logger) async throws {
         // Installed before any metric is made: swift-metrics binds a metric to the backend it was made with.
         let metrics = configuration.httpAddress.map { _ in WorkerMetrics.registry() }
@@ -45,15 +51,14 @@ public enum FerryRuntime {
             stateForAdmin = state
         }
         if configuration.roles.triggers {
-            let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: configuration.dataRoot.path),
-                                                 region: configuration.region)
+            let environment = triggerEnvironment(configuration)
             let dispatcher = try TriggerDispatcher(registry: registry, environment: environment, topics: configuration.topics,
                                                    kafka: configuration.kafka, producer: producer, logger: logger)
             roles.append { await dispatcher.run() }
         }
         logger.info("ferry worker \(configuration.workerId) running",
                     metadata: ["transfers": "\(configuration.roles.transfers)", "triggers": "\(configuration.roles.triggers)",
-                               "triggerCount": "\(registry.s3Triggers.count)"])
+                               "triggerCount": "\(registry.names.count)"])
         var server: AdminServer?
         if let address = configuration.httpAddress, let metrics {
             let router = AdminRouter(workerId: configuration.workerId, health: health, metrics: metrics,

@@ -17,6 +17,7 @@ struct RequestPipeline: Sendable {
     let outbox: OutboxDrainer
     let publisher: OutcomePublisher
     let events: EventBuilder
+    let streams: StreamRecordBuilder
     let resolver: any PrefixResolver
     let identity: IdentityVerifier
     let workerId: String
@@ -54,7 +55,9 @@ struct RequestPipeline: Sendable {
         if request.op == .upload {
             // Markers that make a redelivery of this request recognisable on the object.
             request.metadata = (request.metadata ?? [:]).merging(
-                [TransferMarker.transferId: request.id, TransferMarker.sequencer: sequencer]) { _, marker in marker }
+                [TransferMarker.transferId: request.id, TransferMarker.sequencer: sequencer,
+                 TransferMarker.accessLevel: request.effectiveAccessLevel.rawValue]) { _, marker in marker }
+            if let owner = request.identityId { request.metadata?[TransferMarker.owner] = owner }
         }
         // Before any byte moves: identity proof, the access rules, the S3 key, S3's limits.
         let objectKey: String
@@ -74,10 +77,14 @@ struct RequestPipeline: Sendable {
         } catch {
             log.warning("cannot journal the transfer (it runs, but a crash restarts it from S3's state): \(error)")
         }
+        // The `transfers` item: INSERT (accepted), MODIFY (running), one MODIFY per later state.
+        let item = TransferItem(streams: streams, offset: message.offset)
+        var running = base
+        running.state = .running
+        var opening = [streams.message(item.record(base)), streams.message(item.record(running))]
         // Sent straight away, so it precedes the progress statuses; through the outbox if Kafka refuses it.
-        if !(await publisher.sendNow(base)) {
-            guard await record("accepted status", [publisher.message(base)], log: log) else { return false }
-        }
+        if !(await publisher.sendNow(base)) { opening.insert(publisher.message(base), at: 0) }
+        guard await record("accepted status", opening, log: log) else { return false }
         log.info("\(request.op.rawValue) s3://\(request.bucket)/\(objectKey) accepted")
 
         inFlight.add(.init(id: request.id, op: request.op.rawValue, bucket: request.bucket, key: objectKey,
@@ -93,12 +100,20 @@ struct RequestPipeline: Sendable {
         }
         let job = TransferJob(request: request, objectKey: objectKey)
         // Pause and resume (from ferry.control) are visible as `paused` and `running` statuses.
-        let control = TransferControl { [reporter] state in
+        let changes = SerialWrites()
+        let control = TransferControl { [reporter, self] state in
+            let next: TransferStatus.State
             switch state {
-            case .paused: reporter.stateChanged(.paused)
-            case .running: reporter.stateChanged(.running)
-            case .cancelled: break  // the terminal status follows
+            case .paused: next = .paused
+            case .running: next = .running
+            case .cancelled: return  // the terminal status follows
             }
+            reporter.stateChanged(next)
+            var status = base
+            status.state = next
+            status.time = Timestamp.iso8601(Date())
+            let change = streams.message(item.record(status))
+            changes.append { _ = await record("\(next.rawValue) stream record", [change], log: log) }
         }
         var final = base
         var messages: [OutboxMessage] = []
@@ -114,6 +129,9 @@ struct RequestPipeline: Sendable {
                 let event = events.event(for: request, outcome: outcome, eventName: eventName,
                                          sequencer: outcome.storedMetadata[TransferMarker.sequencer] ?? sequencer)
                 messages.append(publisher.message(event, bucket: request.bucket, key: objectKey))
+            }
+            if let change = streams.objectRecord(request: request, outcome: outcome, offset: message.offset) {
+                messages.append(streams.message(change))
             }
             final.state = .completed
             final.bytesTransferred = outcome.bytesTransferred
@@ -134,9 +152,12 @@ struct RequestPipeline: Sendable {
         }
         final.time = Timestamp.iso8601(Date())
         messages.append(publisher.message(final))
+        await changes.settle()  // pause/resume records first: one item's records stay in order
+        messages.append(streams.message(item.record(final)))
         Counter(label: "ferry_transfers_total", dimensions: [("op", request.op.rawValue), ("outcome", final.state.rawValue)]).increment()
         Counter(label: "ferry_transfer_bytes_total", dimensions: [("op", request.op.rawValue)]).increment(by: Int64(final.bytesTransferred ?? 0))
-        return await record("\(final.state.rawValue) outcome", messages, finished: final, endingTransfer: request.id, log: log)
+        return await record("\(final.state.rawValue) outcome", messages, finished: final, endingTransfer: request.id,
+                            streamOffset: message.offset, log: log)
     }
 
     /// Dead-letters a request that cannot run and publishes `rejected` when its id is known.
@@ -146,7 +167,9 @@ struct RequestPipeline: Sendable {
         Counter(label: "ferry_dlq_messages_total", dimensions: [("topic", publisher.topics.requestsDLQ)]).increment()
         var messages = [publisher.deadLetter(message, error: error)]
         if let id {
-            messages.append(publisher.message(TransferStatus(id: id, op: op, state: .rejected, worker: workerId, error: error)))
+            let status = TransferStatus(id: id, op: op, state: .rejected, worker: workerId, error: error)
+            messages.append(publisher.message(status))
+            messages.append(streams.message(streams.transferRecord(status, previous: nil, offset: message.offset, step: 0)))
         }
         return await record("rejection", messages, log: log)
     }
@@ -154,11 +177,11 @@ struct RequestPipeline: Sendable {
     /// Writes messages (and a terminal outcome) to the outbox, retrying while
     /// the disk refuses; false only when the worker is stopping.
     private func record(_ what: String, _ messages: [OutboxMessage], finished: TransferStatus? = nil,
-                        endingTransfer id: String? = nil, log: Logger) async -> Bool {
+                        endingTransfer id: String? = nil, streamOffset: Int64? = nil, log: Logger) async -> Bool {
         var delay = 0.1
         while !Task.isCancelled {
             do {
-                try await state.commitOutcome(messages, finished: finished, endingTransfer: id)
+                try await state.commitOutcome(messages, finished: finished, endingTransfer: id, streamOffset: streamOffset)
                 outbox.nudge()
                 return true
             } catch {

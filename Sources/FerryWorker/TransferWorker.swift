@@ -50,6 +50,7 @@ public final class TransferWorker: Sendable {
         pipeline = RequestPipeline(engine: engine, state: state, outbox: drainer,
                                    publisher: OutcomePublisher(producer: producer, topics: configuration.topics, logger: logger),
                                    events: EventBuilder(region: configuration.region),
+                                   streams: StreamRecordBuilder(region: configuration.region, topics: configuration.topics),
                                    resolver: configuration.prefixResolver, identity: identity, workerId: configuration.workerId,
                                    progressInterval: configuration.progressIntervalSeconds, inFlight: inFlight, logger: logger)
         sweeper = UploadSweeper(state: state, store: engine.store, inUse: engine.uploadsInUse,
@@ -197,7 +198,11 @@ public final class TransferWorker: Sendable {
             if Date() >= nextPrune {
                 nextPrune = Date().addingTimeInterval(sweepInterval)
                 do {
-                    let pruned = try await state.pruneFinished(olderThan: configuration.finishedRetentionSeconds)
+                    // Each forgotten transfer leaves its `transfers` item: a REMOVE record, as a TTL deletion.
+                    let streams = StreamRecordBuilder(region: configuration.region, topics: configuration.topics)
+                    let pruned = try await state.pruneFinished(olderThan: configuration.finishedRetentionSeconds) { status, offset in
+                        streams.message(streams.transferRecord(status, previous: nil, offset: offset, step: 0, expired: true))
+                    }
                     if pruned > 0 { logger.info("forgot \(pruned) finished transfer ids older than the retention") }
                 } catch {
                     logger.warning("cannot prune finished transfer ids: \(error)")

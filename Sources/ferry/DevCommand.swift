@@ -70,7 +70,7 @@ struct DevCommand: AsyncParsableCommand {
             stateDirectory: URL(fileURLWithPath: stateDir), region: "us-east-1")
         devConfiguration.httpAddress = httpAddress
         let configuration = devConfiguration
-        let registry = try TriggerSetup.registry(dataRoot: root, region: configuration.region)
+        let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration))
 
         guard demo else {
             print("Object store: \(URL(fileURLWithPath: storeDir).standardizedFileURL.path)")

@@ -16,19 +16,32 @@ struct TriggersCommand: AsyncParsableCommand {
 struct TriggersListCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list", abstract: "List registered handlers with their sources, filters and delivery settings.",
-        discussion: "Example:\n  ferry triggers list")
+        discussion: "Handlers come from triggers/Registrations.swift and the 'triggers:' list of --config.\nExample:\n  ferry triggers list --config worker.yaml")
 
+    @OptionGroup var config: ConfigFileOption
     @Option(name: .customLong("data-root"), help: "Data root handed to the registrations (default ./ferry-data).")
     var dataRoot = "ferry-data"
 
     func run() async throws {
+        try config.install()
         try FileManager.default.createDirectory(atPath: dataRoot, withIntermediateDirectories: true)
         let registry = try TriggerSetup.registry(dataRoot: try configured { try DataRoot(dataRoot) }, region: "us-east-1")
-        print("NAME\tEVENTS\tPREFIX\tSUFFIX\tRETRIES\tTIMEOUT")
+        print("NAME\tSOURCE\tFILTER\tDELIVERY")
         for t in registry.s3Triggers {
-            print([t.name, t.events.map(\.pattern).joined(separator: ","), t.prefix.isEmpty ? "-" : t.prefix,
-                   t.suffix.isEmpty ? "-" : t.suffix, String(t.delivery.maximumRetryAttempts),
-                   String(format: "%.0fs", t.delivery.timeoutSeconds)].joined(separator: "\t"))
+            let filter = [t.prefix.isEmpty ? nil : "prefix=\(t.prefix)", t.suffix.isEmpty ? nil : "suffix=\(t.suffix)"].compactMap { $0 }
+            let d = t.delivery
+            print([t.name, "s3:" + t.events.map(\.pattern).joined(separator: ","), filter.isEmpty ? "-" : filter.joined(separator: " "),
+                   "retries=\(d.maximumRetryAttempts) maxEventAge=\(Int(d.maximumEventAgeSeconds))s timeout=\(Int(d.timeoutSeconds))s"
+                   + " concurrency=\(d.maximumConcurrency.map(String.init) ?? "partitions")"].joined(separator: "\t"))
+        }
+        for t in registry.streamTriggers {
+            let m = t.mapping
+            print([t.name, "stream:\(t.table) \(t.viewType.rawValue)",
+                   m.filterCriteria.isEmpty ? "-" : m.filterCriteria.sources.joined(separator: " OR "),
+                   "batchSize=\(m.batchSize) window=\(m.maximumBatchingWindowSeconds)s retries=\(m.maximumRetryAttempts)"
+                   + " maxRecordAge=\(Int(m.maximumRecordAgeSeconds))s bisect=\(m.bisectBatchOnFunctionError)"
+                   + " reportBatchItemFailures=\(m.reportBatchItemFailures) onFailure=\(m.onFailureDestination ?? "<prefix>.triggers.dlq")"
+                   + " timeout=\(Int(m.timeoutSeconds))s concurrency=\(m.maximumConcurrency.map(String.init) ?? "partitions")"].joined(separator: "\t"))
         }
     }
 }
@@ -36,45 +49,87 @@ struct TriggersListCommand: AsyncParsableCommand {
 struct TriggersTestCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "test",
-        abstract: "Invoke one handler with an S3 event from a JSON file and print the result (like sam local invoke).",
+        abstract: "Invoke one handler with an event from a JSON file and print the result (like sam local invoke).",
         discussion: """
-            The event is decoded as Lambda receives it; records the handler's filter does not match are reported and skipped.
+            The file holds an S3 event (for S3 triggers) or a DynamoDB stream event (for stream triggers), as Lambda
+            receives them. Records the handler's filters do not match are reported and skipped; stream records are
+            shown to the handler in its view type. Transfers the handler enqueues are printed, not sent.
             Example:
               ferry triggers test audit-log --event Tests/events/put.json --data-root ./ferry-data
-            Exit codes: 0 the handler succeeded; 1 it threw or timed out; 64 bad usage or an undecodable event.
+            Exit codes: 0 the handler succeeded; 1 it threw, timed out or reported failed records; 64 bad usage or an undecodable event.
             """)
 
+    @OptionGroup var config: ConfigFileOption
     @Argument(help: "Handler name (see ferry triggers list).") var name: String
-    @Option(help: "JSON file holding an S3 event.") var event: String
+    @Option(help: "JSON file holding an S3 event or a DynamoDB stream event.") var event: String
     @Option(name: .customLong("data-root"), help: "Data root handed to the handler (default ./ferry-data).") var dataRoot = "ferry-data"
 
     func run() async throws {
+        try config.install()
         try FileManager.default.createDirectory(atPath: dataRoot, withIntermediateDirectories: true)
         let root = try configured { try DataRoot(dataRoot) }
-        let registry = try TriggerSetup.registry(dataRoot: root, region: "us-east-1")
-        guard let trigger = registry.s3Triggers.first(where: { $0.name == name }) else {
-            throw ValidationError("no handler named '\(name)'; registered: \(registry.s3Triggers.map(\.name).joined(separator: ", "))")
-        }
+        let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: root.path), region: "us-east-1")
+        let registry = try TriggerSetup.registry(environment: environment)
         guard let data = FileManager.default.contents(atPath: event) else { throw ValidationError("cannot read \(event)") }
-        let decoded: S3Event
-        do { decoded = try JSONDecoder().decode(S3Event.self, from: data) } catch {
-            throw ValidationError("\(event) is not an S3 event: \(error)")
+        let recorded = RecordedTransfers()
+        func context(timeout: Double, triggersCaller: @escaping @Sendable (String, String, String) -> Bool) -> TriggerContext {
+            let transfers = TriggerTransfers(handlerName: name, resolver: environment.prefixResolver, triggersCaller: triggersCaller) {
+                recorded.record($0)
+            }
+            return TriggerContext(requestId: UUID().uuidString, handlerName: name, attempt: 1, deadline: Date().addingTimeInterval(timeout),
+                                  logger: Logger(label: "ferry.triggers.test"), environment: environment, transfers: transfers)
         }
-        let matching = decoded.records.filter(trigger.matches)
-        let skipped = decoded.records.count - matching.count
-        if skipped > 0 { print("\(skipped) record(s) do not match \(name)'s filter and are skipped") }
-        guard !matching.isEmpty else { print("nothing to invoke"); return }
-        let context = TriggerContext(requestId: UUID().uuidString, handlerName: name, attempt: 1,
-                                     deadline: Date().addingTimeInterval(trigger.delivery.timeoutSeconds),
-                                     logger: Logger(label: "ferry.triggers.test"),
-                                     environment: TriggerEnvironment(dataRoot: URL(fileURLWithPath: root.path), region: "us-east-1"))
         let started = Date()
-        do {
-            try await trigger.handler.handle(S3Event(records: matching), context: context)
-            print(String(format: "%@ succeeded in %.0f ms with %d record(s)", name, Date().timeIntervalSince(started) * 1000, matching.count))
-        } catch {
-            print("\(name) failed: \(error)")
-            throw ExitCode.failure
+        var failed = false
+        if let trigger = registry.s3Triggers.first(where: { $0.name == name }) {
+            let decoded: S3Event
+            do { decoded = try JSONDecoder().decode(S3Event.self, from: data) } catch {
+                throw ValidationError("\(event) is not an S3 event: \(error)")
+            }
+            let matching = decoded.records.filter(trigger.matches)
+            let skipped = decoded.records.count - matching.count
+            if skipped > 0 { print("\(skipped) record(s) do not match \(name)'s filter and are skipped") }
+            guard !matching.isEmpty else { print("nothing to invoke"); return }
+            do {
+                try await trigger.handler.handle(S3Event(records: matching),
+                                                 context: context(timeout: trigger.delivery.timeoutSeconds) { trigger.matches(eventName: $0, key: $2) })
+                print(String(format: "%@ succeeded in %.0f ms with %d record(s)", name, Date().timeIntervalSince(started) * 1000, matching.count))
+            } catch {
+                print("\(name) failed: \(error)")
+                failed = true
+            }
+        } else if let trigger = registry.streamTriggers.first(where: { $0.name == name }) {
+            let decoded: DynamoDBEvent
+            do { decoded = try JSONDecoder().decode(DynamoDBEvent.self, from: data) } catch {
+                throw ValidationError("\(event) is not a DynamoDB stream event: \(error)")
+            }
+            var matching = decoded.records.filter(trigger.matches)
+            let skipped = decoded.records.count - matching.count
+            if skipped > 0 { print("\(skipped) record(s) are from another table or do not match \(name)'s filters and are skipped") }
+            guard !matching.isEmpty else { print("nothing to invoke"); return }
+            for i in matching.indices { matching[i].dynamodb = matching[i].dynamodb.projected(to: trigger.viewType) }
+            do {
+                let response = try await trigger.handler.handle(DynamoDBEvent(records: matching),
+                                                                context: context(timeout: trigger.mapping.timeoutSeconds) { _, _, _ in false })
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys]
+                print(String(decoding: try encoder.encode(response), as: UTF8.self))
+                if response.batchItemFailures.isEmpty {
+                    print(String(format: "%@ succeeded in %.0f ms with %d record(s)", name, Date().timeIntervalSince(started) * 1000, matching.count))
+                } else {
+                    print("\(name) reported \(response.batchItemFailures.count) failed record(s)")
+                    failed = true
+                }
+            } catch {
+                print("\(name) failed: \(error)")
+                failed = true
+            }
+        } else {
+            throw ValidationError("no handler named '\(name)'; registered: \(registry.names.joined(separator: ", "))")
         }
+        for request in recorded.requests {
+            print("would enqueue: \(request.op.rawValue) s3://\(request.bucket)/\(request.key) (id \(request.id); not sent by triggers test)")
+        }
+        if failed { throw ExitCode.failure }
     }
 }

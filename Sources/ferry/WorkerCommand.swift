@@ -32,7 +32,7 @@ struct WorkerCommand: AsyncParsableCommand {
         for path in secretFiles.compactMap({ $0 }) where SecretRedaction.isExposed(path) {
             logger.warning("\(path) holds secrets and is readable by other users: chmod 600 \(path)")
         }
-        let registry = try TriggerSetup.registry(dataRoot: configuration.dataRoot, region: configuration.region)
+        let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration))
         try await runUntilSignalled {
             try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger)
         }
@@ -253,17 +253,24 @@ struct WorkerOptions: ParsableArguments {
     }
 }
 
-/// Builds the trigger registry from `triggers/Registrations.swift`.
+/// Builds the trigger registry from `triggers/Registrations.swift` and the
+/// targets declared in the configuration file's `triggers:` list.
 enum TriggerSetup {
-    static func registry(dataRoot: DataRoot, region: String) throws -> TriggerRegistry {
+    static func registry(environment: TriggerEnvironment) throws -> TriggerRegistry {
         var registry = TriggerRegistry()
-        let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: dataRoot.path), region: region)
         do {
             try Registrations.register(into: &registry, environment: environment)
+            for target in ProcessSettings.sources?.targets ?? [] {
+                try target.register(into: &registry)
+            }
         } catch {
             throw ValidationError("trigger registration failed: \(error)")
         }
         return registry
+    }
+
+    static func registry(dataRoot: DataRoot, region: String) throws -> TriggerRegistry {
+        try registry(environment: TriggerEnvironment(dataRoot: URL(fileURLWithPath: dataRoot.path), region: region))
     }
 }
 

@@ -3,12 +3,17 @@ import FerryS3
 
 extension TransferRun {
     func delete() async throws(FerryError) -> TransferOutcome {
+        let previous = try await attempt("HeadObject") { () async throws(FerryError) -> ObjectAttributes? in
+            try await store.headObject(bucket: location.bucket, key: location.key)
+        }
         let result = try await attempt("DeleteObject") { () async throws(FerryError) -> ObjectWriteResult in
             try await store.deleteObject(bucket: location.bucket, key: location.key)
         }
-        return TransferOutcome(object: .init(bucket: request.bucket, key: job.objectKey, versionId: result.versionId),
-                               eventName: "ObjectRemoved:Delete", requestId: result.requestId, hostId: result.hostId,
-                               bytesTransferred: 0, attempts: 1)
+        var outcome = TransferOutcome(object: .init(bucket: request.bucket, key: job.objectKey, versionId: result.versionId),
+                                      eventName: "ObjectRemoved:Delete", requestId: result.requestId, hostId: result.hostId,
+                                      bytesTransferred: 0, attempts: 1)
+        outcome.previous = previous
+        return outcome
     }
 
     /// A copy inside storage (no bytes pass through the worker): CopyObject up
@@ -22,6 +27,9 @@ extension TransferRun {
         }
         guard let head else { throw FerryError(.noSuchKey, "copy source \(source) does not exist") }
         setTotal(head.size)
+        let previous = try await attempt("HeadObject") { () async throws(FerryError) -> ObjectAttributes? in
+            try await store.headObject(bucket: destination.bucket, key: destination.key)
+        }
         let result: ObjectWriteResult
         let eventName: String
         if head.size <= settings.copyThreshold {
@@ -34,10 +42,14 @@ extension TransferRun {
             eventName = "ObjectCreated:CompleteMultipartUpload"
         }
         meter.add(head.size - meter.value)
-        return TransferOutcome(object: .init(bucket: request.bucket, key: job.objectKey, size: head.size,
-                                             eTag: result.eTag, versionId: result.versionId),
-                               eventName: eventName, requestId: result.requestId, hostId: result.hostId,
-                               bytesTransferred: head.size, attempts: 1)
+        var outcome = TransferOutcome(object: .init(bucket: request.bucket, key: job.objectKey, size: head.size,
+                                                    eTag: result.eTag, versionId: result.versionId),
+                                      eventName: eventName, requestId: result.requestId, hostId: result.hostId,
+                                      bytesTransferred: head.size, attempts: 1)
+        outcome.previous = previous
+        outcome.contentType = head.contentType
+        outcome.metadata = head.metadata
+        return outcome
     }
 
     private func multipartCopy(from source: ObjectLocation, attributes: ObjectAttributes) async throws(FerryError) -> ObjectWriteResult {

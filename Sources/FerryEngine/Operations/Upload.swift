@@ -61,7 +61,9 @@ extension TransferRun {
     private func uploadBody(_ input: PutObjectInput, body: ObjectBody) async throws(FerryError) -> TransferOutcome {
         let size = body.length
         setTotal(size)
-        if let done = try await alreadyStored(input, size: size) { return done }
+        // Worker requests (they carry the transfer-id marker) look first; `ferry cp` does not need to.
+        let previous = input.metadata[TransferMarker.transferId] == nil ? nil : try await objectBefore(input)
+        if let head = previous, let done = alreadyStored(input, size: size, head: head) { return done }
         let result: ObjectWriteResult
         let eventName: String
         if size <= settings.multipartThreshold {
@@ -77,21 +79,30 @@ extension TransferRun {
             eventName = "ObjectCreated:CompleteMultipartUpload"
         }
         report()
-        return TransferOutcome(object: .init(bucket: input.bucket, key: input.key, size: size, eTag: result.eTag,
-                                             versionId: result.versionId),
-                               eventName: eventName, requestId: result.requestId, hostId: result.hostId,
-                               bytesTransferred: size, attempts: 1)
+        var outcome = TransferOutcome(object: .init(bucket: input.bucket, key: input.key, size: size, eTag: result.eTag,
+                                                    versionId: result.versionId),
+                                      eventName: eventName, requestId: result.requestId, hostId: result.hostId,
+                                      bytesTransferred: size, attempts: 1)
+        outcome.previous = previous
+        outcome.contentType = input.contentType
+        outcome.metadata = input.metadata
+        return outcome
+    }
+
+    /// What the key holds before the write: the old image of the stream record,
+    /// and for a redelivered request the proof that the upload already happened.
+    private func objectBefore(_ input: PutObjectInput) async throws(FerryError) -> ObjectAttributes? {
+        try await attempt("HeadObject") { () async throws(FerryError) -> ObjectAttributes? in
+            try await store.headObject(bucket: input.bucket, key: input.key)
+        }
     }
 
     /// A request carrying a transfer-id marker (every worker request) may be a
     /// redelivery: when the object already has this id and size, the upload
     /// happened and is not repeated.
-    private func alreadyStored(_ input: PutObjectInput, size: Int64) async throws(FerryError) -> TransferOutcome? {
-        guard let marker = input.metadata[TransferMarker.transferId] else { return nil }
-        let head = try await attempt("HeadObject") { () async throws(FerryError) -> ObjectAttributes? in
-            try await store.headObject(bucket: input.bucket, key: input.key)
-        }
-        guard let head, head.metadata[TransferMarker.transferId] == marker, head.size == size else { return nil }
+    private func alreadyStored(_ input: PutObjectInput, size: Int64, head: ObjectAttributes) -> TransferOutcome? {
+        guard let marker = input.metadata[TransferMarker.transferId],
+              head.metadata[TransferMarker.transferId] == marker, head.size == size else { return nil }
         logger.info("object already carries this transfer id: not uploading again", metadata: ["eTag": "\(head.eTag ?? "-")"])
         let multipart = head.eTag?.contains("-") ?? (size > settings.multipartThreshold)
         var outcome = TransferOutcome(object: .init(bucket: input.bucket, key: input.key, size: size, eTag: head.eTag,
@@ -100,6 +111,9 @@ extension TransferRun {
                                       requestId: "", hostId: "", bytesTransferred: 0, attempts: 1)
         outcome.alreadyStored = true
         outcome.storedMetadata = head.metadata
+        outcome.previousKnown = false
+        outcome.contentType = head.contentType
+        outcome.metadata = head.metadata
         return outcome
     }
 

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryTriggers
 import Foundation
 import Synchronization
 import Yams
@@ -20,6 +21,8 @@ public struct ConfigurationSources: Sendable {
     }
 
     public private(set) var file: [SettingKey: Value] = [:]
+    /// Triggers declared in the file's `triggers:` list (webhook and kafka targets).
+    public private(set) var targets: [TargetDeclaration] = []
     public let filePath: String?
     let environment: [String: String]
 
@@ -27,13 +30,16 @@ public struct ConfigurationSources: Sendable {
                 environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) {
         self.filePath = filePath
         self.environment = environment
-        if let fileText {
-            file = try Self.parse(fileText, name: filePath ?? "configuration")
-        } else if let filePath {
-            guard let text = try? String(contentsOfFile: filePath, encoding: .utf8) else {
+        var text = fileText
+        if text == nil, let filePath {
+            guard let read = try? String(contentsOfFile: filePath, encoding: .utf8) else {
                 throw ConfigurationError("cannot read configuration file \(filePath)")
             }
-            file = try Self.parse(text, name: filePath)
+            text = read
+        }
+        if let text {
+            file = try Self.parse(text, name: filePath ?? "configuration")
+            targets = try Self.targets(text, name: filePath ?? "configuration")
         }
     }
 
@@ -78,6 +84,38 @@ public struct ConfigurationSources: Sendable {
 
     /// Parses YAML (JSON is YAML too) into settings; an unknown key, or a value
     /// of the wrong shape, is an error naming its path.
+    /// The `triggers:` list: each entry a `TargetDeclaration` (unknown fields are errors).
+    static func targets(_ text: String, name: String) throws(ConfigurationError) -> [TargetDeclaration] {
+        guard let top = (try? Yams.load(yaml: text)) as? [String: Any], let list = top["triggers"] else { return [] }
+        guard let entries = list as? [[String: Any]] else { throw ConfigurationError("\(name): 'triggers' must be a list of mappings") }
+        let fields = Set(["name", "type", "url", "headers", "topic", "events", "prefix", "suffix", "table", "viewType", "batchSize",
+                          "maximumBatchingWindowSeconds", "maximumRecordAgeSeconds", "bisectBatchOnFunctionError",
+                          "onFailureDestination", "filters", "maximumRetryAttempts", "maximumEventAgeSeconds", "timeoutSeconds",
+                          "maximumConcurrency"])
+        var result: [TargetDeclaration] = []
+        for (index, entry) in entries.enumerated() {
+            if let unknown = entry.keys.sorted().first(where: { !fields.contains($0) }) {
+                throw ConfigurationError("\(name): unknown key 'triggers[\(index)].\(unknown)' (known: \(fields.sorted().joined(separator: ", ")))")
+            }
+            var normalised = entry
+            // Filter patterns may be written as YAML mappings; Lambda's form is a JSON string.
+            if let filters = entry["filters"] as? [Any] {
+                normalised["filters"] = filters.map { item -> String in
+                    if let text = item as? String { return text }
+                    let data = (try? JSONSerialization.data(withJSONObject: item, options: [.sortedKeys])) ?? Data()
+                    return String(decoding: data, as: UTF8.self)
+                }
+            }
+            do {
+                let data = try JSONSerialization.data(withJSONObject: normalised)
+                result.append(try JSONDecoder().decode(TargetDeclaration.self, from: data))
+            } catch {
+                throw ConfigurationError("\(name): triggers[\(index)]: \(error)")
+            }
+        }
+        return result
+    }
+
     static func parse(_ text: String, name: String) throws(ConfigurationError) -> [SettingKey: Value] {
         let root: Any?
         do {
@@ -89,7 +127,7 @@ public struct ConfigurationSources: Sendable {
         guard let top = root as? [String: Any] else { throw ConfigurationError("\(name): the top level must be a mapping of sections") }
         var result: [SettingKey: Value] = [:]
         let known = Set(SettingKey.allCases.map { String($0.rawValue.split(separator: ".")[0]) })
-        for (section, body) in top.sorted(by: { $0.key < $1.key }) {
+        for (section, body) in top.sorted(by: { $0.key < $1.key }) where section != "triggers" {
             guard known.contains(section) else {
                 throw ConfigurationError("\(name): unknown key '\(section)' (sections: \(known.sorted().joined(separator: ", ")))")
             }

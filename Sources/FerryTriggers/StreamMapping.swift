@@ -1,0 +1,219 @@
+import FerryKafka
+import Foundation
+import Logging
+import Metrics
+
+/// One stream trigger's event source mapping: reads `<prefix>.streams` in its
+/// own consumer group, and per partition gathers batches (BatchSize,
+/// MaximumBatchingWindowInSeconds), drops records its filters do not match,
+/// and invokes the handler, retrying a failing batch (bisecting it, or from
+/// the first reported item failure) until it succeeds, runs out of retries or
+/// its records out of age; then a failure record goes to the on-failure
+/// destination and the partition moves on. A partition's batches run one
+/// after another, so one item's records reach the handler in order.
+final class StreamMapping: Sendable {
+    let trigger: StreamTriggerRegistration
+    private let services: TriggerServices
+    private let lanes: PartitionLanes
+    private let logger: Logger
+
+    init(trigger: StreamTriggerRegistration, services: TriggerServices, kafka: KafkaConfiguration, group: String,
+         logger: Logger) throws(KafkaError) {
+        self.trigger = trigger
+        self.services = services
+        var log = logger
+        log[metadataKey: "trigger"] = "\(trigger.name)"
+        self.logger = log
+        lanes = try PartitionLanes(kafka: kafka, group: group, topics: [services.topics.streams], logger: log)
+    }
+
+    var destination: String { trigger.mapping.onFailureDestination ?? services.topics.triggersDLQ }
+
+    func run() async {
+        await lanes.run { [self] lane in await work(lane) }
+    }
+
+    private func work(_ lane: PartitionLanes.Lane) async {
+        let mapping = trigger.mapping
+        while case .message(let first) = await lane.messages.next() {
+            var batch = [first] + lane.messages.take(max: mapping.batchSize - 1)
+            if mapping.maximumBatchingWindowSeconds > 0 {
+                let deadline = ContinuousClock.now + .milliseconds(Int64(mapping.maximumBatchingWindowSeconds * 1000))
+                gathering: while batch.count < mapping.batchSize {
+                    switch await lane.messages.next(until: deadline) {
+                    case .message(let message):
+                        batch.append(message)
+                        batch += lane.messages.take(max: mapping.batchSize - batch.count)
+                    case .timedOut, .finished: break gathering
+                    }
+                }
+            }
+            guard !lane.isRevoked, !Task.isCancelled, await handle(batch) else {
+                batch.forEach(lane.skipped)
+                continue
+            }
+            batch.forEach(lane.done)
+        }
+    }
+
+    /// A record with the message that carried it.
+    struct Item: Sendable {
+        var message: KafkaMessage
+        var record: DynamoDBEvent.Record
+    }
+
+    /// Decodes, ages and filters a batch, then delivers it. False when shutdown interrupted it.
+    func handle(_ messages: [KafkaMessage]) async -> Bool {
+        var items: [Item] = []
+        for message in messages {
+            do {
+                let record = try JSONDecoder().decode(DynamoDBEvent.Record.self, from: Data(message.value))
+                guard trigger.matches(record) else { continue }  // another table, or filtered out
+                var projected = record
+                projected.dynamodb = record.dynamodb.projected(to: trigger.viewType)
+                items.append(Item(message: message, record: projected))
+            } catch {
+                logger.error("undecodable stream record sent to \(destination)", metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
+                let failure = StreamFailureRecord(trigger: trigger.name, condition: "UndecodableRecord", invokeCount: 0,
+                                                  items: [], messages: [message], error: error)
+                guard await services.deadLetter(failure, topic: destination, key: message.key) else { return false }
+            }
+        }
+        Counter(label: "ferry_trigger_filtered_records_total", dimensions: [("handler", trigger.name)]).increment(by: messages.count - items.count)
+        return items.isEmpty ? true : await deliver(items)
+    }
+
+    enum Result {
+        case success
+        case itemFailures(Set<String>)
+        case failure(any Error)
+        case interrupted
+    }
+
+    private func deliver(_ items: [Item]) async -> Bool {
+        let mapping = trigger.mapping
+        var pending: [[Item]] = [items]
+        var retries = 0
+        var invocations = 0
+        while !pending.isEmpty {
+            var batch = pending.removeFirst()
+            if mapping.maximumRecordAgeSeconds >= 0 {
+                let now = Date().timeIntervalSince1970
+                let expired = batch.filter { now - ($0.record.dynamodb.approximateCreationDateTime ?? now) > mapping.maximumRecordAgeSeconds }
+                if !expired.isEmpty {
+                    logger.error("\(expired.count) record(s) older than MaximumRecordAgeInSeconds sent to \(destination)")
+                    let failure = StreamFailureRecord(trigger: trigger.name, condition: "RecordAgeExceeded", invokeCount: invocations,
+                                                      items: expired, error: RecordTooOld(limit: mapping.maximumRecordAgeSeconds))
+                    guard await services.deadLetter(failure, topic: destination, key: expired.first?.message.key) else { return false }
+                    let gone = Set(expired.map(\.record.eventID))
+                    batch.removeAll { gone.contains($0.record.eventID) }
+                    if batch.isEmpty { retries = 0; continue }
+                }
+            }
+            invocations += 1
+            let result = await invoke(batch, attempt: retries + 1)
+            var retry: [Item]
+            var lastError: any Error
+            switch result {
+            case .interrupted:
+                return false
+            case .success:
+                retries = 0
+                invocations = 0
+                continue
+            case .itemFailures(let ids):
+                // Checkpoint before the first failed record; everything from it is retried.
+                let first = batch.firstIndex { ids.contains($0.record.eventID) } ?? 0
+                retry = Array(batch[first...])
+                lastError = BatchItemFailed(eventIDs: ids)
+            case .failure(let error):
+                lastError = error
+                if error is RecursiveInvocationError {
+                    logger.error("\(error)")
+                    guard await giveUp(batch, condition: "RecursiveInvocationDetected", invocations: invocations, error: error) else { return false }
+                    retries = 0; invocations = 0
+                    continue
+                }
+                if mapping.bisectBatchOnFunctionError && batch.count > 1 {
+                    let half = batch.count / 2
+                    logger.warning("batch of \(batch.count) failed (\(error)); bisecting")
+                    pending.insert(contentsOf: [Array(batch[..<half]), Array(batch[half...])], at: 0)
+                    continue
+                }
+                retry = batch
+            }
+            retries += 1
+            if mapping.maximumRetryAttempts >= 0 && retries > mapping.maximumRetryAttempts {
+                guard await giveUp(retry, condition: "RetryAttemptsExhausted", invocations: invocations, error: lastError) else { return false }
+                retries = 0; invocations = 0
+                continue
+            }
+            logger.warning("batch failed, retry \(retries) from record \(retry.first?.record.eventID ?? "-"): \(lastError)")
+            try? await Task.sleep(for: .seconds(min(30, mapping.retryDelaySeconds * Double(1 << min(retries - 1, 10)))))
+            if Task.isCancelled { return false }
+            pending.insert(retry, at: 0)
+        }
+        return true
+    }
+
+    private func giveUp(_ items: [Item], condition: String, invocations: Int, error: any Error) async -> Bool {
+        logger.error("\(items.count) record(s) given up (\(condition)); failure record sent to \(destination)")
+        let failure = StreamFailureRecord(trigger: trigger.name, condition: condition, invokeCount: invocations, items: items, error: error)
+        return await services.deadLetter(failure, topic: destination, key: items.first?.message.key)
+    }
+
+    private func invoke(_ batch: [Item], attempt: Int) async -> Result {
+        let requestId = UUID().uuidString
+        var log = logger
+        log[metadataKey: "requestId"] = "\(requestId)"
+        log[metadataKey: "attempt"] = "\(attempt)"
+        let trigger = self.trigger
+        let context = services.context(handler: trigger.name, requestId: requestId, attempt: attempt,
+                                       timeout: trigger.mapping.timeoutSeconds, logger: log) { _, bucket, key in
+            // Only writes to objects come back on a stream: as the INSERT/MODIFY of `objects` they would cause.
+            guard trigger.table == "objects" else { return false }
+            return trigger.matches(StreamMapping.probe(bucket: bucket, key: key))
+        }
+        let event = DynamoDBEvent(records: batch.map(\.record))
+        do {
+            let response = try await services.invoke(trigger.name, timeout: trigger.mapping.timeoutSeconds) {
+                try await trigger.handler.handle(event, context: context)
+            }
+            guard trigger.mapping.reportBatchItemFailures, !response.batchItemFailures.isEmpty else {
+                Counter(label: "ferry_trigger_invocations_total", dimensions: [("handler", trigger.name), ("outcome", "success")]).increment()
+                return .success
+            }
+            Counter(label: "ferry_trigger_invocations_total", dimensions: [("handler", trigger.name), ("outcome", "partial")]).increment()
+            let ids = Set(response.batchItemFailures.map(\.itemIdentifier))
+            // Lambda treats an empty or unknown identifier as a failure of the whole batch.
+            let known = Set(batch.map(\.record.eventID))
+            return ids.isSubset(of: known) ? .itemFailures(ids) : .failure(BatchItemFailed(eventIDs: ids))
+        } catch {
+            if Task.isCancelled { return .interrupted }
+            Counter(label: "ferry_trigger_invocations_total", dimensions: [("handler", trigger.name), ("outcome", "failure")]).increment()
+            return .failure(error)
+        }
+    }
+
+    /// The `objects` INSERT a write to s3://bucket/key would cause, as far as
+    /// it is known before the write: for the loop guard's filter check.
+    static func probe(bucket: String, key: String) -> DynamoDBEvent.Record {
+        let keys: AttributeMap = ["bucket": .string(bucket), "key": .string(key)]
+        return DynamoDBEvent.Record(eventID: "probe", eventName: .insert, awsRegion: "",
+                                    eventSourceARN: "arn:aws:dynamodb::000000000000:table/objects/stream/ferry",
+                                    dynamodb: StreamRecord(approximateCreationDateTime: nil, keys: keys, newImage: keys, oldImage: nil,
+                                                           sequenceNumber: "0", streamViewType: .newAndOldImages))
+    }
+}
+
+/// The handler reported these records as failed.
+public struct BatchItemFailed: Error, CustomStringConvertible {
+    public var eventIDs: Set<String>
+    public var description: String { "handler reported failed records: \(eventIDs.sorted().joined(separator: ", "))" }
+}
+
+/// Records older than the mapping's MaximumRecordAgeInSeconds.
+public struct RecordTooOld: Error, CustomStringConvertible {
+    public var limit: Double
+    public var description: String { "records older than MaximumRecordAgeInSeconds (\(Int(limit)) s)" }
+}

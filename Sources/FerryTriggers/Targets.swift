@@ -1,0 +1,157 @@
+import FerryKafka
+import FerryS3
+import Foundation
+
+/// A trigger declared in configuration (`triggers:` in the worker's file),
+/// needing no recompiling: `webhook` POSTs the event JSON to a URL, `kafka`
+/// forwards it to a topic. Either takes an S3 source (`events`, `prefix`,
+/// `suffix`) or a stream source (`table`, `viewType`), and the same delivery
+/// settings as a Swift handler's registration.
+public struct TargetDeclaration: Sendable, Codable, Hashable {
+    public var name: String
+    /// `webhook` or `kafka`.
+    public var type: String
+    public var url: String?
+    public var headers: [String: String]?
+    public var topic: String?
+    // S3 source
+    public var events: [String]?
+    public var prefix: String?
+    public var suffix: String?
+    // Stream source
+    public var table: String?
+    public var viewType: String?
+    public var batchSize: Int?
+    public var maximumBatchingWindowSeconds: Double?
+    public var maximumRecordAgeSeconds: Double?
+    public var bisectBatchOnFunctionError: Bool?
+    public var onFailureDestination: String?
+    public var filters: [String]?
+    // Delivery (both)
+    public var maximumRetryAttempts: Int?
+    public var maximumEventAgeSeconds: Double?
+    public var timeoutSeconds: Double?
+    public var maximumConcurrency: Int?
+
+    /// Adds the declared trigger to `registry`; a declaration that cannot work is an error naming it.
+    public func register(into registry: inout TriggerRegistry, http: CurlTransport = CurlTransport()) throws(TriggerRegistrationError) {
+        let target: any S3EventHandler & StreamRecordHandler
+        switch type {
+        case "webhook":
+            guard let url, let parsed = URLComponents(string: url), ["http", "https"].contains(parsed.scheme ?? "") else {
+                throw TriggerRegistrationError("target '\(name)': a webhook needs an http(s) url")
+            }
+            target = WebhookTarget(url: url, headers: headers ?? [:], http: http)
+        case "kafka":
+            guard let topic, !topic.isEmpty else { throw TriggerRegistrationError("target '\(name)': a kafka target needs a topic") }
+            target = KafkaForwardTarget(topic: topic)
+        default:
+            throw TriggerRegistrationError("target '\(name)': unknown type '\(type)' (webhook or kafka)")
+        }
+        switch (events, table) {
+        case (let events?, nil):
+            try registry.register(S3TriggerRegistration(
+                name: name, events: events.map { EventTypePattern($0) }, prefix: prefix ?? "", suffix: suffix ?? "",
+                delivery: AsyncDelivery(maximumRetryAttempts: maximumRetryAttempts ?? 2, timeoutSeconds: timeoutSeconds ?? 30,
+                                        maximumEventAgeSeconds: maximumEventAgeSeconds ?? 21_600, maximumConcurrency: maximumConcurrency),
+                handler: target))
+        case (nil, let table?):
+            let view: StreamViewType
+            if let viewType {
+                guard let known = StreamViewType(rawValue: viewType) else {
+                    throw TriggerRegistrationError("target '\(name)': unknown viewType '\(viewType)' "
+                        + "(\(StreamViewType.allCases.map(\.rawValue).joined(separator: ", ")))")
+                }
+                view = known
+            } else {
+                view = .newAndOldImages
+            }
+            try registry.register(StreamTriggerRegistration(
+                name: name, table: table, viewType: view,
+                mapping: EventSourceMapping(batchSize: batchSize ?? 100, maximumBatchingWindowSeconds: maximumBatchingWindowSeconds ?? 0,
+                                            maximumRetryAttempts: maximumRetryAttempts ?? -1, maximumRecordAgeSeconds: maximumRecordAgeSeconds ?? -1,
+                                            bisectBatchOnFunctionError: bisectBatchOnFunctionError ?? false,
+                                            reportBatchItemFailures: type == "webhook", onFailureDestination: onFailureDestination,
+                                            filterCriteria: try FilterCriteria(patterns: filters ?? []),
+                                            timeoutSeconds: timeoutSeconds ?? 30, maximumConcurrency: maximumConcurrency),
+                handler: target))
+        default:
+            throw TriggerRegistrationError("target '\(name)': give either 'events' (an S3 source) or 'table' (a stream source)")
+        }
+    }
+}
+
+/// POSTs the event JSON to a URL. A 2xx answer is success; for a stream
+/// batch, a JSON body with `batchItemFailures` reports failed records. Any
+/// other answer, or no answer, fails the invocation (retried as configured).
+public struct WebhookTarget: S3EventHandler, StreamRecordHandler {
+    public var url: String
+    public var headers: [String: String]
+    let http: CurlTransport
+
+    public init(url: String, headers: [String: String] = [:], http: CurlTransport = CurlTransport()) {
+        self.url = url; self.headers = headers; self.http = http
+    }
+
+    public func handle(_ event: S3Event, context: TriggerContext) async throws {
+        _ = try await post(event, context: context)
+    }
+
+    public func handle(_ event: DynamoDBEvent, context: TriggerContext) async throws -> StreamBatchResponse {
+        let body = try await post(event, context: context)
+        guard !body.isEmpty, let response = try? JSONDecoder().decode(StreamBatchResponse.self, from: Data(body)) else { return .success }
+        return response
+    }
+
+    private func post<T: Encodable>(_ event: T, context: TriggerContext) async throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        var requestHeaders = [("Content-Type", "application/json"), ("X-Ferry-Request-Id", context.requestId),
+                              ("X-Ferry-Attempt", String(context.attempt)), ("X-Ferry-Trigger", context.handlerName)]
+        requestHeaders += headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        let response = try await http.execute(HTTPRequest(method: "POST", url: url, headers: requestHeaders,
+                                                          body: .bytes(Array(try encoder.encode(event)))))
+        guard (200..<300).contains(response.status) else {
+            throw WebhookRefused(url: url, status: response.status, body: String(decoding: response.body.prefix(200), as: UTF8.self))
+        }
+        return response.body
+    }
+}
+
+/// A webhook answered with something other than 2xx.
+public struct WebhookRefused: Error, CustomStringConvertible {
+    public var url: String
+    public var status: Int
+    public var body: String
+    public var description: String { "webhook \(url) answered HTTP \(status): \(body)" }
+}
+
+/// Forwards the event JSON to a Kafka topic: keyed `bucket/key` for S3
+/// events; one message per record, keyed by table and item key, for streams.
+public struct KafkaForwardTarget: S3EventHandler, StreamRecordHandler {
+    public var topic: String
+
+    public init(topic: String) { self.topic = topic }
+
+    public func handle(_ event: S3Event, context: TriggerContext) async throws {
+        let producer = try producer(context)
+        let key = event.records.first.map { "\($0.s3.bucket.name)/\($0.s3.object.decodedKey)" }
+        try await producer.send(topic: topic, key: key, value: Array(try JSONEncoder().encode(event)))
+    }
+
+    public func handle(_ event: DynamoDBEvent, context: TriggerContext) async throws -> StreamBatchResponse {
+        let producer = try producer(context)
+        for record in event.records {
+            let key = "\(record.tableName ?? "-")/" + record.dynamodb.keys.sorted { $0.key < $1.key }.compactMap { $0.value.stringValue }.joined(separator: "/")
+            try await producer.send(topic: topic, key: key, value: Array(try JSONEncoder().encode(record)))
+        }
+        return .success
+    }
+
+    private func producer(_ context: TriggerContext) throws -> KafkaProducer {
+        guard let producer = context.kafka else {
+            throw TriggerRegistrationError("kafka target: no Kafka producer here (run it in a worker, or ferry triggers test --brokers)")
+        }
+        return producer
+    }
+}

@@ -1,0 +1,88 @@
+import FerryKafka
+import Foundation
+import Logging
+import Metrics
+
+/// What both kinds of delivery share: the context a handler gets (with its
+/// loop-guarded transfer client), per-handler concurrency limits, deadlines,
+/// and writing failure records to Kafka.
+struct TriggerServices: Sendable {
+    let environment: TriggerEnvironment
+    let topics: Topics
+    let producer: KafkaProducer?
+    let logger: Logger
+    private let limits: [String: AsyncSemaphore]
+
+    init(registry: TriggerRegistry, environment: TriggerEnvironment, topics: Topics, producer: KafkaProducer?, logger: Logger) {
+        self.environment = environment; self.topics = topics; self.producer = producer; self.logger = logger
+        var limits: [String: AsyncSemaphore] = [:]
+        for trigger in registry.s3Triggers { if let n = trigger.delivery.maximumConcurrency { limits[trigger.name] = AsyncSemaphore(limit: n) } }
+        for trigger in registry.streamTriggers { if let n = trigger.mapping.maximumConcurrency { limits[trigger.name] = AsyncSemaphore(limit: n) } }
+        self.limits = limits
+    }
+
+    func context(handler: String, requestId: String, attempt: Int, timeout: Double, logger log: Logger,
+                 triggersCaller: @escaping @Sendable (String, String, String) -> Bool) -> TriggerContext {
+        let producer = self.producer
+        let requests = topics.requests
+        let transfers = TriggerTransfers(handlerName: handler, resolver: environment.prefixResolver,
+                                         triggersCaller: triggersCaller) { request in
+            guard let producer else { throw TriggerRegistrationError("no Kafka producer in this process") }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            try await producer.send(topic: requests, key: request.kafkaKey, value: Array(try encoder.encode(request)))
+        }
+        var context = TriggerContext(requestId: requestId, handlerName: handler, attempt: attempt,
+                                     deadline: Date().addingTimeInterval(timeout), logger: log, environment: environment,
+                                     transfers: transfers)
+        context.kafka = producer
+        return context
+    }
+
+    /// Runs `body` within the handler's concurrency limit and its timeout.
+    func invoke<T: Sendable>(_ handler: String, timeout: Double, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let limit = limits[handler]
+        await limit?.acquire()
+        defer { limit?.release() }
+        return try await withDeadline(seconds: timeout, body)
+    }
+
+    /// Writes a failure record; a write Kafka refuses is retried until it lands
+    /// or the dispatcher stops (false), so an offset is never committed past a lost record.
+    func deadLetter<T: Encodable>(_ record: T, topic: String, key: [UInt8]?) async -> Bool {
+        Counter(label: "ferry_dlq_messages_total", dimensions: [("topic", topic)]).increment()
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        guard let producer, let value = try? encoder.encode(record) else { return false }
+        var delay = 0.2
+        while !Task.isCancelled {
+            do {
+                try await producer.send(topic: topic, key: key, value: Array(value))
+                return true
+            } catch {
+                logger.error("cannot write failure record to \(topic), retrying in \(delay) s: \(error)")
+                try? await Task.sleep(for: .seconds(delay))
+                delay = min(delay * 2, 10)
+            }
+        }
+        return false
+    }
+}
+
+/// The error of an invocation that ran past its deadline.
+public struct TriggerTimeout: Error, CustomStringConvertible {
+    public var seconds: Double
+    public var description: String { "handler timed out after \(seconds) s" }
+}
+
+/// Runs `body`, cancelling it and throwing `TriggerTimeout` after `seconds`.
+func withDeadline<T: Sendable>(seconds: Double, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask { try await Task.sleep(for: .seconds(seconds)); return nil }
+        let first = try await group.next()!
+        group.cancelAll()
+        guard let result = first else { throw TriggerTimeout(seconds: seconds) }
+        return result
+    }
+}
