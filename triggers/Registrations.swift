@@ -19,5 +19,28 @@ public enum Registrations {
             delivery: AsyncDelivery(maximumRetryAttempts: 2),
             handler: AuditLogHandler(file: environment.dataRoot.appendingPathComponent("audit/audit.jsonl"))
         ))
+        // A queryable catalog of every object, from the `objects` table's stream.
+        try registry.register(StreamTriggerRegistration(
+            name: "object-index",
+            table: "objects",
+            viewType: .newImage,
+            mapping: EventSourceMapping(batchSize: 100, maximumBatchingWindowSeconds: 0.1, maximumRetryAttempts: 10,
+                                        reportBatchItemFailures: true),
+            handler: try ObjectIndexHandler(file: environment.dataRoot.appendingPathComponent("index/objects.sqlite"))
+        ))
+        // A SHA-256 manifest under manifests/ for each object written under incoming/ (guest level).
+        // The filter keeps the manifests themselves out: they are written outside the watched prefix.
+        try registry.register(StreamTriggerRegistration(
+            name: "checksum-manifest",
+            table: "objects",
+            viewType: .newImage,
+            mapping: EventSourceMapping(
+                batchSize: 10, maximumRetryAttempts: 3, maximumRecordAgeSeconds: 3600, bisectBatchOnFunctionError: true,
+                reportBatchItemFailures: true,
+                filterCriteria: try FilterCriteria(patterns: [
+                    #"{"eventName":["INSERT","MODIFY"],"dynamodb":{"Keys":{"key":{"S":[{"prefix":"public/incoming/"}]}}}}"#,
+                ])),
+            handler: ChecksumManifestHandler(watchedPrefix: "public/incoming/", manifestPrefix: "manifests/")
+        ))
     }
 }

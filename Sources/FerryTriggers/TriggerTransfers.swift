@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Synchronization
 
 /// The handler's client for enqueueing transfers, with Lambda's recursive-loop
@@ -57,4 +58,17 @@ public final class RecordedTransfers: Sendable {
     public init() {}
     public var requests: [TransferRequest] { store.withLock { $0 } }
     public func record(_ request: TransferRequest) { store.withLock { $0.append(request) } }
+}
+
+extension TriggerContext {
+    /// A context for running a handler outside the fleet (unit tests, `ferry triggers test`):
+    /// transfers it enqueues are recorded in `recorder`, not sent; `triggersCaller` is the loop guard's check.
+    public static func local(handlerName: String, environment: TriggerEnvironment, recorder: RecordedTransfers = RecordedTransfers(),
+                             timeout: Double = 30, logger: Logger = Logger(label: "ferry.triggers.local"),
+                             triggersCaller: @escaping @Sendable (String, String, String) -> Bool = { _, _, _ in false }) -> TriggerContext {
+        let transfers = TriggerTransfers(handlerName: handlerName, resolver: environment.prefixResolver,
+                                         triggersCaller: triggersCaller) { recorder.record($0) }
+        return TriggerContext(requestId: UUID().uuidString, handlerName: handlerName, attempt: 1,
+                              deadline: Date().addingTimeInterval(timeout), logger: logger, environment: environment, transfers: transfers)
+    }
 }

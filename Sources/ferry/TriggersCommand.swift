@@ -73,11 +73,8 @@ struct TriggersTestCommand: AsyncParsableCommand {
         guard let data = FileManager.default.contents(atPath: event) else { throw ValidationError("cannot read \(event)") }
         let recorded = RecordedTransfers()
         func context(timeout: Double, triggersCaller: @escaping @Sendable (String, String, String) -> Bool) -> TriggerContext {
-            let transfers = TriggerTransfers(handlerName: name, resolver: environment.prefixResolver, triggersCaller: triggersCaller) {
-                recorded.record($0)
-            }
-            return TriggerContext(requestId: UUID().uuidString, handlerName: name, attempt: 1, deadline: Date().addingTimeInterval(timeout),
-                                  logger: Logger(label: "ferry.triggers.test"), environment: environment, transfers: transfers)
+            .local(handlerName: name, environment: environment, recorder: recorded, timeout: timeout,
+                   logger: Logger(label: "ferry.triggers.test"), triggersCaller: triggersCaller)
         }
         let started = Date()
         var failed = false

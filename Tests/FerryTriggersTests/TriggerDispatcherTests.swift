@@ -21,9 +21,9 @@ import Testing
         }
     }
 
-    func event(key: String) -> S3Event {
+    func event(key: String, eventTime: String = Timestamp.iso8601(Date())) -> S3Event {
         S3Event(records: [S3Event.Record(
-            awsRegion: "us-east-1", eventTime: "2026-01-01T00:00:00.000Z", eventName: "ObjectCreated:Put",
+            awsRegion: "us-east-1", eventTime: eventTime, eventName: "ObjectCreated:Put",
             userIdentity: .init(principalId: "p"), requestParameters: .init(sourceIPAddress: "127.0.0.1"),
             responseElements: .init(requestId: "r", id2: "i"),
             s3: .init(configurationId: "c", bucket: .init(name: "b", ownerIdentity: .init(principalId: "o")),
@@ -31,7 +31,7 @@ import Testing
     }
 
     /// Runs a dispatcher over `messages` until `done` holds for the DLQ's records so far; returns the DLQ.
-    func run(_ triggers: [S3TriggerRegistration], messages: [String],
+    func run(_ triggers: [S3TriggerRegistration], messages: [String], keys: [String]? = nil, requests: RequestsSeen? = nil,
              until done: @escaping ([Kcat.Record]) -> Bool) async throws -> [Kcat.Record] {
         let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
         let topics = Topics(prefix: "t\(UUID().uuidString.prefix(6))")
@@ -43,12 +43,14 @@ import Testing
         let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
                                                topics: topics, kafka: kafka, producer: producer, logger: logger)
         let running = Task { await dispatcher.run() }
-        for m in messages { try await producer.send(topic: topics.events, key: "b/k", value: Array(m.utf8)) }
+        for (i, m) in messages.enumerated() { try await producer.send(topic: topics.events, key: keys?[i] ?? "b/k", value: Array(m.utf8)) }
         let kcat = Kcat(bootstrapServers: cluster.bootstrapServers)
+
         _ = try await eventually(timeout: 40, every: 0.3) { done(try await kcat.consumeAll(topic: topics.triggersDLQ)) }
         try await Task.sleep(for: .milliseconds(300))
         running.cancel()
         await running.value
+        if let requests { requests.records = try await kcat.consumeAll(topic: topics.requests) }
         return try await kcat.consumeAll(topic: topics.triggersDLQ)
     }
 
@@ -101,5 +103,81 @@ import Testing
                                             delivery: AsyncDelivery(maximumRetryAttempts: 0, timeoutSeconds: 0.2), handler: Sleeper())
         let dlq = try await run([trigger], messages: [try json(event(key: "x"))]) { !$0.isEmpty }
         #expect(dlq.first?.value.contains("timed out") == true)
+    }
+
+    /// Where a test reads `<prefix>.requests` after the run.
+    final class RequestsSeen: @unchecked Sendable {
+        var records: [Kcat.Record] = []
+    }
+
+    @Test func eventsOlderThanTheMaximumAgeAreDeadLetteredUninvoked() async throws {
+        let handler = FlakyHandler(failures: 0)
+        let trigger = S3TriggerRegistration(name: "young-only", events: ["*"],
+                                            delivery: AsyncDelivery(maximumEventAgeSeconds: 60), handler: handler)
+        let old = Timestamp.iso8601(Date().addingTimeInterval(-120))
+        let dlq = try await run([trigger], messages: [try json(event(key: "old", eventTime: old)), try json(event(key: "new"))]) {
+            !$0.isEmpty && handler.attempts.withLock { $0.count } >= 1
+        }
+        #expect(handler.attempts.withLock { $0.count } == 1)  // only the young event
+        let parsed = try JSONSerialization.jsonObject(with: Data(try #require(dlq.first).value.utf8)) as! [String: Any]
+        let context = parsed["requestContext"] as! [String: Any]
+        #expect(context["condition"] as? String == "EventAgeExceeded")
+        #expect(context["approximateInvokeCount"] as? Int == 0)
+    }
+
+    /// Writes one object: where depends on the test.
+    struct Writer: S3EventHandler {
+        let key: String
+        func handle(_ event: S3Event, context: TriggerContext) async throws {
+            try await context.transfers.enqueue(TransferRequest(id: "w-\(key.count)-\(context.attempt)", op: .upload, bucket: "b", key: key,
+                                                                source: "data:;base64,aGk="))
+        }
+    }
+
+    @Test func aHandlerWritingIntoItsOwnPrefixIsStoppedWithoutRetries() async throws {
+        // Guest keys live under public/: the handler watching public/in/ writes public/in/copy.txt.
+        let looping = S3TriggerRegistration(name: "looping", events: ["ObjectCreated:*"], prefix: "public/in/",
+                                            delivery: AsyncDelivery(maximumRetryAttempts: 2, retryDelaySeconds: 0.05),
+                                            handler: Writer(key: "in/copy.txt"))
+        let safe = S3TriggerRegistration(name: "safe", events: ["ObjectCreated:*"], prefix: "public/src/",
+                                         delivery: AsyncDelivery(retryDelaySeconds: 0.05), handler: Writer(key: "out/copy.txt"))
+        let seen = RequestsSeen()
+        let dlq = try await run([looping, safe], messages: [try json(event(key: "public/in/a.txt")), try json(event(key: "public/src/a.txt"))],
+                                requests: seen) { !$0.isEmpty }
+        #expect(dlq.count == 1)
+        let parsed = try JSONSerialization.jsonObject(with: Data(try #require(dlq.first).value.utf8)) as! [String: Any]
+        let context = parsed["requestContext"] as! [String: Any]
+        #expect(context["condition"] as? String == "RecursiveInvocationDetected")
+        #expect(context["functionArn"] as? String == "ferry:trigger:looping")
+        #expect(context["approximateInvokeCount"] as? Int == 1)
+        let message = (parsed["responsePayload"] as? [String: Any])?["errorMessage"] as? String ?? ""
+        #expect(message.contains("s3://b/public/in/copy.txt") && message.contains("would trigger 'looping' again"))
+        // The safe handler's write went out; the looping one's did not.
+        let requests = seen.records
+        #expect(requests.count == 1)
+        #expect(requests.first?.value.contains("out/copy.txt") == true)
+    }
+
+    @Test func concurrencyLimitHoldsAcrossPartitions() async throws {
+        final class Overlap: S3EventHandler {
+            let state = Mutex<(now: Int, peak: Int, total: Int)>((0, 0, 0))
+            func handle(_ event: S3Event, context: TriggerContext) async throws {
+                state.withLock { $0.now += 1; $0.peak = max($0.peak, $0.now) }
+                try await Task.sleep(for: .milliseconds(150))
+                state.withLock { $0.now -= 1; $0.total += 1 }
+            }
+        }
+        let keys = (0..<8).map { "b/key-\($0)" }
+        var peaks: [Int] = []
+        for limit in [1, nil] as [Int?] {
+            let handler = Overlap()
+            let trigger = S3TriggerRegistration(name: "limited", events: ["*"], delivery: AsyncDelivery(maximumConcurrency: limit), handler: handler)
+            _ = try await run([trigger], messages: try keys.map { try json(event(key: $0)) }, keys: keys) { _ in
+                handler.state.withLock { $0.total } >= 8
+            }
+            peaks.append(handler.state.withLock { $0.peak })
+        }
+        #expect(peaks[0] == 1)  // reserved concurrency 1
+        #expect(peaks[1] == 2)  // one lane per partition (2 partitions)
     }
 }

@@ -63,8 +63,7 @@ import Triggers
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appendingPathComponent("audit/audit.jsonl")
         let handler = AuditLogHandler(file: file)
-        let context = TriggerContext(requestId: "r", handlerName: "audit-log", attempt: 1, deadline: .distantFuture,
-                                     logger: .init(label: "t"), environment: .init(dataRoot: dir, region: "us-east-1"))
+        let context = TriggerContext.local(handlerName: "audit-log", environment: .init(dataRoot: dir, region: "us-east-1"))
         try await handler.handle(S3Event(records: [record("ObjectCreated:Put", key: "a b+c.txt"),
                                                    record("ObjectRemoved:Delete", key: "z")]), context: context)
         let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n")

@@ -1,0 +1,307 @@
+import FerryKafka
+import FerryTestSupport
+@testable import FerryTriggers
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+/// Event source mapping semantics for stream triggers, over the mock cluster:
+/// each behaviour of Lambda's DynamoDB-stream mapping has its own test.
+@Suite struct StreamDeliveryTests {
+    let logger = Logger(label: "test.streams")
+
+    /// Answers each invocation with `behaviour(records, invocation number)`; keeps the eventIDs of each batch.
+    final class Scripted: StreamRecordHandler {
+        let behaviour: @Sendable ([DynamoDBEvent.Record], Int) throws -> StreamBatchResponse
+        let batches = Mutex<[[String]]>([])
+        init(_ behaviour: @escaping @Sendable ([DynamoDBEvent.Record], Int) throws -> StreamBatchResponse = { _, _ in .success }) {
+            self.behaviour = behaviour
+        }
+        func handle(_ event: DynamoDBEvent, context: TriggerContext) async throws -> StreamBatchResponse {
+            let n = batches.withLock { $0.append(event.records.map(\.eventID)); return $0.count }
+            return try behaviour(event.records, n)
+        }
+        var seen: [[String]] { batches.withLock { $0 } }
+    }
+
+    struct Planned: Error, CustomStringConvertible { var description: String { "planned failure" } }
+
+    static func record(_ key: String, _ seq: Int, name: DynamoDBEvent.EventName = .insert, size: Int = 1,
+                       table: String = "objects", created: Date = Date()) -> DynamoDBEvent.Record {
+        let keys: AttributeMap = ["bucket": .string("b"), "key": .string(key)]
+        var image = keys
+        image["size"] = .number(size)
+        return DynamoDBEvent.Record(
+            eventID: "\(key)#\(seq)", eventName: name, awsRegion: "us-east-1",
+            eventSourceARN: "arn:aws:dynamodb:us-east-1:000000000000:table/\(table)/stream/ferry",
+            dynamodb: StreamRecord(approximateCreationDateTime: created.timeIntervalSince1970, keys: keys,
+                                   newImage: name == .remove ? nil : image, oldImage: name == .insert ? nil : image,
+                                   sequenceNumber: String(format: "1%020d%04d", seq, 0), streamViewType: .newAndOldImages))
+    }
+
+    /// A mock cluster with Ferry's topics (and `extra` ones), a producer and kcat.
+    struct Cluster {
+        let cluster: EmbeddedKafkaCluster
+        let topics: Topics
+        let kafka: KafkaConfiguration
+        let producer: KafkaProducer
+        let kcat: Kcat
+
+        init(partitions: Int = 2, extra: [String] = [], logger: Logger) throws {
+            cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
+            topics = Topics(prefix: "s\(UUID().uuidString.prefix(6))")
+            for topic in topics.all + extra { try cluster.createTopic(topic, partitions: partitions) }
+            kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+            producer = try KafkaProducer(configuration: kafka, logger: logger)
+            kcat = Kcat(bootstrapServers: cluster.bootstrapServers)
+        }
+
+        func send(_ records: [DynamoDBEvent.Record]) async throws {
+            for record in records {
+                let key = "objects/b/\(record.dynamodb.keys["key"]?.stringValue ?? "")"
+                try await producer.send(topic: topics.streams, key: key, value: Array(try JSONEncoder().encode(record)))
+            }
+        }
+
+        func dispatcher(_ triggers: [StreamTriggerRegistration], logger: Logger) throws -> TriggerDispatcher {
+            var registry = TriggerRegistry()
+            for t in triggers { try registry.register(t) }
+            return try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
+                                         topics: topics, kafka: kafka, producer: producer, logger: logger)
+        }
+    }
+
+    /// Runs one dispatcher over `records` until `done` holds; returns the records of `destination` (default the DLQ).
+    func run(_ trigger: StreamTriggerRegistration, _ records: [DynamoDBEvent.Record], destination: String? = nil,
+             until done: @escaping ([Kcat.Record]) -> Bool) async throws -> [Kcat.Record] {
+        let kafka = try Cluster(extra: destination.map { [$0] } ?? [], logger: logger)
+        // Sent first, so a batch holds every record of a partition (the group starts from the earliest offset).
+        try await kafka.send(records)
+        let dispatcher = try kafka.dispatcher([trigger], logger: logger)
+        let running = Task { await dispatcher.run() }
+        let topic = destination ?? kafka.topics.triggersDLQ
+        _ = try await eventually(timeout: 40, every: 0.3) { done(try await kafka.kcat.consumeAll(topic: topic)) }
+        try await Task.sleep(for: .milliseconds(300))
+        running.cancel()
+        await running.value
+        return try await kafka.kcat.consumeAll(topic: topic)
+    }
+
+    func parse(_ record: Kcat.Record) throws -> [String: Any] {
+        try JSONSerialization.jsonObject(with: Data(record.value.utf8)) as! [String: Any]
+    }
+
+    @Test func exhaustedRetriesGoToTheOnFailureDestinationWithTheBatch() async throws {
+        let handler = Scripted { _, _ in throw Planned() }
+        let trigger = StreamTriggerRegistration(
+            name: "always-fails", table: "objects",
+            mapping: EventSourceMapping(batchSize: 10, maximumBatchingWindowSeconds: 1, maximumRetryAttempts: 2,
+                                        onFailureDestination: "custom.failures", retryDelaySeconds: 0.05),
+            handler: handler)
+        let records = (0..<3).map { Self.record("k", $0) }
+        let out = try await run(trigger, records, destination: "custom.failures") { !$0.isEmpty }
+        #expect(handler.seen.count == 3)  // first try + 2 retries
+        #expect(Set(handler.seen.map { $0.count }) == [3])
+        let failure = try parse(try #require(out.first))
+        let context = failure["requestContext"] as! [String: Any]
+        #expect(context["condition"] as? String == "RetryAttemptsExhausted")
+        #expect(context["approximateInvokeCount"] as? Int == 3)
+        let info = failure["DDBStreamBatchInfo"] as! [String: Any]
+        #expect(info["batchSize"] as? Int == 3)
+        #expect(info["startSequenceNumber"] as? String == records[0].dynamodb.sequenceNumber)
+        #expect(info["endSequenceNumber"] as? String == records[2].dynamodb.sequenceNumber)
+        #expect((failure["records"] as? [[String: Any]])?.map { $0["eventID"] as? String } == records.map(\.eventID))
+        #expect(failure["errorMessage"] as? String == "planned failure")
+    }
+
+    @Test func partialBatchFailureRetriesFromTheFirstFailedItem() async throws {
+        let handler = Scripted { records, n in
+            n == 1 && records.count == 5 ? StreamBatchResponse(failedEventIDs: [records[3].eventID, records[2].eventID]) : .success
+        }
+        let trigger = StreamTriggerRegistration(name: "partial", table: "objects",
+                                                mapping: EventSourceMapping(maximumBatchingWindowSeconds: 1, reportBatchItemFailures: true, retryDelaySeconds: 0.05),
+                                                handler: handler)
+        let records = (0..<5).map { Self.record("k", $0) }
+        let dlq = try await run(trigger, records) { _ in handler.seen.count >= 2 }
+        #expect(handler.seen == [records.map(\.eventID), records[2...].map(\.eventID)])
+        #expect(dlq.isEmpty)
+    }
+
+    @Test func withoutReportBatchItemFailuresTheResponseIsIgnored() async throws {
+        let handler = Scripted { records, _ in StreamBatchResponse(failedEventIDs: [records[0].eventID]) }
+        let trigger = StreamTriggerRegistration(name: "ignored", table: "objects",
+                                                mapping: EventSourceMapping(maximumBatchingWindowSeconds: 1), handler: handler)
+        let records = (0..<3).map { Self.record("k", $0) } + [Self.record("k", 3)]
+        _ = try await run(trigger, Array(records.prefix(3))) { _ in handler.seen.count >= 1 }
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(handler.seen.count == 1)
+    }
+
+    @Test func bisectIsolatesThePoisonRecord() async throws {
+        let handler = Scripted { records, _ in
+            if records.contains(where: { $0.eventID == "k#2" }) { throw Planned() }
+            return .success
+        }
+        let trigger = StreamTriggerRegistration(
+            name: "bisect", table: "objects",
+            mapping: EventSourceMapping(maximumBatchingWindowSeconds: 1, maximumRetryAttempts: 0, bisectBatchOnFunctionError: true,
+                                        retryDelaySeconds: 0.05),
+            handler: handler)
+        let records = (0..<4).map { Self.record("k", $0) }
+        let dlq = try await run(trigger, records) { !$0.isEmpty && handler.seen.last == ["k#3"] }
+        #expect(handler.seen == [["k#0", "k#1", "k#2", "k#3"], ["k#0", "k#1"], ["k#2", "k#3"], ["k#2"], ["k#3"]])
+        #expect(dlq.count == 1)
+        let failed = try parse(try #require(dlq.first))
+        #expect((failed["records"] as? [[String: Any]])?.map { $0["eventID"] as? String } == ["k#2"])
+    }
+
+    @Test func recordsOlderThanTheMaximumAgeAreNotInvoked() async throws {
+        let handler = Scripted()
+        let trigger = StreamTriggerRegistration(name: "aged", table: "objects",
+                                                mapping: EventSourceMapping(maximumRecordAgeSeconds: 60), handler: handler)
+        let old = Self.record("old", 1, created: Date().addingTimeInterval(-600))
+        let young = Self.record("young", 2)
+        let dlq = try await run(trigger, [old, young]) { !$0.isEmpty && !handler.seen.isEmpty }
+        #expect(handler.seen.flatMap { $0 } == ["young#2"])
+        let failed = try parse(try #require(dlq.first))
+        #expect((failed["requestContext"] as? [String: Any])?["condition"] as? String == "RecordAgeExceeded")
+        #expect((failed["records"] as? [[String: Any]])?.map { $0["eventID"] as? String } == ["old#1"])
+    }
+
+    @Test func filterCriteriaSelectRecordsAndViewTypeShapesThem() async throws {
+        let handler = Scripted()
+        let images = Mutex<[Bool]>([])
+        final class Viewer: StreamRecordHandler {
+            let inner: Scripted
+            let images: @Sendable (Bool) -> Void
+            init(_ inner: Scripted, images: @escaping @Sendable (Bool) -> Void) { self.inner = inner; self.images = images }
+            func handle(_ event: DynamoDBEvent, context: TriggerContext) async throws -> StreamBatchResponse {
+                for record in event.records { images(record.dynamodb.newImage == nil && record.dynamodb.oldImage == nil) }
+                return try await inner.handle(event, context: context)
+            }
+        }
+        let filters = try FilterCriteria(patterns: [
+            #"{"eventName":["INSERT"],"dynamodb":{"Keys":{"key":{"S":[{"prefix":"public/"}]}},"NewImage":{"size":{"N":[{"numeric":[">",10]}]}}}}"#,
+            #"{"eventName":["REMOVE"],"dynamodb":{"Keys":{"key":{"S":[{"suffix":".log"}]}}}}"#,
+        ])
+        let trigger = StreamTriggerRegistration(name: "filtered", table: "objects", viewType: .keysOnly,
+                                                mapping: EventSourceMapping(maximumBatchingWindowSeconds: 0.5, filterCriteria: filters),
+                                                handler: Viewer(handler, images: { v in images.withLock { $0.append(v) } }))
+        let records = [
+            Self.record("public/big", 1, size: 50),          // passes the first pattern
+            Self.record("public/small", 2, size: 5),         // too small
+            Self.record("private/big", 3, size: 50),         // wrong prefix
+            Self.record("public/big", 4, name: .modify, size: 50),  // MODIFY: neither pattern
+            Self.record("x.log", 5, name: .remove),          // passes the second pattern
+            Self.record("public/big", 6, size: 50, table: "transfers"),  // another table
+        ]
+        _ = try await run(trigger, records) { _ in handler.seen.flatMap { $0 }.count >= 2 }
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(Set(handler.seen.flatMap { $0 }) == ["public/big#1", "x.log#5"])
+        #expect(images.withLock { $0 }.allSatisfy { $0 })  // KEYS_ONLY: no images reach the handler
+    }
+
+    @Test func batchSizeAndBatchingWindowShapeInvocations() async throws {
+        let handler = Scripted()
+        let trigger = StreamTriggerRegistration(name: "batched", table: "objects",
+                                                mapping: EventSourceMapping(batchSize: 4, maximumBatchingWindowSeconds: 2), handler: handler)
+        let kafka = try Cluster(partitions: 1, logger: logger)
+        let dispatcher = try kafka.dispatcher([trigger], logger: logger)
+        let running = Task { await dispatcher.run() }
+        // Arrivals spread over ~1 s, all inside one window: the batch fills to 4, the rest waits for the next.
+        for i in 0..<6 {
+            try await kafka.send([Self.record("k", i)])
+            try await Task.sleep(for: .milliseconds(150))
+        }
+        _ = await eventually(timeout: 30) { handler.seen.flatMap { $0 }.count >= 6 }
+        running.cancel()
+        await running.value
+        #expect(handler.seen.map(\.count) == [4, 2])
+    }
+
+    @Test func loopGuardStopsAStreamHandlerWritingWhatItsFilterSelects() async throws {
+        struct Writer: StreamRecordHandler {
+            func handle(_ event: DynamoDBEvent, context: TriggerContext) async throws -> StreamBatchResponse {
+                try await context.transfers.enqueue(TransferRequest(id: "loop-1", op: .upload, bucket: "b", key: "incoming/again.txt",
+                                                                    source: "data:;base64,aGk="))
+                return .success
+            }
+        }
+        let trigger = StreamTriggerRegistration(
+            name: "writer", table: "objects",
+            mapping: EventSourceMapping(maximumRetryAttempts: 5,
+                                        filterCriteria: try FilterCriteria(patterns: [#"{"dynamodb":{"Keys":{"key":{"S":[{"prefix":"public/incoming/"}]}}}}"#]),
+                                        retryDelaySeconds: 0.05),
+            handler: Writer())
+        let dlq = try await run(trigger, [Self.record("public/incoming/a.txt", 1)]) { !$0.isEmpty }
+        let failed = try parse(try #require(dlq.first))
+        let context = failed["requestContext"] as! [String: Any]
+        #expect(context["condition"] as? String == "RecursiveInvocationDetected")
+        #expect(context["approximateInvokeCount"] as? Int == 1)
+        #expect((failed["errorMessage"] as? String)?.contains("s3://b/public/incoming/again.txt") == true)
+    }
+
+    /// Two dispatchers in one group split the partitions; each key's records
+    /// still reach a handler in SequenceNumber order, and every record arrives.
+    @Test func perKeyOrderHoldsWithTwoDispatchers() async throws {
+        let kafka = try Cluster(partitions: 4, logger: logger)
+        let log = Mutex<[(dispatcher: Int, key: String, seq: Int)]>([])
+        final class Recorder: StreamRecordHandler {
+            let id: Int
+            let log: @Sendable (Int, [DynamoDBEvent.Record]) -> Void
+            init(id: Int, log: @escaping @Sendable (Int, [DynamoDBEvent.Record]) -> Void) { self.id = id; self.log = log }
+            func handle(_ event: DynamoDBEvent, context: TriggerContext) async throws -> StreamBatchResponse {
+                log(id, event.records)
+                try await Task.sleep(for: .milliseconds(Int.random(in: 1...20)))
+                return .success
+            }
+        }
+        let append: @Sendable (Int, [DynamoDBEvent.Record]) -> Void = { id, records in
+            log.withLock { entries in
+                for r in records {
+                    entries.append((id, r.dynamodb.keys["key"]!.stringValue!, Int(r.dynamodb.sequenceNumber.dropFirst().prefix(20))!))
+                }
+            }
+        }
+        let dispatchers = try (1...2).map { id in
+            try kafka.dispatcher([StreamTriggerRegistration(name: "ordered", table: "objects",
+                                                            mapping: EventSourceMapping(batchSize: 7),
+                                                            handler: Recorder(id: id, log: append))], logger: logger)
+        }
+        let running = dispatchers.map { d in Task { await d.run() } }
+        try await Task.sleep(for: .seconds(6))  // both join the group and get partitions
+        let keys = (0..<12).map { "key-\($0)" }
+        var records: [DynamoDBEvent.Record] = []
+        for seq in 0..<300 { records.append(Self.record(keys[seq % keys.count], seq)) }
+        try await kafka.send(records)
+        _ = await eventually(timeout: 60) { Set(log.withLock { $0.map(\.seq) }).count >= 300 }
+        running.forEach { $0.cancel() }
+        for task in running { await task.value }
+        let entries = log.withLock { $0 }
+        #expect(Set(entries.map(\.seq)).count == 300)
+        for key in keys {
+            let seqs = entries.filter { $0.key == key }.map(\.seq)
+            #expect(seqs == seqs.sorted(), "records of \(key) out of order: \(seqs)")
+        }
+        let perDispatcher = Dictionary(grouping: entries, by: \.dispatcher).mapValues(\.count)
+        #expect(perDispatcher.count == 2, "both dispatchers had partitions: \(perDispatcher)")
+    }
+
+    @Test func undecodableRecordsGoToTheDestinationAndDoNotBlock() async throws {
+        let handler = Scripted()
+        let trigger = StreamTriggerRegistration(name: "robust", table: "objects", handler: handler)
+        let kafka = try Cluster(partitions: 1, logger: logger)
+        let dispatcher = try kafka.dispatcher([trigger], logger: logger)
+        let running = Task { await dispatcher.run() }
+        try await kafka.producer.send(topic: kafka.topics.streams, key: "objects/b/x", value: Array("{garbage".utf8))
+        try await kafka.send([Self.record("after", 1)])
+        _ = await eventually(timeout: 30) { !handler.seen.isEmpty }
+        let dlq = try await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ)
+        running.cancel()
+        await running.value
+        #expect(handler.seen == [["after#1"]])
+        #expect(dlq.count == 1)
+        #expect(dlq.first?.value.contains("UndecodableRecord") == true)
+    }
+}

@@ -1,0 +1,41 @@
+"""A webhook receiver for trigger tests: appends each POST as one JSON line
+({"path", "headers", "body"}) to LOG and answers with the next status of
+STATUSES (comma-separated, the last one repeats) and BODY (may be empty).
+
+usage: webhook_server.py PORT LOG STATUSES [BODY]
+"""
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+port, log, statuses = int(sys.argv[1]), sys.argv[2], [int(s) for s in sys.argv[3].split(",")]
+reply = sys.argv[4].encode() if len(sys.argv) > 4 else b""
+lock = threading.Lock()
+count = [0]
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):  # readiness probe
+        self.send_response(204)
+        self.end_headers()
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        with lock:
+            status = statuses[min(count[0], len(statuses) - 1)]
+            count[0] += 1
+            with open(log, "a") as f:
+                f.write(json.dumps({"path": self.path, "headers": dict(self.headers), "body": body.decode()}) + "\n")
+        payload = reply if 200 <= status < 300 else b"refused"
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
