@@ -106,7 +106,7 @@ let package = Package(
         .testTarget(name: "FerryKafkaTests", dependencies: ["FerryKafka", "FerryTestSupport"]),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore"]),
         .testTarget(name: "FerryWorkerTests", dependencies: [
-            "FerryWorker", "FerryEngine", "FerryS3", "FerryStore", "FerryKafka", .product(name: "JWTKit", package: "jwt-kit"),
+            "FerryWorker", "FerryTriggers", "FerryEngine", "FerryS3", "FerryStore", "FerryKafka", .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
         .testTarget(name: "FerryIntegrationTests", dependencies: [

@@ -33,6 +33,20 @@ public struct TargetDeclaration: Sendable, Codable, Hashable {
     public var timeoutSeconds: Double?
     public var maximumConcurrency: Int?
 
+    public init(name: String, type: String, url: String? = nil, headers: [String: String]? = nil, topic: String? = nil,
+                events: [String]? = nil, prefix: String? = nil, suffix: String? = nil, table: String? = nil, viewType: String? = nil,
+                batchSize: Int? = nil, maximumBatchingWindowSeconds: Double? = nil, maximumRecordAgeSeconds: Double? = nil,
+                bisectBatchOnFunctionError: Bool? = nil, onFailureDestination: String? = nil, filters: [String]? = nil,
+                maximumRetryAttempts: Int? = nil, maximumEventAgeSeconds: Double? = nil, timeoutSeconds: Double? = nil,
+                maximumConcurrency: Int? = nil) {
+        self.name = name; self.type = type; self.url = url; self.headers = headers; self.topic = topic
+        self.events = events; self.prefix = prefix; self.suffix = suffix; self.table = table; self.viewType = viewType
+        self.batchSize = batchSize; self.maximumBatchingWindowSeconds = maximumBatchingWindowSeconds
+        self.maximumRecordAgeSeconds = maximumRecordAgeSeconds; self.bisectBatchOnFunctionError = bisectBatchOnFunctionError
+        self.onFailureDestination = onFailureDestination; self.filters = filters; self.maximumRetryAttempts = maximumRetryAttempts
+        self.maximumEventAgeSeconds = maximumEventAgeSeconds; self.timeoutSeconds = timeoutSeconds; self.maximumConcurrency = maximumConcurrency
+    }
+
     /// Adds the declared trigger to `registry`; a declaration that cannot work is an error naming it.
     public func register(into registry: inout TriggerRegistry, http: CurlTransport = CurlTransport()) throws(TriggerRegistrationError) {
         let target: any S3EventHandler & StreamRecordHandler

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryTriggers
 @testable import FerryWorker
 import Foundation
 import Logging
@@ -65,6 +66,62 @@ import Testing
         } throws: { error in
             "\(error)".contains(expected) && "\(error)".contains("bad.yaml")
         }
+    }
+
+    @Test func triggersDeclaredInTheFileBecomeTargets() throws {
+        let text = yaml + """
+
+            triggers:
+              - name: notify
+                type: webhook
+                url: http://hooks.example/ferry
+                events: ["ObjectCreated:*"]
+                prefix: public/
+                maximumRetryAttempts: 1
+              - name: big-objects
+                type: kafka
+                topic: analytics.objects
+                table: objects
+                viewType: NEW_IMAGE
+                batchSize: 50
+                filters:
+                  - {dynamodb: {NewImage: {size: {N: [{numeric: [">", 1000000]}]}}}}
+            """
+        let sources = try ConfigurationSources(filePath: "worker.yaml", fileText: text, environment: [:])
+        #expect(sources.targets.map(\.name) == ["notify", "big-objects"])
+        var registry = TriggerRegistry()
+        for target in sources.targets { try target.register(into: &registry) }
+        #expect(registry.s3Triggers.first?.prefix == "public/")
+        #expect(registry.s3Triggers.first?.delivery.maximumRetryAttempts == 1)
+        let stream = try #require(registry.streamTriggers.first)
+        #expect(stream.viewType == .newImage && stream.mapping.batchSize == 50)
+        #expect(stream.mapping.filterCriteria.sources == [#"{"dynamodb":{"NewImage":{"size":{"N":[{"numeric":[">",1000000]}]}}}}"#])
+        // The rest of the file is read as before.
+        #expect(sources.value(.maxTransfers)?.0 == "4")
+    }
+
+    @Test(arguments: [
+        ("triggers:\n  - {name: a, type: webhook, url: http://x, events: [\"*\"], retries: 2}\n", "unknown key 'triggers[0].retries'"),
+        ("triggers: {name: a}\n", "'triggers' must be a list"),
+    ])
+    func badTriggerDeclarationsNameTheEntry(text: String, expected: String) {
+        #expect {
+            _ = try ConfigurationSources(filePath: "bad.yaml", fileText: text, environment: [:])
+        } throws: { error in
+            "\(error)".contains(expected)
+        }
+    }
+
+    @Test(arguments: [
+        (TargetDeclaration(name: "a", type: "email", events: ["*"]), "unknown type 'email'"),
+        (TargetDeclaration(name: "a", type: "webhook", events: ["*"]), "needs an http(s) url"),
+        (TargetDeclaration(name: "a", type: "kafka", topic: "t"), "either 'events'"),
+        (TargetDeclaration(name: "a", type: "kafka", topic: "t", table: "objects", viewType: "ALL"), "unknown viewType 'ALL'"),
+        (TargetDeclaration(name: "a", type: "kafka", topic: "t", table: "users"), "no stream for table 'users'"),
+    ])
+    func targetsThatCannotWorkAreRefused(target: TargetDeclaration, expected: String) {
+        var registry = TriggerRegistry()
+        #expect { try target.register(into: &registry) } throws: { "\($0)".contains(expected) }
     }
 
     @Test func everySettingHasAFlagAndAFerryVariable() {

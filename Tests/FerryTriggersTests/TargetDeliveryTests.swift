@@ -1,0 +1,104 @@
+import FerryKafka
+import FerryTestSupport
+@testable import FerryTriggers
+import Foundation
+import Logging
+import Testing
+
+/// Configuration-declared targets on the same delivery core: a webhook (a
+/// real HTTP server in Python) and a Kafka topic.
+@Suite struct TargetDeliveryTests {
+    let logger = Logger(label: "test.targets")
+
+    /// Starts the webhook receiver; returns its URL, its request log and the process.
+    func webhook(statuses: String, reply: String = "") async throws -> (url: String, log: URL, server: BackgroundProcess) {
+        let root = try TestPaths.temporaryDirectory("webhook")
+        let port = TestPaths.freePort()
+        let log = root.appendingPathComponent("posts.jsonl")
+        let server = try BackgroundProcess(name: "webhook", executable: "python3",
+                                           arguments: [TestPaths.python.appendingPathComponent("webhook_server.py").path,
+                                                       "\(port)", log.path, statuses, reply], logDirectory: root)
+        let url = "http://127.0.0.1:\(port)/ferry"
+        #expect(await eventually(timeout: 20) { await httpAnswers(url) })
+        return (url, log, server)
+    }
+
+    func posts(_ log: URL) -> [[String: Any]] {
+        ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+    }
+
+    @Test func webhookRetriesARefusalThenDelivers() async throws {
+        let hook = try await webhook(statuses: "503,200")
+        defer { Task { await hook.server.stop() } }
+        var registry = TriggerRegistry()
+        try TargetDeclaration(name: "notify", type: "webhook", url: hook.url, headers: ["Authorization": "Bearer t"],
+                              events: ["ObjectCreated:*"], maximumRetryAttempts: 2).register(into: &registry)
+        let kafka = try StreamDeliveryTests.Cluster(logger: logger)
+        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
+                                               topics: kafka.topics, kafka: kafka.kafka, producer: kafka.producer, logger: logger)
+        let running = Task { await dispatcher.run() }
+        let event = TriggerDispatcherTests().event(key: "public/a b.txt")
+        try await kafka.producer.send(topic: kafka.topics.events, key: "b/public/a b.txt", value: Array(try JSONEncoder().encode(event)))
+        _ = await eventually(timeout: 30) { posts(hook.log).count >= 2 }
+        running.cancel()
+        await running.value
+        let received = posts(hook.log)
+        #expect(received.count == 2)  // 503, then 200 after the backoff
+        let body = try JSONDecoder().decode(S3Event.self, from: Data((received[1]["body"] as! String).utf8))
+        #expect(body == event)
+        let headers = received[1]["headers"] as! [String: String]
+        #expect(headers["X-Ferry-Trigger"] == "notify" && headers["X-Ferry-Attempt"] == "2" && headers["Authorization"] == "Bearer t")
+        #expect(try await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ).isEmpty)
+    }
+
+    @Test func webhookStreamTargetHonoursBatchItemFailures() async throws {
+        let hook = try await webhook(statuses: "200", reply: #"{"batchItemFailures":[{"itemIdentifier":"k#1"}]}"#)
+        defer { Task { await hook.server.stop() } }
+        var registry = TriggerRegistry()
+        try TargetDeclaration(name: "index-hook", type: "webhook", url: hook.url, table: "objects", viewType: "KEYS_ONLY",
+                              maximumBatchingWindowSeconds: 1, maximumRetryAttempts: 1).register(into: &registry)
+        let kafka = try StreamDeliveryTests.Cluster(partitions: 1, logger: logger)
+        try await kafka.send((0..<3).map { StreamDeliveryTests.record("k", $0) })
+        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
+                                               topics: kafka.topics, kafka: kafka.kafka, producer: kafka.producer, logger: logger)
+        let running = Task { await dispatcher.run() }
+        _ = await eventually(timeout: 30) { (try? await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ).isEmpty) == false }
+        running.cancel()
+        await running.value
+        let batches = posts(hook.log).map { post -> [String] in
+            let event = try? JSONDecoder().decode(DynamoDBEvent.self, from: Data((post["body"] as! String).utf8))
+            return event?.records.map(\.eventID) ?? []
+        }
+        // The whole batch, then from the reported failure on; given up after one retry.
+        #expect(batches == [["k#0", "k#1", "k#2"], ["k#1", "k#2"]])
+        let dlq = try await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ)
+        #expect(dlq.first?.value.contains("RetryAttemptsExhausted") == true)
+    }
+
+    @Test func kafkaTargetForwardsEventsToItsTopic() async throws {
+        var registry = TriggerRegistry()
+        try TargetDeclaration(name: "forward", type: "kafka", topic: "downstream.events", events: ["ObjectRemoved:*"]).register(into: &registry)
+        let kafka = try StreamDeliveryTests.Cluster(extra: ["downstream.events"], logger: logger)
+        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
+                                               topics: kafka.topics, kafka: kafka.kafka, producer: kafka.producer, logger: logger)
+        let running = Task { await dispatcher.run() }
+        var removed = TriggerDispatcherTests().event(key: "gone.txt")
+        removed.records[0].eventName = "ObjectRemoved:Delete"
+        let created = TriggerDispatcherTests().event(key: "new.txt")
+        for event in [created, removed] {
+            try await kafka.producer.send(topic: kafka.topics.events, key: "b/k", value: Array(try JSONEncoder().encode(event)))
+        }
+        var forwarded: [Kcat.Record] = []
+        _ = try await eventually(timeout: 30) { forwarded = try await kafka.kcat.consumeAll(topic: "downstream.events"); return !forwarded.isEmpty }
+        try await Task.sleep(for: .milliseconds(500))
+        forwarded = try await kafka.kcat.consumeAll(topic: "downstream.events")
+        running.cancel()
+        await running.value
+        #expect(forwarded.count == 1)  // only the removal matches
+        #expect(forwarded.first?.key == "b/gone.txt")
+        let event = try JSONDecoder().decode(S3Event.self, from: Data(try #require(forwarded.first).value.utf8))
+        #expect(event == removed)
+    }
+}
