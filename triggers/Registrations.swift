@@ -17,6 +17,8 @@ public enum Registrations {
             name: "audit-log",
             events: ["ObjectCreated:*", "ObjectRemoved:*"],
             delivery: AsyncDelivery(maximumRetryAttempts: 2),
+            // It covers every key, so any S3 trigger declared in configuration would overlap it: it steps aside.
+            yieldsToOverlaps: true,
             handler: AuditLogHandler(file: environment.dataRoot.appendingPathComponent("audit/audit.jsonl"))
         ))
         // A queryable catalog of every object, from the `objects` table's stream.

@@ -8,11 +8,15 @@ public struct S3TriggerRegistration: Sendable {
     public var suffix: String
     public var delivery: AsyncDelivery
     public var handler: any S3EventHandler
+    /// For catch-all examples: instead of failing start-up when it overlaps a
+    /// trigger registered before it (targets declared in configuration come
+    /// first), this one is left out, with the reason in `ferry triggers list`.
+    public var yieldsToOverlaps: Bool
 
     public init(name: String, events: [EventTypePattern], prefix: String = "", suffix: String = "",
-                delivery: AsyncDelivery = AsyncDelivery(), handler: any S3EventHandler) {
+                delivery: AsyncDelivery = AsyncDelivery(), yieldsToOverlaps: Bool = false, handler: any S3EventHandler) {
         self.name = name; self.events = events; self.prefix = prefix; self.suffix = suffix
-        self.delivery = delivery; self.handler = handler
+        self.delivery = delivery; self.yieldsToOverlaps = yieldsToOverlaps; self.handler = handler
     }
 
     /// Whether this trigger receives `record`.

@@ -3,6 +3,8 @@
 public struct TriggerRegistry: Sendable {
     public private(set) var s3Triggers: [S3TriggerRegistration] = []
     public private(set) var streamTriggers: [StreamTriggerRegistration] = []
+    /// Registrations that stepped aside (`yieldsToOverlaps`), with the reason; shown by `ferry triggers list`.
+    public private(set) var yielded: [(name: String, reason: String)] = []
 
     public init() {}
 
@@ -26,6 +28,10 @@ public struct TriggerRegistry: Sendable {
         // S3 refuses two notification configurations that could both fire for one
         // event: same event type, overlapping prefixes and overlapping suffixes.
         if let clash = s3Triggers.first(where: { Self.overlap($0, registration) }) {
+            if registration.yieldsToOverlaps {
+                yielded.append((registration.name, "overlaps '\(clash.name)', which takes its events"))
+                return
+            }
             throw TriggerRegistrationError("triggers '\(clash.name)' and '\(registration.name)' overlap: an event type in common "
                 + "and prefixes and suffixes that can both match one key (S3 rejects such configurations)")
         }

@@ -34,6 +34,9 @@ struct TriggersListCommand: AsyncParsableCommand {
                    "retries=\(d.maximumRetryAttempts) maxEventAge=\(Int(d.maximumEventAgeSeconds))s timeout=\(Int(d.timeoutSeconds))s"
                    + " concurrency=\(d.maximumConcurrency.map(String.init) ?? "partitions")"].joined(separator: "\t"))
         }
+        for t in registry.yielded {
+            print("\(t.name)\tnot registered: \(t.reason)\t-\t-")
+        }
         for t in registry.streamTriggers {
             let m = t.mapping
             print([t.name, "stream:\(t.table) \(t.viewType.rawValue)",

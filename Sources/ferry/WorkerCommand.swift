@@ -259,10 +259,11 @@ enum TriggerSetup {
     static func registry(environment: TriggerEnvironment) throws -> TriggerRegistry {
         var registry = TriggerRegistry()
         do {
-            try Registrations.register(into: &registry, environment: environment)
+            // Declared targets first: a catch-all example in triggers/ steps aside for them.
             for target in ProcessSettings.sources?.targets ?? [] {
                 try target.register(into: &registry)
             }
+            try Registrations.register(into: &registry, environment: environment)
         } catch {
             throw ValidationError("trigger registration failed: \(error)")
         }

@@ -130,7 +130,9 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let ferry = TestPaths.ferryBinary
         let list = try await runChecked(ferry, ["triggers", "list", "--data-root", dir.path])
-        #expect(list.contains("audit-log\tObjectCreated:*,ObjectRemoved:*"))
+        #expect(list.contains("audit-log\ts3:ObjectCreated:*,ObjectRemoved:*"))
+        #expect(list.contains("object-index\tstream:objects NEW_IMAGE\t-\tbatchSize=100"))
+        #expect(list.contains("checksum-manifest\tstream:objects NEW_IMAGE\t{\"eventName\":[\"INSERT\",\"MODIFY\"]"))
         let event = dir.appendingPathComponent("event.json")
         try Data(#"""
             {"Records":[{"eventVersion":"2.1","eventSource":"aws:s3","awsRegion":"us-east-1","eventTime":"2026-01-01T00:00:00.000Z",
@@ -149,6 +151,51 @@ import Testing
         try Data("{}".utf8).write(to: event)
         let bad = try await runCommand(ferry, ["triggers", "test", "audit-log", "--event", event.path, "--data-root", dir.path])
         #expect(bad.status == 64 && bad.stderr.contains("is not an S3 event"))
+    }
+
+    @Test func testAStreamHandlerAndListConfiguredTargets() async throws {
+        let dir = try TestPaths.temporaryDirectory("triggers-cli-streams")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ferry = TestPaths.ferryBinary
+        let event = dir.appendingPathComponent("stream.json")
+        try Data(#"""
+            {"Records":[{"eventID":"c4ca4238a0b923820dcc509a6f75849b","eventName":"INSERT","eventVersion":"1.1","eventSource":"aws:dynamodb",
+            "awsRegion":"us-east-1","dynamodb":{"ApproximateCreationDateTime":1428537600,"Keys":{"bucket":{"S":"photos"},"key":{"S":"public/a.jpg"}},
+            "NewImage":{"bucket":{"S":"photos"},"key":{"S":"public/a.jpg"},"size":{"N":"3"},"owner":{"S":"alice"}},
+            "SequenceNumber":"1000000000000000000070000","SizeBytes":40,"StreamViewType":"NEW_AND_OLD_IMAGES"},
+            "eventSourceARN":"arn:aws:dynamodb:us-east-1:000000000000:table/objects/stream/ferry"},
+            {"eventID":"other-table","eventName":"INSERT","eventVersion":"1.1","eventSource":"aws:dynamodb","awsRegion":"us-east-1",
+            "dynamodb":{"Keys":{"id":{"S":"t1"}},"SequenceNumber":"1000000000000000000070001","SizeBytes":4,"StreamViewType":"KEYS_ONLY"},
+            "eventSourceARN":"arn:aws:dynamodb:us-east-1:000000000000:table/transfers/stream/ferry"}]}
+            """#.utf8).write(to: event)
+        let out = try await runChecked(ferry, ["triggers", "test", "object-index", "--event", event.path, "--data-root", dir.path])
+        #expect(out.contains("1 record(s) are from another table"))
+        #expect(out.contains(#"{"batchItemFailures":[]}"#) && out.contains("object-index succeeded"))
+        let row = try await runChecked("python3", ["-c", """
+            import sqlite3, sys
+            print(sqlite3.connect(sys.argv[1]).execute("SELECT bucket, key, size, owner FROM objects").fetchall())
+            """, dir.appendingPathComponent("index/objects.sqlite").path])
+        #expect(row.contains("('photos', 'public/a.jpg', 3, 'alice')"))
+
+        let config = dir.appendingPathComponent("worker.yaml")
+        try Data("""
+            triggers:
+              - {name: notify, type: webhook, url: "http://127.0.0.1:1/hook", events: ["ObjectRemoved:*"], prefix: public/}
+              - {name: mirror, type: kafka, topic: mirror.objects, table: objects, viewType: KEYS_ONLY, batchSize: 500}
+            """.utf8).write(to: config)
+        let list = try await runChecked(ferry, ["triggers", "list", "--config", config.path, "--data-root", dir.path])
+        #expect(list.contains("notify\ts3:ObjectRemoved:*\tprefix=public/\tretries=2"))
+        #expect(list.contains("mirror\tstream:objects KEYS_ONLY\t-\tbatchSize=500"))
+        // The shipped catch-all audit log steps aside for the declared S3 target.
+        #expect(list.contains("audit-log\tnot registered: overlaps 'notify'"))
+        // Two declarations that overlap stop start-up with both names.
+        try Data("""
+            triggers:
+              - {name: one, type: kafka, topic: t, events: ["ObjectCreated:*"], prefix: public/}
+              - {name: two, type: kafka, topic: t, events: ["ObjectCreated:Put"], prefix: public/photos/}
+            """.utf8).write(to: config)
+        let clash = try await runCommand(ferry, ["triggers", "list", "--config", config.path, "--data-root", dir.path])
+        #expect(clash.status != 0 && clash.stderr.contains("triggers 'one' and 'two' overlap"), "\(clash.stderr)")
     }
 }
 
