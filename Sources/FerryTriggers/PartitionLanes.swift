@@ -43,6 +43,7 @@ final class PartitionLanes: Sendable {
 
     fileprivate final class LaneTable: Sendable {
         let all = Mutex<[TopicPartition: LaneState]>([:])
+        let assigned = Mutex<Set<TopicPartition>>([])
     }
 
     let consumer: KafkaConsumer
@@ -53,10 +54,18 @@ final class PartitionLanes: Sendable {
     init(kafka: KafkaConfiguration, group: String, topics: [String], logger: Logger) throws(KafkaError) {
         var configuration = kafka
         configuration["group.id"] = group
+        // Eager assignment: a dispatcher holds no per-partition state worth keeping
+        // across a rebalance, and librdkafka 2.0.2's cooperative-sticky assignor
+        // aborts the process when a member that never got an assignment is closed
+        // (rd_kafka_sticky_assignor_state_destroy assertion, seen in our tests).
+        if configuration["partition.assignment.strategy"] == nil { configuration["partition.assignment.strategy"] = "roundrobin" }
         let table = LaneTable()
         let offsets = self.offsets
         // Revoked partitions: their lanes stop at the next message; what they finished is committed on the way out.
-        let rebalance = RebalanceHandler(assigned: { _ in }, revoked: { partitions in
+        let rebalance = RebalanceHandler(assigned: { partitions in
+            table.assigned.withLock { $0.formUnion(partitions) }
+        }, revoked: { partitions in
+            table.assigned.withLock { $0.subtract(partitions) }
             table.all.withLock { all in
                 for partition in partitions {
                     all[partition]?.revoked.store(true, ordering: .relaxed)
@@ -71,6 +80,9 @@ final class PartitionLanes: Sendable {
         self.table = table
         self.logger = logger
     }
+
+    /// The partitions this consumer owns now.
+    var assignedPartitions: Set<TopicPartition> { table.assigned.withLock { $0 } }
 
     /// Routes messages to lanes until cancelled; `work` runs once per lane.
     func run(_ work: @escaping @Sendable (Lane) async -> Void) async {

@@ -29,6 +29,8 @@ final class StreamMapping: Sendable {
 
     var destination: String { trigger.mapping.onFailureDestination ?? services.topics.triggersDLQ }
 
+    var assignedPartitions: Set<TopicPartition> { lanes.assignedPartitions }
+
     func run() async {
         await lanes.run { [self] lane in await work(lane) }
     }

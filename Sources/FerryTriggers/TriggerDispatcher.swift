@@ -51,6 +51,11 @@ public final class TriggerDispatcher: Sendable {
         }
     }
 
+    /// Partitions of `<prefix>.streams` each stream trigger owns here (for tests and diagnostics).
+    var streamAssignments: [String: Set<TopicPartition>] {
+        Dictionary(uniqueKeysWithValues: mappings.map { ($0.trigger.name, $0.assignedPartitions) })
+    }
+
     /// Delivers one message of `<prefix>.events` to every trigger it matches.
     /// Returns false when shutdown interrupted an invocation.
     func dispatch(_ message: KafkaMessage) async -> Bool {

@@ -270,7 +270,12 @@ import Testing
                                                             handler: Recorder(id: id, log: append))], logger: logger)
         }
         let running = dispatchers.map { d in Task { await d.run() } }
-        try await Task.sleep(for: .seconds(6))  // both join the group and get partitions
+        // Both join the group and split the 4 partitions before anything is sent.
+        let split = await eventually(timeout: 60) {
+            let owned = dispatchers.map { $0.streamAssignments["ordered"] ?? [] }
+            return owned.allSatisfy { !$0.isEmpty } && owned.reduce(0) { $0 + $1.count } == 4
+        }
+        #expect(split, "partitions: \(dispatchers.map { $0.streamAssignments })")
         let keys = (0..<12).map { "key-\($0)" }
         var records: [DynamoDBEvent.Record] = []
         for seq in 0..<300 { records.append(Self.record(keys[seq % keys.count], seq)) }
