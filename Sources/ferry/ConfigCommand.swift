@@ -32,7 +32,10 @@ struct ConfigCheckCommand: AsyncParsableCommand {
     func run() async throws {
         var options = self.options
         try options.load()
-        _ = try configured(options.makeConfiguration)
+        let configuration = try configured(options.makeConfiguration)
+        // Triggers declared in the file are checked as `ferry worker` would register them.
+        let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration))
+        let declared = ProcessSettings.sources?.targets.map(\.name) ?? []
         let resolved = ProcessSettings.resolved
         let rows = SettingKey.allCases.map { key -> (String, String, String) in
             guard let (value, source) = resolved[key] else { return (key.rawValue, "", SettingSource.default.rawValue) }
@@ -54,6 +57,8 @@ struct ConfigCheckCommand: AsyncParsableCommand {
                 let padded = key.padding(toLength: width, withPad: " ", startingAt: 0)
                 print("\(padded)  \(source == "default" ? "(default)" : value)  [\(source)]")
             }
+            if !declared.isEmpty { print("declared triggers: \(declared.joined(separator: ", ")) (see ferry triggers list)") }
+            if !registry.yielded.isEmpty { print("not registered: \(registry.yielded.map { "\($0.name) (\($0.reason))" }.joined(separator: "; "))") }
             print("configuration is valid")
         default:
             throw ValidationError("--format must be table or json")

@@ -196,6 +196,12 @@ import Testing
             """.utf8).write(to: config)
         let clash = try await runCommand(ferry, ["triggers", "list", "--config", config.path, "--data-root", dir.path])
         #expect(clash.status != 0 && clash.stderr.contains("triggers 'one' and 'two' overlap"), "\(clash.stderr)")
+        // `ferry config check` validates declarations as the worker would.
+        try Data("triggers:\n  - {name: mail, type: email, events: [\"*\"]}\n".utf8).write(to: config)
+        let check = try await runCommand(ferry, ["config", "check", "--config", config.path, "--data-root", dir.path,
+                                                  "--bootstrap-servers", "127.0.0.1:9"],
+                                         environment: ["AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"])
+        #expect(check.status == 64 && check.stderr.contains("target 'mail': unknown type 'email'"), "\(check.stderr)")
     }
 }
 
