@@ -61,8 +61,35 @@ struct Demo {
             print("expected \(files.count) trigger lines, saw \(newLines.count)")
             ok = false
         }
-        print(ok ? "\nDemo finished: all transfers completed and the trigger ran." : "\nDemo FAILED (see above).")
+        ok = try await manifestStep(root: root, client: client) && ok
+        print(ok ? "\nDemo finished: all transfers completed and the triggers ran." : "\nDemo FAILED (see above).")
         return ok
+    }
+
+    /// A stream trigger at work: an upload under incoming/ makes the
+    /// checksum-manifest handler enqueue manifests/<name>.sha256.json.
+    private func manifestStep(root: URL, client: TransferClient) async throws -> Bool {
+        print("\n== Stream trigger (checksum-manifest): uploading incoming/notes.txt ==")
+        let notes = root.appendingPathComponent("demo/in/notes.txt")
+        try Data("Derived objects are written outside the prefix that triggers them.\n".utf8).write(to: notes)
+        let upload = TransferRequest(id: "demo-up-notes-\(UUID().uuidString.prefix(8))", op: .upload, bucket: bucket,
+                                     key: "incoming/notes.txt", source: notes.absoluteString)
+        guard try await follow(upload, client: client) else { return false }
+        let target = root.appendingPathComponent("demo/out/notes.txt.sha256.json")
+        print("(the manifest is written by a handler on the objects stream; until it exists a download of it fails with NoSuchKey and is retried)")
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            try await Task.sleep(for: .seconds(1.5))
+            try? FileManager.default.removeItem(at: target)
+            let fetch = TransferRequest(id: "demo-manifest-\(UUID().uuidString.prefix(8))", op: .download, bucket: bucket,
+                                        key: "manifests/notes.txt.sha256.json", destination: target.absoluteString)
+            if try await client.run(fetch, timeout: 30).state == .completed, let text = try? String(contentsOf: target, encoding: .utf8) {
+                print("manifest s3://\(bucket)/public/manifests/notes.txt.sha256.json: \(text)")
+                return true
+            }
+        }
+        print("expected the checksum manifest of incoming/notes.txt within 60 s")
+        return false
     }
 
     private func follow(_ request: TransferRequest, client: TransferClient) async throws -> Bool {
