@@ -20,6 +20,7 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     private let closed = Atomic<Bool>(false)
     /// Kept alive as long as the handle whose callbacks use it.
     private let rebalanceBox: RebalanceBox?
+    private let cooperativeStrategy: Bool
 
     /// Joins `configuration["group.id"]` and subscribes to `topics`. With a
     /// `rebalance` handler, assignments and revocations are reported to it
@@ -105,6 +106,7 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         // capped the pipeline at one buffer refill per half second (77 requests/s measured).
         if configuration["fetch.wait.max.ms"] == nil { configuration["fetch.wait.max.ms"] = "25" }
         if configuration["group.id"] == nil { configuration["group.id"] = "ferry-\(UUID().uuidString)" }
+        cooperativeStrategy = configuration["partition.assignment.strategy"]?.contains("cooperative") ?? false
         let conf = try configuration.makeNative()
         let buffer = MessageBuffer(capacity: bufferCapacity)
         let flow = FlowControl(logger: logger)
@@ -192,6 +194,13 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         poller.stop()
         rd_kafka_consumer_close(handle.rk)
         buffer.finish()
+        // librdkafka before 2.3.0 aborts when a cooperative-sticky member that never
+        // got an assignment is destroyed (confluentinc/librdkafka#4312, fixed by #4381;
+        // Debian 12 ships 2.0.2). Such a handle holds nothing: it is left to the exit.
+        if let box = rebalanceBox, cooperativeStrategy, !box.everAssigned.load(ordering: .acquiring) {
+            handle.leakOnDeinit.store(true, ordering: .releasing)
+            logger.debug("kafka consumer: closed before its first assignment; handle left to process exit (librdkafka#4312)")
+        }
     }
 
     deinit { close() }
@@ -343,6 +352,8 @@ private final class RebalanceBox: Sendable {
     let buffer: MessageBuffer
     let flow: FlowControl
     let logger: Logger
+    /// Whether an assignment (even an empty one) ever arrived.
+    let everAssigned = Atomic<Bool>(false)
     init(handler: RebalanceHandler, buffer: MessageBuffer, flow: FlowControl, logger: Logger) {
         self.handler = handler; self.buffer = buffer; self.flow = flow; self.logger = logger
     }
@@ -367,6 +378,7 @@ private let rebalanceCallback: @convention(c) (OpaquePointer?, rd_kafka_resp_err
     }
     switch err {
     case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+        box.everAssigned.store(true, ordering: .releasing)
         if cooperative { check(rd_kafka_incremental_assign(rk, list), "incremental assign") } else { rd_kafka_assign(rk, list) }
         // Newly assigned partitions are fetching; let flow control pause them again if the buffer is full.
         box.flow.paused = false

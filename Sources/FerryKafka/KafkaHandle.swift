@@ -18,7 +18,13 @@ final class KafkaHandle: @unchecked Sendable {
         self.rk = rk
     }
 
-    deinit { rd_kafka_destroy(rk) }
+    /// Set when destroying the handle would hit a librdkafka bug; the handle
+    /// is then left to the process's exit (see `KafkaConsumer.close`).
+    let leakOnDeinit = Atomic<Bool>(false)
+
+    deinit {
+        if !leakOnDeinit.load(ordering: .acquiring) { rd_kafka_destroy(rk) }
+    }
 }
 
 /// A dedicated thread calling a blocking librdkafka poll until stopped, so the

@@ -205,19 +205,24 @@ import Testing
     @Test func batchSizeAndBatchingWindowShapeInvocations() async throws {
         let handler = Scripted()
         let trigger = StreamTriggerRegistration(name: "batched", table: "objects",
-                                                mapping: EventSourceMapping(batchSize: 4, maximumBatchingWindowSeconds: 2), handler: handler)
+                                                mapping: EventSourceMapping(batchSize: 4, maximumBatchingWindowSeconds: 5), handler: handler)
         let kafka = try Cluster(partitions: 1, logger: logger)
         let dispatcher = try kafka.dispatcher([trigger], logger: logger)
         let running = Task { await dispatcher.run() }
-        // Arrivals spread over ~1 s, all inside one window: the batch fills to 4, the rest waits for the next.
+        #expect(await eventually(timeout: 30) { dispatcher.streamAssignments["batched"]?.isEmpty == false })
+        // Arrivals spread out, well inside one window: the first batch fills to 4 and
+        // goes at once; the last 2 wait for the window to close.
+        let started = Date()
         for i in 0..<6 {
             try await kafka.send([Self.record("k", i)])
-            try await Task.sleep(for: .milliseconds(150))
+            try await Task.sleep(for: .milliseconds(100))
         }
         _ = await eventually(timeout: 30) { handler.seen.flatMap { $0 }.count >= 6 }
+        let elapsed = Date().timeIntervalSince(started)
         running.cancel()
         await running.value
         #expect(handler.seen.map(\.count) == [4, 2])
+        #expect(elapsed >= 4.5, "the partial batch waited for the window (\(elapsed) s)")
     }
 
     @Test func loopGuardStopsAStreamHandlerWritingWhatItsFilterSelects() async throws {
