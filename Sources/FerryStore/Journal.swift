@@ -38,8 +38,10 @@ public struct JournaledUpload: Sendable, Hashable {
 /// resumes instead of starting over. Writes go through the group commit
 /// (`WriteBatcher`); losing the last one only costs a re-check against S3.
 extension WorkerStateStore {
-    public func beginTransfer(id: String, request: [UInt8], topic: String, partition: Int32, offset: Int64) async throws {
+    public func beginTransfer(id: String, request: [UInt8], topic: String, partition: Int32, offset: Int64,
+                              outbox messages: [OutboxMessage] = []) async throws {
         try await writes.write { db in
+            try Self.enqueue(messages, in: db)
             try db.execute(sql: """
                 INSERT INTO journal_transfer (id, request, topic, partition, offset, startedAt) VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT(id) DO UPDATE SET topic = excluded.topic, partition = excluded.partition, offset = excluded.offset

@@ -34,13 +34,9 @@ extension WorkerStateStore {
             precondition(status.state.isTerminal, "only terminal statuses are recorded")
             return (status.id, status.state.rawValue, try JSONEncoder().encode(status))
         }
-        let headers = try messages.map { $0.headers.isEmpty ? nil : try JSONEncoder().encode($0.headers) }
         try await writes.write { db in
             let now = Date().timeIntervalSince1970
-            for (message, headerData) in zip(messages, headers) {
-                try db.execute(sql: "INSERT INTO outbox (topic, key, value, headers, createdAt) VALUES (?, ?, ?, ?, ?)",
-                               arguments: [message.topic, message.key.map { Data($0) }, Data(message.value), headerData, now])
-            }
+            try Self.enqueue(messages, in: db)
             if let (id, state, status) = finishedRow {
                 try db.execute(sql: "INSERT OR IGNORE INTO finished_transfer (id, state, status, finishedAt, streamOffset) VALUES (?, ?, ?, ?, ?)",
                                arguments: [id, state, status, now, streamOffset])
@@ -49,6 +45,16 @@ extension WorkerStateStore {
                 try db.execute(sql: "DELETE FROM journal_transfer WHERE id = ?", arguments: [id])
                 try db.execute(sql: "DELETE FROM download_part WHERE transferId = ?", arguments: [id])
             }
+        }
+    }
+
+    /// Appends `messages` to the outbox inside the caller's transaction.
+    static func enqueue(_ messages: [OutboxMessage], in db: Database) throws {
+        let now = Date().timeIntervalSince1970
+        for message in messages {
+            let headers = message.headers.isEmpty ? nil : try JSONEncoder().encode(message.headers)
+            try db.execute(sql: "INSERT INTO outbox (topic, key, value, headers, createdAt) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [message.topic, message.key.map { Data($0) }, Data(message.value), headers, now])
         }
     }
 

@@ -117,13 +117,11 @@ public final class WorkerStateStore: Sendable {
             if let expiry {
                 let rows = try Row.fetchAll(db, sql: "SELECT status, streamOffset FROM finished_transfer WHERE finishedAt < ? AND streamOffset IS NOT NULL",
                                             arguments: [cutoff])
-                let now = Date().timeIntervalSince1970
-                for row in rows {
-                    guard let status = try? JSONDecoder().decode(TransferStatus.self, from: row["status"] as Data),
-                          let message = expiry(status, row["streamOffset"]) else { continue }
-                    try db.execute(sql: "INSERT INTO outbox (topic, key, value, headers, createdAt) VALUES (?, ?, ?, NULL, ?)",
-                                   arguments: [message.topic, message.key.map { Data($0) }, Data(message.value), now])
+                let messages = rows.compactMap { row -> OutboxMessage? in
+                    guard let status = try? JSONDecoder().decode(TransferStatus.self, from: row["status"] as Data) else { return nil }
+                    return expiry(status, row["streamOffset"])
                 }
+                try Self.enqueue(messages, in: db)
             }
             try db.execute(sql: "DELETE FROM finished_transfer WHERE finishedAt < ?", arguments: [cutoff])
             return db.changesCount

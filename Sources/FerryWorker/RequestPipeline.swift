@@ -71,20 +71,25 @@ struct RequestPipeline: Sendable {
             return await reject(message, error: error, id: request.id, op: request.op.rawValue, log: log)
         }
         let base = TransferStatus(id: request.id, op: request.op.rawValue, state: .accepted, attempt: 1, worker: workerId)
-        do {
-            try await state.beginTransfer(id: request.id, request: message.value, topic: message.topic,
-                                          partition: message.partition, offset: message.offset)
-        } catch {
-            log.warning("cannot journal the transfer (it runs, but a crash restarts it from S3's state): \(error)")
-        }
-        // The `transfers` item: INSERT (accepted), MODIFY (running), one MODIFY per later state.
+        // The `transfers` item: INSERT (accepted), MODIFY (running), one MODIFY per later state;
+        // the first two go into the outbox with the journal entry, in one transaction.
         let item = TransferItem(streams: streams, offset: message.offset)
         var running = base
         running.state = .running
         var opening = [streams.message(item.record(base)), streams.message(item.record(running))]
+        do {
+            try await state.beginTransfer(id: request.id, request: message.value, topic: message.topic,
+                                          partition: message.partition, offset: message.offset, outbox: opening)
+            opening = []
+            outbox.nudge()
+        } catch {
+            log.warning("cannot journal the transfer (it runs, but a crash restarts it from S3's state): \(error)")
+        }
         // Sent straight away, so it precedes the progress statuses; through the outbox if Kafka refuses it.
         if !(await publisher.sendNow(base)) { opening.insert(publisher.message(base), at: 0) }
-        guard await record("accepted status", opening, log: log) else { return false }
+        if !opening.isEmpty {
+            guard await record("accepted status", opening, log: log) else { return false }
+        }
         log.info("\(request.op.rawValue) s3://\(request.bucket)/\(objectKey) accepted")
 
         inFlight.add(.init(id: request.id, op: request.op.rawValue, bucket: request.bucket, key: objectKey,
