@@ -31,7 +31,6 @@ import Testing
 
     @Test func webhookRetriesARefusalThenDelivers() async throws {
         let hook = try await webhook(statuses: "503,200")
-        defer { Task { await hook.server.stop() } }
         var registry = TriggerRegistry()
         try TargetDeclaration(name: "notify", type: "webhook", url: hook.url, headers: ["Authorization": "Bearer t"],
                               events: ["ObjectCreated:*"], maximumRetryAttempts: 2).register(into: &registry)
@@ -44,6 +43,7 @@ import Testing
         _ = await eventually(timeout: 30) { posts(hook.log).count >= 2 }
         running.cancel()
         await running.value
+        await hook.server.stop()  // awaited here: a stop left to a Task may never run before the test process exits
         let received = posts(hook.log)
         #expect(received.count == 2)  // 503, then 200 after the backoff
         let body = try JSONDecoder().decode(S3Event.self, from: Data((received[1]["body"] as! String).utf8))
@@ -55,7 +55,6 @@ import Testing
 
     @Test func webhookStreamTargetHonoursBatchItemFailures() async throws {
         let hook = try await webhook(statuses: "200", reply: #"{"batchItemFailures":[{"itemIdentifier":"k#1"}]}"#)
-        defer { Task { await hook.server.stop() } }
         var registry = TriggerRegistry()
         try TargetDeclaration(name: "index-hook", type: "webhook", url: hook.url, table: "objects", viewType: "KEYS_ONLY",
                               maximumBatchingWindowSeconds: 1, maximumRetryAttempts: 1).register(into: &registry)
@@ -67,6 +66,7 @@ import Testing
         _ = await eventually(timeout: 30) { (try? await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ).isEmpty) == false }
         running.cancel()
         await running.value
+        await hook.server.stop()
         let batches = posts(hook.log).map { post -> [String] in
             let event = try? JSONDecoder().decode(DynamoDBEvent.self, from: Data((post["body"] as! String).utf8))
             return event?.records.map(\.eventID) ?? []
