@@ -52,7 +52,12 @@ import Testing
             cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
             topics = Topics(prefix: "s\(UUID().uuidString.prefix(6))")
             for topic in topics.all + extra { try cluster.createTopic(topic, partitions: partitions) }
-            kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+            var kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+            // The mock cluster waits out a silent member's whole session before a
+            // rebalance completes (45 s by default): keep sessions short, as `ferry dev` does.
+            kafka["session.timeout.ms"] = "6000"
+            kafka["heartbeat.interval.ms"] = "1000"
+            self.kafka = kafka
             producer = try KafkaProducer(configuration: kafka, logger: logger)
             kcat = Kcat(bootstrapServers: cluster.bootstrapServers)
         }
@@ -276,7 +281,7 @@ import Testing
         }
         let running = dispatchers.map { d in Task { await d.run() } }
         // Both join the group and split the 4 partitions before anything is sent.
-        let split = await eventually(timeout: 60) {
+        let split = await eventually(timeout: 90) {
             let owned = dispatchers.map { $0.streamAssignments["ordered"] ?? [] }
             return owned.allSatisfy { !$0.isEmpty } && owned.reduce(0) { $0 + $1.count } == 4
         }
