@@ -156,8 +156,7 @@ public struct KafkaForwardTarget: S3EventHandler, StreamRecordHandler {
     public func handle(_ event: DynamoDBEvent, context: TriggerContext) async throws -> StreamBatchResponse {
         let producer = try producer(context)
         for record in event.records {
-            let key = "\(record.tableName ?? "-")/" + record.dynamodb.keys.sorted { $0.key < $1.key }.compactMap { $0.value.stringValue }.joined(separator: "/")
-            try await producer.send(topic: topic, key: key, value: Array(try JSONEncoder().encode(record)))
+            try await producer.send(topic: topic, key: record.kafkaKey, value: Array(try JSONEncoder().encode(record)))
         }
         return .success
     }

@@ -113,27 +113,20 @@ struct StreamRecordBuilder: Sendable {
         let stream = StreamRecord(approximateCreationDateTime: (time.timeIntervalSince1970 * 1000).rounded() / 1000,
                                   keys: keys, newImage: new, oldImage: old, sequenceNumber: sequence,
                                   streamViewType: .newAndOldImages)
-        return DynamoDBEvent.Record(eventID: Self.eventID(table: table, keys: keys, sequence: sequence), eventName: name,
+        return DynamoDBEvent.Record(eventID: Self.eventID(table: table, itemKey: stream.itemKey, sequence: sequence), eventName: name,
                                     awsRegion: region, eventSourceARN: arn(table), userIdentity: userIdentity, dynamodb: stream)
     }
 
     /// 32 hex digits derived from the change's identity, so a redelivered change has the same id.
-    static func eventID(table: String, keys: AttributeMap, sequence: String) -> String {
-        let identity = "\(table)\u{0}\(itemKey(keys))\u{0}\(sequence)"
+    static func eventID(table: String, itemKey: String, sequence: String) -> String {
+        let identity = "\(table)\u{0}\(itemKey)\u{0}\(sequence)"
         return Digest.md5(Array(identity.utf8)).map { String(format: "%02x", $0) }.joined()
     }
 
-    /// The item key as text: `bucket/key` for objects, the id for transfers.
-    static func itemKey(_ keys: AttributeMap) -> String {
-        if let bucket = keys["bucket"]?.stringValue, let key = keys["key"]?.stringValue { return "\(bucket)/\(key)" }
-        return keys.sorted { $0.key < $1.key }.compactMap { $0.value.stringValue }.joined(separator: "/")
-    }
-
-    /// The Kafka message: keyed by table and item key, so one item's records keep their order.
+    /// The Kafka message, keyed `<table>/<item key>`.
     func message(_ record: DynamoDBEvent.Record) -> OutboxMessage {
-        let table = record.tableName ?? "-"
-        return OutboxMessage(topic: topics.streams, key: Array("\(table)/\(Self.itemKey(record.dynamodb.keys))".utf8),
-                             value: Array(try! OutcomePublisher.encoder.encode(record)))
+        OutboxMessage(topic: topics.streams, key: Array(record.kafkaKey.utf8),
+                      value: Array(try! OutcomePublisher.encoder.encode(record)))
     }
 }
 

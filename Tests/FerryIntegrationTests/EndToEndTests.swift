@@ -20,6 +20,16 @@ import Testing
         var server: any S3TestServer
         var bucket = "e2e"
 
+        /// One in-process broker with Ferry's topics (2 partitions each) and a data root under `base`.
+        static func oneBroker(base: URL, server: any S3TestServer, bucket: String, logger: Logger) throws -> Environment {
+            let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
+            for topic in Topics().all { try cluster.createTopic(topic, partitions: 2) }
+            let dataRoot = base.appendingPathComponent("data")
+            try FileManager.default.createDirectory(at: dataRoot, withIntermediateDirectories: true)
+            return Environment(cluster: cluster, kcat: Kcat(bootstrapServers: cluster.bootstrapServers),
+                               dataRoot: dataRoot, logs: base, server: server, bucket: bucket)
+        }
+
         func startWorker(name: String, stateDir: String, extra: [String] = []) throws -> BackgroundProcess {
             try BackgroundProcess(
                 name: name, executable: TestPaths.ferryBinary,

@@ -128,11 +128,17 @@ struct FleetTests {
             for (i, file) in files.enumerated() {
                 #expect(stored["public/fleet/f-\(i).bin"] == expected[file.path], "f-\(i).bin differs")
             }
-            // The audit trigger: one effect per object once deduplicated by event identity.
-            let audit = env.auditLines().filter { ($0["key"] as? String)?.hasPrefix("public/fleet/") == true }
-            let identities = Dictionary(grouping: audit) { $0["key"] as? String ?? "" }
-                .mapValues { Set($0.compactMap { $0["sequencer"] as? String }) }
-            #expect(identities.count == total, "\(identities.count) objects seen by the trigger")
+            // The audit trigger: one effect per object once deduplicated by event identity. Triggers
+            // run after the outcome is published (their own consumer group), so they may still be catching up.
+            var audit: [[String: Any]] = []
+            var identities: [String: Set<String>] = [:]
+            let triggersDone = await eventually(timeout: 120, every: 1) {
+                audit = env.auditLines().filter { ($0["key"] as? String)?.hasPrefix("public/fleet/") == true }
+                identities = Dictionary(grouping: audit) { $0["key"] as? String ?? "" }
+                    .mapValues { Set($0.compactMap { $0["sequencer"] as? String }) }
+                return identities.count >= total
+            }
+            #expect(triggersDone && identities.count == total, "\(identities.count) objects seen by the trigger")
             #expect(identities.values.allSatisfy { $0.count == 1 }, "an object had two distinct events")
             // No multipart upload left behind: interrupted ones were resumed, or
             // swept by their worker once another finished the transfer.

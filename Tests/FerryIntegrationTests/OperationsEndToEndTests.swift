@@ -23,12 +23,8 @@ import Testing
         let moto = try await MotoServer.start(logDirectory: base)
         defer { try? FileManager.default.removeItem(at: base) }
         do {
-            let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
-            for topic in Topics().all { try cluster.createTopic(topic, partitions: 2) }
-            let dataRoot = base.appendingPathComponent("data")
-            try FileManager.default.createDirectory(at: dataRoot, withIntermediateDirectories: true)
-            let env = EndToEndTests.Environment(cluster: cluster, kcat: Kcat(bootstrapServers: cluster.bootstrapServers),
-                                                dataRoot: dataRoot, logs: base, server: moto, bucket: "ops")
+            let env = try EndToEndTests.Environment.oneBroker(base: base, server: moto, bucket: "ops", logger: logger)
+            let (cluster, dataRoot) = (env.cluster, env.dataRoot)
             try await Boto3(moto)("create-bucket", "ops")
             let port = TestPaths.freePort()
             let http = "http://127.0.0.1:\(port)"

@@ -21,12 +21,8 @@ import Testing
         let base = try TestPaths.temporaryDirectory("streams")
         let moto = try await MotoServer.start(logDirectory: base)
         defer { try? FileManager.default.removeItem(at: base) }
-        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
-        for topic in Topics().all { try cluster.createTopic(topic, partitions: 2) }
-        let dataRoot = base.appendingPathComponent("data")
-        try FileManager.default.createDirectory(at: dataRoot, withIntermediateDirectories: true)
-        let env = EndToEndTests.Environment(cluster: cluster, kcat: Kcat(bootstrapServers: cluster.bootstrapServers),
-                                            dataRoot: dataRoot, logs: base, server: moto, bucket: "trig")
+        let env = try EndToEndTests.Environment.oneBroker(base: base, server: moto, bucket: "trig", logger: logger)
+        let dataRoot = env.dataRoot
         let boto3 = Boto3(moto)
         try await boto3("create-bucket", "trig")
         let worker = try env.startWorker(name: "streams-worker", stateDir: "streams-state")

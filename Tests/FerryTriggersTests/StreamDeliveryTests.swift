@@ -64,8 +64,7 @@ import Testing
 
         func send(_ records: [DynamoDBEvent.Record]) async throws {
             for record in records {
-                let key = "objects/b/\(record.dynamodb.keys["key"]?.stringValue ?? "")"
-                try await producer.send(topic: topics.streams, key: key, value: Array(try JSONEncoder().encode(record)))
+                try await producer.send(topic: topics.streams, key: record.kafkaKey, value: Array(try JSONEncoder().encode(record)))
             }
         }
 

@@ -33,6 +33,10 @@ public struct DynamoDBEvent: Sendable, Codable, Hashable {
             self.userIdentity = userIdentity; self.dynamodb = dynamodb
         }
 
+        /// The Kafka key of the record on `<prefix>.streams`: `<table>/<item key>`,
+        /// so one item's records share a partition and keep their order.
+        public var kafkaKey: String { "\(tableName ?? "-")/\(dynamodb.itemKey)" }
+
         /// The table name inside `eventSourceARN` (`…:table/<name>/stream/…`).
         public var tableName: String? {
             guard let range = eventSourceARN.range(of: ":table/") else { return nil }
@@ -73,6 +77,13 @@ public struct StreamRecord: Sendable, Codable, Hashable {
         self.newImage = newImage; self.oldImage = oldImage; self.sequenceNumber = sequenceNumber
         self.streamViewType = streamViewType
         self.sizeBytes = sizeBytes ?? Self.approximateSize(keys, newImage, oldImage)
+    }
+
+    /// The item key as text: `bucket/key` for `objects`, the id for `transfers`
+    /// (in general the key attributes' values, by attribute name).
+    public var itemKey: String {
+        if let bucket = keys["bucket"]?.stringValue, let key = keys["key"]?.stringValue { return "\(bucket)/\(key)" }
+        return keys.sorted { $0.key < $1.key }.compactMap { $0.value.stringValue }.joined(separator: "/")
     }
 
     /// What the record would carry on a stream of `view` type.
