@@ -22,6 +22,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.70.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
+        // Tests only: seeded, shrinking generators for the hostile-input properties.
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
     ],
     targets: [
         // C libraries, found with pkg-config.
@@ -95,10 +97,15 @@ let package = Package(
         ]),
 
         // Starts the real peers the tests run against (mock cluster, moto, Ceph RGW, ferry processes).
-        .target(name: "FerryTestSupport", dependencies: ["FerryKafka", "FerryCore"],
-                path: "Tests/FerryTestSupport"),
-        .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore"]),
-        .testTarget(name: "FerryS3Tests", dependencies: ["FerryS3", "FerryTestSupport"]),
+        .target(name: "FerryTestSupport", dependencies: [
+                    "FerryKafka", "FerryCore", .product(name: "PropertyBased", package: "swift-property-based"),
+                ], path: "Tests/FerryTestSupport"),
+        .testTarget(name: "FerryCoreTests", dependencies: [
+            "FerryCore", "FerryTestSupport", .product(name: "PropertyBased", package: "swift-property-based"),
+        ]),
+        .testTarget(name: "FerryS3Tests", dependencies: [
+            "FerryS3", "FerryTestSupport", .product(name: "PropertyBased", package: "swift-property-based"),
+        ]),
         .testTarget(name: "FerryTriggersTests", dependencies: [
             "FerryTriggers", "Triggers", "FerryKafka", "FerryTestSupport",
         ]),
@@ -107,10 +114,12 @@ let package = Package(
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore"]),
         .testTarget(name: "FerryWorkerTests", dependencies: [
             "FerryWorker", "FerryTriggers", "FerryEngine", "FerryS3", "FerryStore", "FerryKafka", .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "PropertyBased", package: "swift-property-based"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
         .testTarget(name: "FerryIntegrationTests", dependencies: [
             "FerryCore", "FerryKafka", "FerryClient", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
     ]
 )

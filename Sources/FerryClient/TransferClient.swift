@@ -1,4 +1,5 @@
 @_exported import FerryCore
+import FerryCore
 import FerryKafka
 import Foundation
 import Logging
@@ -19,18 +20,37 @@ public final class TransferClient: Sendable {
     }
 
     /// Sends `request` to `<prefix>.requests` keyed by `bucket/key` and waits for Kafka's acknowledgement.
-    public func enqueue(_ request: TransferRequest) async throws(KafkaError) {
+    /// The request is first checked against the rules a worker applies when it
+    /// decodes one (README, "Request JSON"): one that breaks them throws
+    /// `TransferClientError.invalidRequest` and is not sent. Kafka's refusals
+    /// throw `KafkaError`. Never traps, whatever the request holds.
+    public func enqueue(_ request: TransferRequest) async throws {
+        let value = try Self.encoded(request)
+        try await producer.send(topic: topics.requests, key: request.kafkaKey, value: value)
+    }
+
+    /// The request as a worker reads it, or `TransferClientError.invalidRequest`.
+    static func encoded(_ request: TransferRequest) throws(TransferClientError) -> [UInt8] {
+        if let problem = RequestDecoder.validate(request) { throw .invalidRequest(problem) }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Encoding our own value type cannot fail.
-        let value = Array(try! encoder.encode(request))
-        try await producer.send(topic: topics.requests, key: request.kafkaKey, value: value)
+        let value: [UInt8]
+        do {
+            value = Array(try encoder.encode(request))
+        } catch {
+            throw .invalidRequest(FerryError(.invalidRequest, "cannot encode the request: \(error)"))
+        }
+        guard value.count <= RequestLimits.maxMessageBytes else {
+            throw .invalidRequest(FerryError(.requestTooLarge, "request is \(value.count) bytes; the limit is \(RequestLimits.maxMessageBytes)"))
+        }
+        return value
     }
 
     /// Enqueues `request` and returns its statuses as they arrive, ending after
     /// the terminal one. Statuses are read from the end of `<prefix>.status` as
-    /// it was before the request was sent, so none is missed.
-    public func enqueueAndFollow(_ request: TransferRequest) async throws(KafkaError) -> AsyncStream<TransferStatus> {
+    /// it was before the request was sent, so none is missed. Throws as `enqueue` does.
+    public func enqueueAndFollow(_ request: TransferRequest) async throws -> AsyncStream<TransferStatus> {
+        _ = try Self.encoded(request)
         let consumer = try await KafkaConsumer.tailing(topic: topics.status, configuration: kafka, logger: logger)
         try await enqueue(request)
         return Self.statuses(of: request.id, from: consumer)
@@ -137,7 +157,7 @@ extension TransferClient {
                 return nil
             }
             group.addTask {
-                try await Task.sleep(for: .seconds(timeout))
+                try await Task.sleep(for: .seconds(clamping: timeout))
                 return nil
             }
             let first = try await group.next() ?? nil
@@ -162,9 +182,12 @@ public struct TransferProgressUpdate: Sendable, Hashable {
 
 public enum TransferClientError: Error, CustomStringConvertible, Sendable {
     case timedOut(id: String, seconds: Double)
+    /// The request breaks a rule workers apply (the error has the code a worker would give); it was not sent.
+    case invalidRequest(FerryError)
     public var description: String {
         switch self {
-        case .timedOut(let id, let seconds): return "no terminal status for \(id) within \(Int(seconds)) s"
+        case .timedOut(let id, let seconds): return "no terminal status for \(id) within \(seconds.clampedInt()) s"
+        case .invalidRequest(let error): return "request not sent: \(error)"
         }
     }
 }

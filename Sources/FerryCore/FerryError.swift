@@ -60,5 +60,8 @@ public struct FerryError: Error, Sendable, Hashable, Codable, CustomStringConver
         /// Kafka refused or lost a message.
         public static let kafkaError = Code(rawValue: "KafkaError")
         public static let internalError = Code(rawValue: "InternalError")
+        /// A message that was started the configured number of times without an
+        /// outcome (each time its worker stopped): quarantined by the crash-loop breaker.
+        public static let poisonMessage = Code(rawValue: "PoisonMessage")
     }
 }

@@ -16,10 +16,19 @@ public enum HeaderPolicy {
         name.lowercased().hasPrefix("x-amz-server-side-encryption-customer-")
     }
 
-    /// The first problem with `headers`, if any.
+    /// The first problem with `headers`, if any: a name not allowed, a name
+    /// given twice in different cases, or a value that breaks `HeaderValueRule`.
     public static func violation(in headers: [String: String]) -> FerryError? {
-        for name in headers.keys.sorted() where !allowed.contains(name.lowercased()) {
-            return FerryError(.invalidRequest, "header '\(name)' is not allowed; allowed: \(allowed.sorted().joined(separator: ", "))")
+        var seen: Set<String> = []
+        for name in headers.keys.sorted() {
+            let lowered = name.lowercased()
+            guard allowed.contains(lowered) else {
+                return FerryError(.invalidRequest, "header '\(name.prefix(64))' is not allowed; allowed: \(allowed.sorted().joined(separator: ", "))")
+            }
+            guard seen.insert(lowered).inserted else {
+                return FerryError(.invalidRequest, "header '\(name)' is given twice (names are case-insensitive)")
+            }
+            if let problem = HeaderValueRule.violation(of: headers[name]!, field: "header '\(lowered)'") { return problem }
         }
         return nil
     }

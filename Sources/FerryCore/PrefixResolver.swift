@@ -38,6 +38,13 @@ public struct TemplatePrefixResolver: PrefixResolver, Hashable {
         guard protected != `private`, !guest.contains("{identityId}") else {
             throw ConfigurationError("prefix templates must keep the levels apart and the guest prefix may not name an identity")
         }
+        // Every key built from a template must pass the key rule (no dot or empty segments).
+        for (level, template) in [("guest", guest), ("protected", protected), ("private", `private`)] {
+            let sample = template.replacingOccurrences(of: "{identityId}", with: "id") + "key"
+            if let problem = ObjectKeyRule.violation(of: sample, field: "the \(level) prefix template '\(template)'") {
+                throw ConfigurationError(problem.message)
+            }
+        }
         self.guest = guest
         self.protected = protected
         self.private = `private`
@@ -48,7 +55,7 @@ public struct TemplatePrefixResolver: PrefixResolver, Hashable {
         guard let identityId, !identityId.isEmpty else {
             throw FerryError(.invalidRequest, "accessLevel \(level.rawValue) needs an owner identity")
         }
-        guard !identityId.contains("/") else { throw FerryError(.invalidRequest, "identityId may not contain '/'") }
+        if let problem = IdentityRule.violation(of: identityId, field: "identityId") { throw problem }
         return (level == .protected ? protected : `private`).replacingOccurrences(of: "{identityId}", with: identityId)
     }
 

@@ -51,37 +51,76 @@ public enum RequestDecoder {
         return .success(request)
     }
 
-    /// Rules beyond the JSON shape (see README, "Request JSON").
+    /// Rules beyond the JSON shape (see README, "Request JSON" and "Security
+    /// notes"): each kind of value has one rule, applied here, so nothing
+    /// downstream meets a value it has to re-check or normalise.
     public static func validate(_ r: TransferRequest) -> FerryError? {
         guard isValidId(r.id) else {
             return FerryError(.invalidRequest, "id must be 1-\(maxIdLength) characters of [A-Za-z0-9._:-]")
         }
-        guard !r.bucket.isEmpty else { return FerryError(.invalidRequest, "bucket is empty") }
-        guard !r.key.isEmpty else { return FerryError(.invalidRequest, "key is empty") }
+        if r.bucket.isEmpty { return FerryError(.invalidRequest, "bucket is empty") }
+        if let problem = RequestLimits.bucketNameProblem(r.bucket) { return problem }
+        if let problem = ObjectKeyRule.violation(of: r.key) { return problem }
+        if let identity = r.identityId, !identity.isEmpty, let problem = IdentityRule.violation(of: identity, field: "identityId") {
+            return problem
+        }
+        if let target = r.targetIdentityId, !target.isEmpty,
+           let problem = IdentityRule.violation(of: target, field: "targetIdentityId") {
+            return problem
+        }
+        // Who acts must be named for private objects and for writes of protected ones;
+        // a protected read may name only the owner (targetIdentityId).
+        let level = r.effectiveAccessLevel
+        let needsIdentity = level == .private || (level == .protected && r.op != .download)
+        if needsIdentity, r.identityId?.isEmpty ?? true {
+            return FerryError(.invalidRequest, "accessLevel \(level.rawValue) needs an identityId")
+        }
         switch r.op {
         case .upload:
-            guard r.source != nil else { return FerryError(.invalidRequest, "upload needs a source") }
+            guard let source = r.source else { return FerryError(.invalidRequest, "upload needs a source") }
+            if let problem = sourceProblem(source) { return problem }
         case .download:
             guard r.destination != nil else { return FerryError(.invalidRequest, "download needs a destination") }
         case .copy:
-            guard r.source != nil else { return FerryError(.invalidRequest, "copy needs a source s3://bucket/key") }
+            guard let source = r.source else { return FerryError(.invalidRequest, "copy needs a source s3://bucket/key") }
+            if let problem = copySourceProblem(source) { return problem }
         case .delete:
             break
         }
+        if let type = r.contentType, let problem = HeaderValueRule.violation(of: type, field: "contentType") { return problem }
+        if let metadata = r.metadata, let problem = MetadataRule.violation(of: metadata) { return problem }
         if let headers = r.headers, let problem = HeaderPolicy.violation(in: headers) { return problem }
-        let level = r.effectiveAccessLevel
-        if level != .guest, r.identityId?.isEmpty ?? true {
-            return FerryError(.invalidRequest, "accessLevel \(level.rawValue) needs an identityId")
+        if let options = r.options, let problem = TransferOptionRanges.violation(of: options) { return problem }
+        return nil
+    }
+
+    /// A `data:` source must decode (strict base64 or percent-encoding, within
+    /// the size limit) and its media type must be a valid header value. Other
+    /// schemes are checked by the worker against its data root and remote-source policy.
+    static func sourceProblem(_ source: String) -> FerryError? {
+        guard source.utf8.count >= 5, source.prefix(5).lowercased() == "data:" else { return nil }
+        do {
+            _ = try DataURI.decode(source, limit: RequestLimits.maxDataURIBytes)
+        } catch {
+            return error
+        }
+        if let type = DataURI.mediaType(source), let problem = HeaderValueRule.violation(of: type, field: "the data: URI's media type") {
+            return problem
         }
         return nil
     }
 
+    /// A copy source is `s3://bucket/key` with a valid bucket name and a key that passes the key rule.
+    static func copySourceProblem(_ source: String) -> FerryError? {
+        guard source.hasPrefix("s3://") else { return FerryError(.invalidRequest, "copy source must be s3://bucket/key") }
+        let rest = source.dropFirst(5)
+        guard let slash = rest.firstIndex(of: "/") else { return FerryError(.invalidRequest, "copy source names no key") }
+        if let problem = RequestLimits.bucketNameProblem(String(rest[..<slash])) { return problem }
+        return ObjectKeyRule.violation(of: String(rest[rest.index(after: slash)...]), field: "copy source key")
+    }
+
     static func isValidId(_ id: String) -> Bool {
-        guard (1...maxIdLength).contains(id.utf8.count) else { return false }
-        return id.utf8.allSatisfy { c in
-            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
-                || c == 0x2E || c == 0x5F || c == 0x3A || c == 0x2D
-        }
+        (1...maxIdLength).contains(id.utf8.count) && id.utf8.allSatisfy(isIdByte)
     }
 
     private static func path(_ context: DecodingError.Context) -> String {

@@ -33,8 +33,11 @@ extension Timestamp {
               (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61 else { return nil }
         var fraction = 0.0
         if b.count > 20 {
-            guard b[19] == 46, b.count > 21, let digits = number(20, b.count - 21) else { return nil }
-            fraction = Double(digits) / pow(10, Double(b.count - 21))
+            // Digits past the ninth (nanoseconds) are checked but not used: they could overflow an Int.
+            let count = b.count - 21
+            guard b[19] == 46, count > 0, b[20..<(b.count - 1)].allSatisfy({ $0 >= 48 && $0 <= 57 }),
+                  let digits = number(20, min(count, 9)) else { return nil }
+            fraction = Double(digits) / pow(10, Double(min(count, 9)))
         }
         // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
         let y = month <= 2 ? year - 1 : year

@@ -28,4 +28,15 @@ public enum DLQHeader {
     public static let sourceOffset = "ferry-source-offset"
     /// Fields whose secret values were replaced by `<redacted>`.
     public static let redacted = "ferry-redacted"
+    /// `true` when the value was cut to fit the broker's message limit; the two
+    /// headers after it describe the whole (redacted) value.
+    public static let truncated = "ferry-truncated"
+    public static let originalLength = "ferry-original-length"
+    /// Hex SHA-256 of the whole (redacted) value.
+    public static let originalSHA256 = "ferry-original-sha256"
+    /// Set when the message key was cut to 4096 bytes.
+    public static let originalKeyLength = "ferry-original-key-length"
+    public static let originalKeySHA256 = "ferry-original-key-sha256"
+    /// On `PoisonMessage` records: how many times the message was started without an outcome.
+    public static let starts = "ferry-starts"
 }

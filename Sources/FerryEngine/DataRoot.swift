@@ -26,6 +26,10 @@ public struct DataRoot: Sendable, Hashable {
             throw FerryError(.invalidPath, "source \(uri) does not exist")
         }
         try requireInside(resolved, uri: uri)
+        var info = stat()
+        if stat(resolved, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG {
+            throw FerryError(.invalidPath, "source \(uri) is \(Self.fileKind(info.st_mode)); only regular files are transferred")
+        }
         return resolved
     }
 
@@ -53,16 +57,52 @@ public struct DataRoot: Sendable, Hashable {
         return parent == "/" ? "/\(name)" : "\(parent)/\(name)"
     }
 
-    /// Opens `path` (absolute, inside the root) by walking down from the root one
-    /// component at a time with `O_NOFOLLOW`: no symbolic link is followed
-    /// anywhere, so a link swapped in after a path was checked cannot lead
-    /// outside the root. Returns the file descriptor.
+    /// Opens the regular file `path` (absolute, inside the root) by walking down
+    /// from the root one component at a time with `O_NOFOLLOW`: no symbolic link
+    /// is followed anywhere, so a link swapped in after a path was checked cannot
+    /// lead outside the root. Returns the file descriptor.
     public func openBeneath(_ path: String, flags: Int32, mode: mode_t = 0o644) throws(FerryError) -> Int32 {
         let (directory, name) = try openParentBeneath(path, create: false)
         defer { close(directory) }
-        let fd = openat(directory, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)
-        guard fd >= 0 else { throw Self.walkError(path, errno) }
+        return try Self.openRegularFile(at: directory, name, flags: flags, mode: mode, describedAs: path)
+    }
+
+    /// `openat` that never blocks and never hands out anything but a regular
+    /// file: opened with `O_NONBLOCK` (a FIFO without a writer would otherwise
+    /// block the open forever), checked with `fstat`, then set back to blocking.
+    /// A FIFO, device, socket or directory is `InvalidPath`.
+    public static func openRegularFile(at directory: Int32, _ name: String, flags: Int32, mode: mode_t = 0o644,
+                                       describedAs path: String) throws(FerryError) -> Int32 {
+        let fd = openat(directory, name, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode)
+        guard fd >= 0 else {
+            // O_NONBLOCK makes a write-only open of a FIFO without a reader fail with ENXIO.
+            if errno == ENXIO { throw FerryError(.invalidPath, "\(path) is not a regular file") }
+            throw walkError(path, errno)
+        }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            let error = errno
+            close(fd)
+            throw FerryError(.localIOError, "cannot stat \(path): \(String(cString: strerror(error)))")
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            close(fd)
+            throw FerryError(.invalidPath, "\(path) is not a regular file (\(fileKind(info.st_mode))); only regular files are transferred")
+        }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         return fd
+    }
+
+    static func fileKind(_ mode: mode_t) -> String {
+        switch mode & S_IFMT {
+        case S_IFIFO: return "a FIFO"
+        case S_IFDIR: return "a directory"
+        case S_IFSOCK: return "a socket"
+        case S_IFCHR: return "a character device"
+        case S_IFBLK: return "a block device"
+        case S_IFLNK: return "a symbolic link"
+        default: return "not a regular file"
+        }
     }
 
     /// Opens the directory that holds `path` by the same walk (creating missing
@@ -118,6 +158,11 @@ public struct DataRoot: Sendable, Hashable {
         try requireInside(resolved, uri: uri)
         guard !rest.contains(".."), let name = rest.last, !name.isEmpty, name != "/", name != "." else {
             throw FerryError(.invalidPath, "\(uri) is outside the data root or names no file")
+        }
+        // What is already there is replaced only when it is a regular file.
+        var info = stat()
+        if lstat(raw, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG {
+            throw FerryError(.invalidPath, "destination \(uri) exists and is \(Self.fileKind(info.st_mode)); only regular files are replaced")
         }
     }
 

@@ -46,7 +46,7 @@ public struct RetryPolicy: Sendable, Hashable {
                 guard attempt <= retryLimit, Self.isRetryable(error) else { throw error }
                 onRetry(attempt, error)
                 do {
-                    try await Task.sleep(for: .seconds(delay(beforeRetry: attempt, after: error)))
+                    try await Task.sleep(for: .seconds(clamping: delay(beforeRetry: attempt, after: error)))
                 } catch {
                     throw FerryError(.internalError, "cancelled while waiting to retry")
                 }

@@ -108,7 +108,7 @@ public final class TransferEngine: Sendable {
                               remoteSources: configuration.remoteSources, journal: journal, uploadsInUse: uploadsInUse,
                               progress: progress, logger: runLogger ?? logger.with(transfer: id))
         control.meter.observe { [run] _ in run.report() }
-        return try await Self.withTimeout(settings.timeoutSeconds, control: control) { () async throws(FerryError) -> TransferOutcome in
+        return try await Self.withTimeout(settings.timeoutSeconds, control: control, logger: runLogger ?? logger) { () async throws(FerryError) -> TransferOutcome in
             switch job.request.op {
             case .upload: return try await run.upload()
             case .download: return try await run.download()
@@ -118,16 +118,81 @@ public final class TransferEngine: Sendable {
         }
     }
 
-    /// Runs `body`; after `seconds` the transfer is cancelled with `TimedOut`
-    /// and the body's own clean-up (abort, temp-file removal) still runs.
-    static func withTimeout(_ seconds: Double, control: TransferControl,
+    /// Clean-up (aborting a multipart upload, removing a temp file) a timed-out
+    /// transfer gets before its slot is freed regardless.
+    public static let timeoutCleanupSeconds: Double = 30
+
+    /// Runs `body` with a bound that really ends it: after `seconds` the
+    /// transfer is cancelled with `TimedOut` and its own clean-up runs; if it
+    /// has still not returned `timeoutCleanupSeconds` later (stuck in a call
+    /// that cancellation cannot reach), this returns `TimedOut` anyway and the
+    /// stuck work is left behind, logged, so the slot is never held for ever.
+    static func withTimeout(_ seconds: Double, control: TransferControl, logger: Logger,
+                            cleanupSeconds: Double = timeoutCleanupSeconds,
                             _ body: @escaping @Sendable () async throws(FerryError) -> TransferOutcome) async throws(FerryError) -> TransferOutcome {
+        let first = FirstResult<Result<TransferOutcome, FerryError>>()
+        let work = Task {
+            do throws(FerryError) { first.offer(.success(try await body())) } catch { first.offer(.failure(error)) }
+        }
         let timer = Task {
-            try await Task.sleep(for: .seconds(seconds))
-            control.cancel(FerryError(.timedOut, "transfer did not finish within \(Int(seconds)) s"))
+            guard (try? await Task.sleep(for: .seconds(clamping: seconds))) != nil else { return }
+            let reason = FerryError(.timedOut, "transfer did not finish within \(seconds.clampedInt()) s")
+            control.cancel(reason)
+            guard (try? await Task.sleep(for: .seconds(clamping: cleanupSeconds))) != nil else { return }
+            if first.offer(.failure(reason)) {
+                logger.error("transfer still running \(cleanupSeconds.clampedInt()) s after its timeout; its slot is freed and the stuck work abandoned")
+            }
         }
         defer { timer.cancel() }
-        return try await body()
+        let result = await withTaskCancellationHandler {
+            await first.value
+        } onCancel: {
+            // Cancelled (hand-off, shutdown): the same bound holds for the clean-up.
+            work.cancel()
+            Task {
+                try? await Task.sleep(for: .seconds(clamping: cleanupSeconds))
+                if first.offer(.failure(control.cancellationReason ?? FerryError(.cancelled, "transfer cancelled"))) {
+                    logger.error("cancelled transfer still running \(cleanupSeconds.clampedInt()) s later; its slot is freed and the stuck work abandoned")
+                }
+            }
+        }
+        return try result.get()
+    }
+}
+
+/// The first of several results offered from different tasks; later offers are ignored.
+final class FirstResult<Value: Sendable>: Sendable {
+    private struct State {
+        var value: Value?
+        var waiter: CheckedContinuation<Value, Never>?
+    }
+    private let state = Mutex(State())
+
+    /// True when this offer was the first.
+    @discardableResult
+    func offer(_ value: Value) -> Bool {
+        let waiter: CheckedContinuation<Value, Never>?? = state.withLock { s in
+            guard s.value == nil else { return .none }
+            s.value = value
+            defer { s.waiter = nil }
+            return .some(s.waiter)
+        }
+        guard case .some(let w) = waiter else { return false }
+        w?.resume(returning: value)
+        return true
+    }
+
+    var value: Value {
+        get async {
+            await withCheckedContinuation { continuation in
+                let ready: Value? = state.withLock { s in
+                    if let v = s.value { return v }
+                    s.waiter = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        }
     }
 }
 

@@ -21,7 +21,7 @@ public struct TransferSettings: Sendable, Hashable {
     public var copyPartSize: Int64 = 512 << 20
     /// `data:` sources larger than this are refused (base64 inflates by 4/3, and
     /// the whole request must fit the 900,000-byte message limit).
-    public var maxDataURIBytes: Int = 512 << 10
+    public var maxDataURIBytes: Int = RequestLimits.maxDataURIBytes
     /// fsync a download before it is renamed into place, so `completed` means
     /// on disk (the worker's contract). `ferry cp` turns it off unless `--fsync`,
     /// like cp and the other S3 tools.
@@ -29,28 +29,16 @@ public struct TransferSettings: Sendable, Hashable {
 
     public init() {}
 
-    /// These settings with a request's options applied.
+    /// These settings with a request's options applied; each option must be in
+    /// its documented range (`TransferOptionRanges`), as the request decoder checked.
     public func applying(_ options: TransferOptions?) throws(FerryError) -> TransferSettings {
         guard let options else { return self }
+        if let problem = TransferOptionRanges.violation(of: options) { throw problem }
         var s = self
-        if let size = options.partSizeBytes {
-            guard size >= PartPlan.minimumPartSize, size <= PartPlan.maximumPartSize else {
-                throw FerryError(.invalidRequest, "partSizeBytes must be 5 MiB…5 GiB, got \(size)")
-            }
-            s.partSize = Int64(size)
-        }
-        if let n = options.partConcurrency {
-            guard (1...64).contains(n) else { throw FerryError(.invalidRequest, "partConcurrency must be 1…64, got \(n)") }
-            s.partConcurrency = n
-        }
-        if let n = options.retryLimit {
-            guard (0...20).contains(n) else { throw FerryError(.invalidRequest, "retryLimit must be 0…20, got \(n)") }
-            s.retryPolicy.retryLimit = n
-        }
-        if let t = options.timeoutSeconds {
-            guard t > 0 else { throw FerryError(.invalidRequest, "timeoutSeconds must be positive") }
-            s.timeoutSeconds = t
-        }
+        if let size = options.partSizeBytes { s.partSize = Int64(size) }
+        if let n = options.partConcurrency { s.partConcurrency = n }
+        if let n = options.retryLimit { s.retryPolicy.retryLimit = n }
+        if let t = options.timeoutSeconds { s.timeoutSeconds = t }
         if options.checksumAlgorithm != nil { s.checksum = try ChecksumAlgorithm.parse(options.checksumAlgorithm) }
         return s
     }

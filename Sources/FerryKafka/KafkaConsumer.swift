@@ -143,22 +143,85 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
 
     public func makeAsyncIterator() -> MessageBuffer.Iterator { MessageBuffer.Iterator(buffer: buffer) }
 
-    /// Commits `offsets` (each the offset of the next message to read) synchronously.
-    public func commit(_ offsets: [TopicPartitionOffset]) async throws(KafkaError) {
+    /// How long a commit or a committed-offsets query may take: librdkafka's
+    /// synchronous calls can wait without end while the group coordinator
+    /// moves (the mock cluster, a broker restart), and nothing may wait for ever.
+    public static let coordinatorTimeoutMs: Int32 = 10_000
+
+    /// Commits `offsets` (each the offset of the next message to read, with its
+    /// metadata) and waits for the broker's answer, at most `timeoutMs`.
+    public func commit(_ offsets: [TopicPartitionOffset], timeoutMs: Int32 = KafkaConsumer.coordinatorTimeoutMs) async throws(KafkaError) {
         guard !offsets.isEmpty else { return }
         let handle = self.handle
         let result: Result<Void, KafkaError> = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                let rk = handle.rk
-                let list = rd_kafka_topic_partition_list_new(Int32(offsets.count))
-                defer { rd_kafka_topic_partition_list_destroy(list) }
-                for o in offsets { rd_kafka_topic_partition_list_add(list, o.topic, o.partition).pointee.offset = o.offset }
-                let err = rd_kafka_commit(rk, list, 0)
+            Thread.detachNewThread {
+                let err = Self.commitBounded(rk: handle.rk, offsets, timeoutMs: timeoutMs)
                 continuation.resume(returning: err == RD_KAFKA_RESP_ERR_NO_ERROR
                     ? .success(()) : .failure(KafkaError(err, context: "commit")))
             }
         }
         try result.get()
+    }
+
+    /// A commit through a private queue, so the wait for its result has a bound
+    /// (`rd_kafka_commit` in synchronous mode has none). Blocks the calling thread.
+    static func commitBounded(rk: OpaquePointer, _ offsets: [TopicPartitionOffset], timeoutMs: Int32) -> rd_kafka_resp_err_t {
+        let list = rd_kafka_topic_partition_list_new(Int32(offsets.count))
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        for o in offsets {
+            let element = rd_kafka_topic_partition_list_add(list, o.topic, o.partition)!
+            element.pointee.offset = o.offset
+            element.setMetadata(o.metadata)
+        }
+        let queue = rd_kafka_queue_new(rk)
+        defer { rd_kafka_queue_destroy(queue) }
+        let err = rd_kafka_commit_queue(rk, list, queue, nil, nil)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { return err }
+        guard let event = rd_kafka_queue_poll(queue, Int32(timeoutMs)) else { return RD_KAFKA_RESP_ERR__TIMED_OUT }
+        defer { rd_kafka_event_destroy(event) }
+        return rd_kafka_event_error(event)
+    }
+
+    /// The group's committed offset and metadata of each of `partitions`
+    /// (offset -1001, RD_KAFKA_OFFSET_INVALID, when none). Asks the group
+    /// coordinator, off the cooperative pool, for at most `timeoutMs`.
+    public func committed(_ partitions: [TopicPartition], timeoutMs: Int32 = KafkaConsumer.coordinatorTimeoutMs) async throws(KafkaError) -> [TopicPartitionOffset] {
+        guard !partitions.isEmpty else { return [] }
+        let handle = self.handle
+        // rd_kafka_committed can outlive its own timeout while the coordinator is
+        // unknown: the answer is whichever comes first, it or the timer (the
+        // thread left waiting ends when librdkafka answers or the handle goes).
+        let answer = OneAnswer<Result<[TopicPartitionOffset], KafkaError>>()
+        let timer = DeadlineTimer.start(after: Double(timeoutMs) / 1000 + 1) {
+            answer.give(.failure(KafkaError(RD_KAFKA_RESP_ERR__TIMED_OUT, context: "committed offsets")))
+        }
+        defer { timer.cancel() }
+        let result: Result<[TopicPartitionOffset], KafkaError> = await withCheckedContinuation { continuation in
+            answer.onAnswer { continuation.resume(returning: $0) }
+            Thread.detachNewThread {
+                let continuation = answer
+                let list = rd_kafka_topic_partition_list_new(Int32(partitions.count))
+                defer { rd_kafka_topic_partition_list_destroy(list) }
+                for p in partitions { rd_kafka_topic_partition_list_add(list, p.topic, p.partition) }
+                let err = rd_kafka_committed(handle.rk, list, Int32(timeoutMs))
+                guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let list else {
+                    continuation.give(.failure(KafkaError(err, context: "committed offsets")))
+                    return
+                }
+                var found: [TopicPartitionOffset] = []
+                for i in 0..<Int(list.pointee.cnt) {
+                    let e = list.pointee.elems[i]
+                    var metadata: String?
+                    if let bytes = e.metadata, e.metadata_size > 0 {
+                        metadata = String(decoding: UnsafeRawBufferPointer(start: bytes, count: e.metadata_size), as: UTF8.self)
+                    }
+                    found.append(TopicPartitionOffset(topic: String(cString: e.topic), partition: e.partition,
+                                                      offset: e.offset, metadata: metadata))
+                }
+                continuation.give(.success(found))
+            }
+        }
+        return try result.get()
     }
 
     /// Messages behind the end of each assigned partition: the high watermark
@@ -389,15 +452,43 @@ private let rebalanceCallback: @convention(c) (OpaquePointer?, rd_kafka_resp_err
         box.logger.info("partitions revoked: \(partitions.map(\.description).joined(separator: ", ")) (\(dropped) buffered messages left to the next owner)")
         let offsets = box.handler.revoked(partitions)
         if !offsets.isEmpty {
-            let commit = rd_kafka_topic_partition_list_new(Int32(offsets.count))!
-            for o in offsets { rd_kafka_topic_partition_list_add(commit, o.topic, o.partition).pointee.offset = o.offset }
-            let e = rd_kafka_commit(rk, commit, 0)
-            rd_kafka_topic_partition_list_destroy(commit)
+            // Bounded: this runs on the poll thread, inside the rebalance.
+            let e = KafkaConsumer.commitBounded(rk: rk, offsets, timeoutMs: 5_000)
             if e != RD_KAFKA_RESP_ERR_NO_ERROR { box.logger.warning("kafka consumer: \(KafkaError(e, context: "commit on revoke"))") }
         }
         if cooperative { check(rd_kafka_incremental_unassign(rk, list), "incremental unassign") } else { rd_kafka_assign(rk, nil) }
     default:
         box.logger.error("kafka consumer: rebalance error \(KafkaError(err, context: "rebalance"))")
         if cooperative { check(rd_kafka_incremental_unassign(rk, list), "incremental unassign") } else { rd_kafka_assign(rk, nil) }
+    }
+}
+
+/// The first answer of several racers (a blocking call and its timer); later ones are dropped.
+final class OneAnswer<Value: Sendable>: Sendable {
+    private struct State {
+        var value: Value?
+        var receiver: (@Sendable (Value) -> Void)?
+        var delivered = false
+    }
+    private let state = Mutex(State())
+
+    func onAnswer(_ receiver: @escaping @Sendable (Value) -> Void) {
+        let ready: Value? = state.withLock { s in
+            if let v = s.value, !s.delivered { s.delivered = true; return v }
+            s.receiver = receiver
+            return nil
+        }
+        if let ready { receiver(ready) }
+    }
+
+    func give(_ value: Value) {
+        let deliver: (@Sendable (Value) -> Void)? = state.withLock { s in
+            guard s.value == nil else { return nil }
+            s.value = value
+            guard let r = s.receiver, !s.delivered else { return nil }
+            s.delivered = true
+            return r
+        }
+        deliver?(value)
     }
 }

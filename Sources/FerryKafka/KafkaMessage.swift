@@ -14,12 +14,6 @@ public struct KafkaMessage: Sendable {
 
     public var keyString: String? { key.map { String(decoding: $0, as: UTF8.self) } }
 
-    /// The `id` of a JSON request in the value, when there is one (for logs and shutdown).
-    public var transferId: String? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(value)) as? [String: Any] else { return nil }
-        return object["id"] as? String
-    }
-
     public func header(_ name: String) -> String? {
         headers.first { $0.0 == name }.map { String(decoding: $0.1, as: UTF8.self) }
     }
@@ -65,12 +59,29 @@ public struct TopicPartition: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(topic)/\(partition)" }
 }
 
-/// A topic partition and an offset in it.
+/// A topic partition and an offset in it, with the metadata string a commit
+/// may carry (Kafka keeps it with the committed offset; brokers cap it,
+/// 4096 bytes by default, `offset.metadata.max.bytes`).
 public struct TopicPartitionOffset: Sendable, Hashable {
     public var topic: String
     public var partition: Int32
     public var offset: Int64
-    public init(topic: String, partition: Int32, offset: Int64) {
-        self.topic = topic; self.partition = partition; self.offset = offset
+    public var metadata: String?
+    public init(topic: String, partition: Int32, offset: Int64, metadata: String? = nil) {
+        self.topic = topic; self.partition = partition; self.offset = offset; self.metadata = metadata
+    }
+
+    public var topicPartition: TopicPartition { TopicPartition(topic: topic, partition: partition) }
+}
+
+extension UnsafeMutablePointer where Pointee == rd_kafka_topic_partition_t {
+    /// Sets the element's metadata to a copy librdkafka owns (it frees it with the list).
+    func setMetadata(_ text: String?) {
+        guard let text else { return }
+        let bytes = Array(text.utf8)
+        guard let copy = malloc(Swift.max(1, bytes.count)) else { return }
+        bytes.withUnsafeBytes { if let base = $0.baseAddress { copy.copyMemory(from: base, byteCount: bytes.count) } }
+        pointee.metadata = copy
+        pointee.metadata_size = bytes.count
     }
 }

@@ -46,16 +46,25 @@ public final class KafkaProducer: Sendable {
 
     /// Hands all `messages` to librdkafka in order (so messages to one partition
     /// keep it) and waits for every delivery report; one result per message.
-    public func sendAll(_ messages: [OutgoingMessage]) async -> [Result<Void, KafkaError>] {
+    /// Waits at most `timeout` seconds, and not at all once the task is
+    /// cancelled: messages without a report by then count as failed
+    /// (`deliveryTimedOut`), although librdkafka may still deliver them.
+    public func sendAll(_ messages: [OutgoingMessage], timeout: Double = 30) async -> [Result<Void, KafkaError>] {
         guard !messages.isEmpty else { return [] }
         let collector = ResultCollector(count: messages.count)
-        return await withCheckedContinuation { continuation in
-            collector.onComplete { continuation.resume(returning: $0) }
-            for (index, message) in messages.enumerated() {
-                post(topic: message.topic, key: message.key, value: message.value, headers: message.headers) {
-                    collector.set(index, $0)
+        let timer = DeadlineTimer.start(after: timeout) { collector.expire(with: .deliveryTimedOut(timeout)) }
+        defer { timer.cancel() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                collector.onComplete { continuation.resume(returning: $0) }
+                for (index, message) in messages.enumerated() {
+                    post(topic: message.topic, key: message.key, value: message.value, headers: message.headers) {
+                        collector.set(index, $0)
+                    }
                 }
             }
+        } onCancel: {
+            collector.expire(with: .deliveryTimedOut(0))
         }
     }
 
@@ -127,25 +136,68 @@ private final class ResultCollector: Sendable {
         var results: [Result<Void, KafkaError>?]
         var remaining: Int
         var done: (@Sendable ([Result<Void, KafkaError>]) -> Void)?
+        /// Results are final (all in, or expired): later reports are ignored.
+        var closed = false
+        /// `expire` came before `onComplete`.
+        var expiredEarly: KafkaError?
     }
     private let state: Mutex<State>
 
     init(count: Int) { state = Mutex(State(results: Array(repeating: nil, count: count), remaining: count)) }
 
     func onComplete(_ done: @escaping @Sendable ([Result<Void, KafkaError>]) -> Void) {
-        state.withLock { $0.done = done }
+        let early: [Result<Void, KafkaError>]? = state.withLock { s in
+            s.done = done
+            guard let error = s.expiredEarly else { return nil }
+            s.closed = true
+            return s.results.map { $0 ?? .failure(error) }
+        }
+        if let early { done(early) }
     }
 
     func set(_ index: Int, _ result: Result<Void, KafkaError>) {
         let finished: (([Result<Void, KafkaError>]) -> Void, [Result<Void, KafkaError>])? = state.withLock { s in
-            guard s.results[index] == nil else { return nil }
+            guard !s.closed, s.results[index] == nil else { return nil }
             s.results[index] = result
             s.remaining -= 1
             guard s.remaining == 0, let done = s.done else { return nil }
+            s.closed = true
             return (done, s.results.map { $0! })
         }
         if let (done, results) = finished { done(results) }
     }
+
+    /// Ends the wait now: messages without a report fail with `error`.
+    func expire(with error: KafkaError) {
+        let finished: (([Result<Void, KafkaError>]) -> Void, [Result<Void, KafkaError>])? = state.withLock { s in
+            guard !s.closed else { return nil }
+            guard let done = s.done else {
+                s.expiredEarly = s.expiredEarly ?? error
+                return nil
+            }
+            s.closed = true
+            return (done, s.results.map { $0 ?? .failure(error) })
+        }
+        if let (done, results) = finished { done(results) }
+    }
+}
+
+/// A cancellable one-shot timer that fires on a dispatch queue, so it fires
+/// even when the waiting task is cancelled or the cooperative pool is busy.
+final class DeadlineTimer: Sendable {
+    private let cancelled = Atomic<Bool>(false)
+
+    /// Runs `action` after `seconds` (clamped to 0…86,400) unless cancelled first.
+    static func start(after seconds: Double, _ action: @escaping @Sendable () -> Void) -> DeadlineTimer {
+        let timer = DeadlineTimer()
+        let clamped = seconds.isNaN ? 0 : min(max(seconds, 0), 86_400)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamped * 1_000_000_000))) {
+            if !timer.cancelled.load(ordering: .acquiring) { action() }
+        }
+        return timer
+    }
+
+    func cancel() { cancelled.store(true, ordering: .releasing) }
 }
 
 /// Carries a delivery callback through librdkafka's per-message opaque.

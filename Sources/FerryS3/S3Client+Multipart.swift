@@ -3,7 +3,7 @@ import Foundation
 
 extension S3Client {
     public func createMultipartUpload(_ input: PutObjectInput) async throws(FerryError) -> String {
-        var headers = Self.objectHeaders(input)
+        var headers = try Self.objectHeaders(input)
         if let algorithm = input.checksum { headers.append(("x-amz-checksum-algorithm", algorithm.rawValue)) }
         let response = try await send("CreateMultipartUpload", method: "POST", bucket: input.bucket, key: input.key,
                                       query: [("uploads", "")], headers: headers, body: .bytes([]))
@@ -41,7 +41,7 @@ extension S3Client {
 
     public func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
                                range: ClosedRange<Int64>) async throws(FerryError) -> CompletedPart {
-        let copySource = "/\(source.bucket)/\(SigV4Signer.uriEncode(source.key, keepSlash: true))"
+        let copySource = try Self.copySourceHeader(source)
         let response = try await send("UploadPartCopy", method: "PUT", bucket: location.bucket, key: location.key,
                                       query: [("partNumber", String(partNumber)), ("uploadId", uploadId)],
                                       headers: [("x-amz-copy-source", copySource),

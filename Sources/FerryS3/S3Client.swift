@@ -44,7 +44,7 @@ public final class S3Client: ObjectStore {
 
     public func putObject(_ input: PutObjectInput, body: ObjectBody, progress: TransferMeter?) async throws(FerryError) -> ObjectWriteResult {
         let digests = try BodyDigests.compute(body, checksum: input.checksum)
-        var headers = Self.objectHeaders(input)
+        var headers = try Self.objectHeaders(input)
         headers.append(("content-md5", Data(digests.md5).base64EncodedString()))
         if let algorithm = input.checksum, let value = digests.checksum {
             headers.append((algorithm.headerName, value))
@@ -83,7 +83,7 @@ public final class S3Client: ObjectStore {
     }
 
     public func copyObject(from source: ObjectLocation, to destination: ObjectLocation) async throws(FerryError) -> ObjectWriteResult {
-        let copySource = "/\(source.bucket)/\(SigV4Signer.uriEncode(source.key, keepSlash: true))"
+        let copySource = try Self.copySourceHeader(source)
         let response = try await send("CopyObject", method: "PUT", bucket: destination.bucket, key: destination.key,
                                       headers: [("x-amz-copy-source", copySource)], body: .bytes([]))
         var result = writeResult(response)
@@ -133,7 +133,11 @@ public final class S3Client: ObjectStore {
     /// A URL that performs `method` on the object without credentials until it expires.
     /// `headers` (e.g. content-type for PUT) are signed and must be sent as given.
     public func presignedURL(method: String, location: ObjectLocation, expires: Int, headers: [(String, String)] = [],
-                             at date: Date = Date()) -> String {
+                             at date: Date = Date()) throws(FerryError) -> String {
+        try Self.checkAddress(bucket: location.bucket, key: location.key)
+        for (name, value) in headers {
+            if let problem = HeaderValueRule.violation(of: value, field: name) { throw problem }
+        }
         let endpoint = configuration.endpoint
         let host = endpoint.hostHeader(bucket: location.bucket)
         let path = endpoint.path(bucket: location.bucket, key: location.key)
@@ -160,6 +164,7 @@ public final class S3Client: ObjectStore {
               query: [(String, String)] = [], headers: [(String, String)] = [],
               body: HTTPRequest.Body = .none, payloadHash: String? = nil,
               sink: HTTPRequest.ResponseSink = .memory, progress: TransferMeter? = nil) async throws(FerryError) -> HTTPResponse {
+        try Self.checkAddress(bucket: bucket, key: key)
         let endpoint = configuration.endpoint
         let host = endpoint.hostHeader(bucket: bucket)
         let path = endpoint.path(bucket: bucket, key: key)
@@ -209,14 +214,22 @@ public final class S3Client: ObjectStore {
         }
     }
 
-    static func objectHeaders(_ input: PutObjectInput) -> [(String, String)] {
-        var headers: [(String, String)] = []
-        if let type = input.contentType { headers.append(("content-type", type)) }
-        for (name, value) in input.metadata.sorted(by: { $0.key < $1.key }) {
-            headers.append(("x-amz-meta-\(name.lowercased())", value))
-        }
-        for (name, value) in input.headers.sorted(by: { $0.key < $1.key }) { headers.append((name.lowercased(), value)) }
-        return headers
+    static func objectHeaders(_ input: PutObjectInput) throws(FerryError) -> [(String, String)] {
+        try input.headerFields()
+    }
+
+    /// `x-amz-copy-source`: the source bucket and key, which pass the same rules
+    /// as any object this client addresses, percent-encoded as S3 expects.
+    static func copySourceHeader(_ source: ObjectLocation) throws(FerryError) -> String {
+        try checkAddress(bucket: source.bucket, key: source.key)
+        return "/\(source.bucket)/\(SigV4Signer.uriEncode(source.key, keepSlash: true))"
+    }
+
+    /// Every bucket and key this client puts on the wire: a valid bucket name
+    /// and a key that passes `ObjectKeyRule`, so the request path is exactly
+    /// the object named (no dot segment for a client or server to remove).
+    static func checkAddress(bucket: String?, key: String?) throws(FerryError) {
+        try ObjectLocation.checkAddress(bucket: bucket, key: key)
     }
 
     func writeResult(_ response: HTTPResponse) -> ObjectWriteResult {

@@ -26,10 +26,11 @@ public struct OutboxMessage: Sendable, Hashable {
 /// so a crash between the two loses nothing: the outbox drains on restart.
 extension WorkerStateStore {
     /// Records an outcome atomically: the messages to publish, the terminal
-    /// status in the finished set (first one wins), and the end of the
-    /// transfer's journal entry.
+    /// status in the finished set (first one wins), the end of the transfer's
+    /// journal entry and of the message's start record.
     public func commitOutcome(_ messages: [OutboxMessage], finished: TransferStatus? = nil,
-                              endingTransfer id: String? = nil, streamOffset: Int64? = nil) async throws {
+                              endingTransfer id: String? = nil, streamOffset: Int64? = nil,
+                              delivery: DeliveryPosition? = nil) async throws {
         let finishedRow = try finished.map { status -> (String, String, Data) in
             precondition(status.state.isTerminal, "only terminal statuses are recorded")
             return (status.id, status.state.rawValue, try JSONEncoder().encode(status))
@@ -41,6 +42,8 @@ extension WorkerStateStore {
                 try db.execute(sql: "INSERT OR IGNORE INTO finished_transfer (id, state, status, finishedAt, streamOffset) VALUES (?, ?, ?, ?, ?)",
                                arguments: [id, state, status, now, streamOffset])
             }
+            // The message has an outcome: it no longer counts as started.
+            if let delivery { try Self.clearStart(delivery, in: db) }
             if let id {
                 try db.execute(sql: "DELETE FROM journal_transfer WHERE id = ?", arguments: [id])
                 try db.execute(sql: "DELETE FROM download_part WHERE transferId = ?", arguments: [id])
@@ -77,6 +80,32 @@ extension WorkerStateStore {
         try await writes.write { db in
             for seq in seqs { try db.execute(sql: "DELETE FROM outbox WHERE seq = ?", arguments: [seq]) }
         }
+    }
+
+    /// Replaces a message still waiting (a dead letter cut smaller after the broker refused its size).
+    public func replaceInOutbox(seq: Int64, with message: OutboxMessage) async throws {
+        let headers = message.headers.isEmpty ? nil : try JSONEncoder().encode(message.headers)
+        try await writes.write { db in
+            try db.execute(sql: "UPDATE outbox SET key = ?, value = ?, headers = ? WHERE seq = ?",
+                           arguments: [message.key.map { Data($0) }, Data(message.value), headers, seq])
+        }
+    }
+
+    /// Moves a message Kafka refused for good out of the outbox into
+    /// `outbox_parked`, with the reason, so it no longer holds up the others.
+    public func parkOutboxMessage(seq: Int64, reason: String) async throws {
+        try await writes.write { db in
+            try db.execute(sql: """
+                INSERT INTO outbox_parked (topic, key, value, headers, createdAt, parkedAt, reason)
+                SELECT topic, key, value, headers, createdAt, ?, ? FROM outbox WHERE seq = ?
+                """, arguments: [Date().timeIntervalSince1970, reason, seq])
+            try db.execute(sql: "DELETE FROM outbox WHERE seq = ?", arguments: [seq])
+        }
+    }
+
+    /// Messages parked because Kafka refused them for good.
+    public func parkedOutboxCount() async throws -> Int {
+        try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox_parked") ?? 0 }
     }
 
     /// Messages waiting to be published.

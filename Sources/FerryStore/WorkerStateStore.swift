@@ -85,6 +85,31 @@ public final class WorkerStateStore: Sendable {
             // from, so the record of its expiry continues the sequence.
             try db.alter(table: "finished_transfer") { t in t.add(column: "streamOffset", .integer) }
         }
+        migrator.registerMigration("v4-outbox-parked") { db in
+            // Messages Kafka refused for good (e.g. larger than the broker takes): kept
+            // for people to inspect, out of the way of the messages behind them.
+            try db.create(table: "outbox_parked") { t in
+                t.autoIncrementedPrimaryKey("seq")
+                t.column("topic", .text).notNull()
+                t.column("key", .blob)
+                t.column("value", .blob).notNull()
+                t.column("headers", .blob)
+                t.column("createdAt", .double).notNull()
+                t.column("parkedAt", .double).notNull()
+                t.column("reason", .text).notNull()
+            }
+        }
+        migrator.registerMigration("v5-delivery-starts") { db in
+            // Messages started here without an outcome yet (the crash-loop breaker's local record).
+            try db.create(table: "delivery_start") { t in
+                t.column("topic", .text).notNull()
+                t.column("partition", .integer).notNull()
+                t.column("offset", .integer).notNull()
+                t.column("starts", .integer).notNull()
+                t.column("recordedAt", .double).notNull()
+                t.primaryKey(["topic", "partition", "offset"])
+            }
+        }
         return migrator
     }
 

@@ -1,3 +1,4 @@
+import FerryCore
 import FerryKafka
 import Foundation
 import Logging
@@ -40,7 +41,7 @@ final class StreamMapping: Sendable {
         while case .message(let first) = await lane.messages.next() {
             var batch = [first] + lane.messages.take(max: mapping.batchSize - 1)
             if mapping.maximumBatchingWindowSeconds > 0 {
-                let deadline = ContinuousClock.now + .milliseconds(Int64(mapping.maximumBatchingWindowSeconds * 1000))
+                let deadline = ContinuousClock.now + .seconds(clamping: mapping.maximumBatchingWindowSeconds)
                 gathering: while batch.count < mapping.batchSize {
                     switch await lane.messages.next(until: deadline) {
                     case .message(let message):
@@ -151,7 +152,7 @@ final class StreamMapping: Sendable {
                 continue
             }
             logger.warning("batch failed, retry \(retries) from record \(retry.first?.record.eventID ?? "-"): \(lastError)")
-            try? await Task.sleep(for: .seconds(min(30, mapping.retryDelaySeconds * Double(1 << min(retries - 1, 10)))))
+            try? await Task.sleep(for: .seconds(clamping: min(30, mapping.retryDelaySeconds * Double(1 << min(retries - 1, 10)))))
             if Task.isCancelled { return false }
             pending.insert(retry, at: 0)
         }
@@ -217,5 +218,5 @@ public struct BatchItemFailed: Error, CustomStringConvertible {
 /// Records older than the mapping's MaximumRecordAgeInSeconds.
 public struct RecordTooOld: Error, CustomStringConvertible {
     public var limit: Double
-    public var description: String { "records older than MaximumRecordAgeInSeconds (\(Int(limit)) s)" }
+    public var description: String { "records older than MaximumRecordAgeInSeconds (\(limit.clampedInt()) s)" }
 }

@@ -1,3 +1,4 @@
+import FerryCore
 import FerryKafka
 import Foundation
 import Logging
@@ -112,7 +113,7 @@ public final class TriggerDispatcher: Sendable {
                 Counter(label: "ferry_trigger_invocations_total", dimensions: [("handler", trigger.name), ("outcome", "success")]).increment()
                 if let eventTime {
                     Timer(label: "ferry_trigger_event_age_seconds", dimensions: [("handler", trigger.name)])
-                        .record(duration: .milliseconds(Int64(max(0, Date().timeIntervalSince(eventTime)) * 1000)))
+                        .record(duration: .milliseconds(clamping: Date().timeIntervalSince(eventTime) * 1000))
                 }
                 return true
             } catch {
@@ -127,7 +128,7 @@ public final class TriggerDispatcher: Sendable {
                 }
                 log.warning("trigger invocation failed: \(error)")
                 if attempt <= delivery.maximumRetryAttempts {
-                    try? await Task.sleep(for: .seconds(delivery.retryDelaySeconds * Double(1 << (attempt - 1))))
+                    try? await Task.sleep(for: .seconds(clamping: delivery.retryDelaySeconds * Double(1 << min(attempt - 1, 20))))
                 }
             }
         }
@@ -142,5 +143,5 @@ public final class TriggerDispatcher: Sendable {
 public struct EventTooOld: Error, CustomStringConvertible {
     public var age: Double
     public var limit: Double
-    public var description: String { "event is \(Int(age)) s old, older than the maximum event age of \(Int(limit)) s" }
+    public var description: String { "event is \(age.clampedInt()) s old, older than the maximum event age of \(limit.clampedInt()) s" }
 }

@@ -1,3 +1,4 @@
+import FerryCore
 import FerryKafka
 import Foundation
 import Logging
@@ -61,7 +62,7 @@ struct TriggerServices: Sendable {
                 return true
             } catch {
                 logger.error("cannot write failure record to \(topic), retrying in \(delay) s: \(error)")
-                try? await Task.sleep(for: .seconds(delay))
+                try? await Task.sleep(for: .seconds(clamping: delay))
                 delay = min(delay * 2, 10)
             }
         }
@@ -79,7 +80,7 @@ public struct TriggerTimeout: Error, CustomStringConvertible {
 func withDeadline<T: Sendable>(seconds: Double, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask { try await body() }
-        group.addTask { try await Task.sleep(for: .seconds(seconds)); return nil }
+        group.addTask { try await Task.sleep(for: .seconds(clamping: seconds)); return nil }
         let first = try await group.next()!
         group.cancelAll()
         guard let result = first else { throw TriggerTimeout(seconds: seconds) }

@@ -4,16 +4,28 @@ import Synchronization
 /// Knows which offsets of each owned partition are still being worked on, so
 /// that only the contiguous finished prefix is ever committed: with many
 /// requests in flight per partition, a crash never skips an unfinished one.
-/// A partition is tracked from its assignment until it is revoked; work on a
-/// partition this worker no longer owns is neither started nor committed.
+/// It also holds each partition's start records (messages started without an
+/// outcome yet), which every commit carries as metadata for the crash-loop
+/// breaker. A partition is tracked from its assignment until it is revoked;
+/// work on a partition this worker no longer owns is neither started nor committed.
 final class OffsetTracker: Sendable {
     private struct Progress {
         /// Offsets in flight, with the transfer id each carries (when known).
         var inFlight: [Int64: String] = [:]
         var highestFinished: Int64 = -1
+        /// The first offset begun since the assignment: the consumer started
+        /// there, so everything before it was committed already.
+        var base: Int64?
+        /// What the last successful commit said.
         var committed: Int64 = -1
+        var committedMetadata: String?
         /// The lowest offset given up without an outcome: nothing at or past it is committed.
         var lowestAbandoned: Int64?
+        /// Starts without an outcome, by offset (see `CrashLoopBreaker`).
+        var starts: [Int64: Int] = [:]
+        /// Whether the start records of earlier owners were read: until then
+        /// nothing is committed, so their records are never overwritten unread.
+        var seeded = false
     }
     private let state = Mutex<[TopicPartition: Progress]>([:])
 
@@ -24,41 +36,83 @@ final class OffsetTracker: Sendable {
 
     /// Call when work on a message starts, in the order messages are consumed.
     /// False when the partition is not (or no longer) this worker's: leave the message alone.
-    func begin(_ message: KafkaMessage, transferId: String?) -> Bool {
+    func begin(_ message: KafkaMessage) -> Bool {
         state.withLock { s in
-            let key = TopicPartition(topic: message.topic, partition: message.partition)
+            let key = message.topicPartition
             guard s[key] != nil else { return false }
-            s[key]!.inFlight[message.offset] = transferId ?? ""
+            s[key]!.inFlight[message.offset] = ""
+            if s[key]!.base == nil { s[key]!.base = message.offset }
             return true
+        }
+    }
+
+    /// Names the transfer a message in flight carries (for hand-offs in a rebalance).
+    func label(_ message: KafkaMessage, transferId: String?) {
+        guard let transferId else { return }
+        state.withLock { s in
+            if s[message.topicPartition]?.inFlight[message.offset] != nil {
+                s[message.topicPartition]!.inFlight[message.offset] = transferId
+            }
         }
     }
 
     /// Whether the message's partition is still owned (checked again just before work starts).
     func owns(_ message: KafkaMessage) -> Bool {
-        state.withLock { $0[TopicPartition(topic: message.topic, partition: message.partition)] != nil }
+        state.withLock { $0[message.topicPartition] != nil }
     }
 
     /// Call when a message's outcome is durable (in the outbox).
     func finish(_ message: KafkaMessage) {
         state.withLock { s in
-            let key = TopicPartition(topic: message.topic, partition: message.partition)
+            let key = message.topicPartition
             guard var progress = s[key], progress.inFlight.removeValue(forKey: message.offset) != nil else { return }
             progress.highestFinished = max(progress.highestFinished, message.offset)
+            progress.starts[message.offset] = nil
             s[key] = progress
         }
     }
 
     /// Call when a message was begun but has no outcome (handed off, or the
     /// worker is stopping): it stays uncommitted, and so does everything after
-    /// it in its partition, until the partition is assigned afresh.
+    /// it in its partition, until the partition is assigned afresh. Giving a
+    /// message back is not a crash: its start record goes.
     func abandon(_ message: KafkaMessage) {
         state.withLock { s in
-            let key = TopicPartition(topic: message.topic, partition: message.partition)
+            let key = message.topicPartition
             guard var progress = s[key], progress.inFlight.removeValue(forKey: message.offset) != nil else { return }
             progress.lowestAbandoned = min(progress.lowestAbandoned ?? message.offset, message.offset)
+            progress.starts[message.offset] = nil
             s[key] = progress
         }
     }
+
+    // MARK: Start records
+
+    /// Merges start records read from Kafka and the local journal (the larger count wins).
+    func seedStarts(_ starts: [Int64: Int], for partition: TopicPartition) {
+        state.withLock { s in
+            guard s[partition] != nil else { return }
+            for (offset, count) in starts { s[partition]!.starts[offset] = max(s[partition]!.starts[offset] ?? 0, count) }
+            s[partition]!.seeded = true
+        }
+    }
+
+    /// Starts recorded for the message so far (nil when its partition is not owned).
+    func starts(of message: KafkaMessage) -> Int? {
+        state.withLock { s in s[message.topicPartition].map { $0.starts[message.offset] ?? 0 } }
+    }
+
+    /// Counts one more start of the message and returns the new count (nil when not owned).
+    func recordStart(of message: KafkaMessage) -> Int? {
+        state.withLock { s in
+            guard s[message.topicPartition] != nil else { return nil }
+            let count = (s[message.topicPartition]!.starts[message.offset] ?? 0) + 1
+            s[message.topicPartition]!.starts[message.offset] = count
+            return count
+        }
+    }
+
+    // MARK: Hand-offs
 
     /// Transfer ids in flight on `partitions`.
     func transfersInFlight(on partitions: Set<TopicPartition>) -> [String] {
@@ -69,48 +123,63 @@ final class OffsetTracker: Sendable {
         state.withLock { s in partitions.reduce(0) { $0 + (s[$1]?.inFlight.count ?? 0) } }
     }
 
-    /// Stops tracking `partitions` and returns the offsets to commit for them
-    /// (their finished prefix), so nothing finished is lost when they go.
+    // MARK: Commits
+
+    /// Stops tracking `partitions` and returns what to commit for them (their
+    /// finished prefix and start records), so nothing is lost when they go.
     func revoke(_ partitions: Set<TopicPartition>) -> [TopicPartitionOffset] {
         state.withLock { s in
             var result: [TopicPartitionOffset] = []
             for p in partitions {
-                guard let progress = s.removeValue(forKey: p) else { continue }
-                let next = Self.committable(progress)
-                if next > 0 { result.append(TopicPartitionOffset(topic: p.topic, partition: p.partition, offset: next)) }
+                guard let progress = s.removeValue(forKey: p), progress.seeded, let next = Self.committable(progress) else { continue }
+                result.append(TopicPartitionOffset(topic: p.topic, partition: p.partition, offset: next,
+                                                   metadata: Self.metadata(progress, from: next)))
             }
             return result
         }
     }
 
-    /// Offsets to commit now (the next offset to read per partition), for
-    /// partitions whose committable point moved since the last call.
-    func takeCommittable() -> [TopicPartitionOffset] {
+    /// What to commit now (the next offset to read per partition, with its
+    /// start records), for partitions where either changed since the last commit.
+    func takeCommits() -> [TopicPartitionOffset] {
         state.withLock { s in
             var result: [TopicPartitionOffset] = []
-            for (key, var progress) in s {
-                let next = Self.committable(progress)
-                if next > progress.committed && next > 0 {
-                    progress.committed = next
-                    s[key] = progress
-                    result.append(TopicPartitionOffset(topic: key.topic, partition: key.partition, offset: next))
-                }
+            for (key, var progress) in s where progress.seeded {
+                guard let next = Self.committable(progress) else { continue }
+                let metadata = Self.metadata(progress, from: next)
+                guard next != progress.committed || metadata != progress.committedMetadata else { continue }
+                progress.committed = next
+                progress.committedMetadata = metadata
+                s[key] = progress
+                result.append(TopicPartitionOffset(topic: key.topic, partition: key.partition, offset: next, metadata: metadata))
             }
             return result
         }
     }
 
-    /// Puts offsets back when their commit failed, so the next round tries again.
+    /// Forgets what a failed commit said, so the next round sends it again.
     func commitFailed(_ offsets: [TopicPartitionOffset]) {
         state.withLock { s in
-            for o in offsets {
-                let key = TopicPartition(topic: o.topic, partition: o.partition)
-                if s[key]?.committed == o.offset { s[key]?.committed = o.offset - 1 }
+            for o in offsets where s[o.topicPartition]?.committed == o.offset {
+                s[o.topicPartition]!.committed = -1
+                s[o.topicPartition]!.committedMetadata = nil
             }
         }
     }
 
-    private static func committable(_ progress: Progress) -> Int64 {
-        min(progress.inFlight.keys.min() ?? .max, progress.lowestAbandoned ?? .max, progress.highestFinished + 1)
+    /// The next offset to read: below every message in flight or given back,
+    /// and past everything finished. Nil before the first message is begun.
+    private static func committable(_ progress: Progress) -> Int64? {
+        guard let base = progress.base else { return nil }
+        return min(progress.inFlight.keys.min() ?? .max, progress.lowestAbandoned ?? .max, max(progress.highestFinished + 1, base))
     }
+
+    /// Start records at or past `next` (earlier ones are finished and committed).
+    private static func metadata(_ progress: Progress, from next: Int64) -> String? {
+        StartRecords.encode(progress.starts.filter { $0.key >= next })
+    }
+}
+
+extension KafkaMessage {
+    var topicPartition: TopicPartition { TopicPartition(topic: topic, partition: partition) }
 }

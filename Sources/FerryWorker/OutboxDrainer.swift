@@ -6,19 +6,32 @@ import Metrics
 import Synchronization
 
 /// Publishes the outbox to Kafka: oldest first, a batch at a time, each
-/// message deleted only after its delivery report. A message Kafka refuses
-/// stays and is retried with backoff; what is left at exit drains on restart.
+/// message deleted only after its delivery report. A message Kafka refuses for
+/// a passing reason stays and is retried with backoff; one it refuses for good
+/// (too large, invalid) never holds up the rest: a dead letter is cut smaller
+/// (`DeadLetterRecord`) and tried again, anything else is parked in
+/// `outbox_parked` with the reason. What is left at exit drains on restart.
 final class OutboxDrainer: Sendable {
+    /// How long shutdown waits for the outbox to drain, whatever it holds.
+    static let shutdownDrainSeconds: Double = 10
+    /// How long one round waits for delivery reports before trying again.
+    static let roundTimeoutSeconds: Double = 30
+
     private let state: WorkerStateStore
     private let producer: KafkaProducer
+    private let deadLetterTopic: String
+    private let deadLetterMaxBytes: Int
     private let logger: Logger
     private let health: WorkerHealth?
     private let wakeUp = Mutex<CheckedContinuation<Void, Never>?>(nil)
     private let pendingWake = Atomic<Bool>(false)
 
-    init(state: WorkerStateStore, producer: KafkaProducer, health: WorkerHealth? = nil, logger: Logger) {
+    init(state: WorkerStateStore, producer: KafkaProducer, deadLetterTopic: String,
+         deadLetterMaxBytes: Int = DeadLetterRecord.defaultMaxBytes, health: WorkerHealth? = nil, logger: Logger) {
         self.state = state
         self.producer = producer
+        self.deadLetterTopic = deadLetterTopic
+        self.deadLetterMaxBytes = deadLetterMaxBytes
         self.health = health
         self.logger = logger
     }
@@ -45,17 +58,18 @@ final class OutboxDrainer: Sendable {
             case .progress:
                 delay = 0.1
             case .failed:
-                try? await Task.sleep(for: .seconds(delay))
+                try? await Task.sleep(for: .seconds(clamping: delay))
                 delay = min(delay * 2, 5)
             }
         }
     }
 
-    /// Drains what is there, for up to `seconds` (shutdown). Returns the depth left.
+    /// Drains what is there, for up to `seconds` (shutdown): no round waits past
+    /// the deadline for delivery reports. Returns the depth left.
     func drain(within seconds: Double) async -> Int {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
-            switch await drainOnce() {
+            switch await drainOnce(timeout: deadline.timeIntervalSinceNow) {
             case .empty: return 0
             case .progress: continue
             case .failed: try? await Task.sleep(for: .milliseconds(200))
@@ -66,7 +80,7 @@ final class OutboxDrainer: Sendable {
 
     private enum Round { case empty, progress, failed }
 
-    private func drainOnce() async -> Round {
+    private func drainOnce(timeout: Double = OutboxDrainer.roundTimeoutSeconds) async -> Round {
         pendingWake.store(false, ordering: .releasing)
         let batch: [(seq: Int64, message: OutboxMessage)]
         do {
@@ -79,15 +93,18 @@ final class OutboxDrainer: Sendable {
         let results = await producer.sendAll(batch.map {
             OutgoingMessage(topic: $0.message.topic, key: $0.message.key, value: $0.message.value,
                             headers: $0.message.headers.map { ($0.name, $0.value) })
-        })
+        }, timeout: max(0.1, timeout))
         var delivered: [Int64] = []
+        var refused: [(seq: Int64, message: OutboxMessage, error: KafkaError)] = []
         var firstError: KafkaError?
         for (entry, result) in zip(batch, results) {
             switch result {
             case .success: delivered.append(entry.seq)
+            case .failure(let error) where error.isPermanentForMessage: refused.append((entry.seq, entry.message, error))
             case .failure(let error): firstError = firstError ?? error
             }
         }
+        for entry in refused { await settleRefused(entry.seq, entry.message, entry.error) }
         do {
             try await state.removeFromOutbox(delivered)
         } catch {
@@ -102,9 +119,28 @@ final class OutboxDrainer: Sendable {
         return .progress
     }
 
+    /// A message Kafka will never take as it is: a dead letter is cut to a
+    /// quarter of its size (down to its headers alone) and tried again; any
+    /// other message, or a dead letter with nothing left to cut, is parked.
+    private func settleRefused(_ seq: Int64, _ message: OutboxMessage, _ error: KafkaError) async {
+        do {
+            if message.topic == deadLetterTopic && !message.value.isEmpty {
+                let smaller = DeadLetterRecord.shrunk(message, toAtMost: min(deadLetterMaxBytes, message.recordBytes / 4))
+                try await state.replaceInOutbox(seq: seq, with: smaller)
+                logger.warning("outbox: dead letter refused (\(error)); cut from \(message.value.count) to \(smaller.value.count) bytes of value")
+                return
+            }
+            try await state.parkOutboxMessage(seq: seq, reason: "\(error)")
+            Counter(label: "ferry_outbox_parked_total", dimensions: [("topic", message.topic)]).increment()
+            logger.error("outbox: Kafka refused a message to \(message.topic) for good (\(error)); parked in outbox_parked so the rest can go")
+        } catch {
+            logger.error("outbox: cannot set aside a refused message: \(error)")
+        }
+    }
+
     private func sleepUntilNudged(seconds: Double) async {
         let timer = Task { [self] in
-            try? await Task.sleep(for: .seconds(seconds))
+            try? await Task.sleep(for: .seconds(clamping: seconds))
             wakeUp.withLock { w in w?.resume(); w = nil }
         }
         await withCheckedContinuation { continuation in

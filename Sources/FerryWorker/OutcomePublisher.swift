@@ -10,6 +10,8 @@ struct OutcomePublisher: Sendable {
     let producer: KafkaProducer
     let topics: Topics
     let logger: Logger
+    /// The largest dead letter the broker takes (`DeadLetterRecord.maxBytes`).
+    var deadLetterMaxBytes = DeadLetterRecord.defaultMaxBytes
 
     static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
@@ -29,8 +31,9 @@ struct OutcomePublisher: Sendable {
 
     /// A request that cannot run, for the DLQ: its original key and bytes
     /// (secrets such as `auth` tokens and SSE-C keys replaced in place, named in
-    /// `ferry-redacted`), plus the reason in headers.
-    func deadLetter(_ message: KafkaMessage, error: FerryError) -> OutboxMessage {
+    /// `ferry-redacted`), plus the reason in headers; cut to fit the broker's
+    /// limit when needed (`DeadLetterRecord`). `extra` headers are appended.
+    func deadLetter(_ message: KafkaMessage, error: FerryError, extra: [OutboxMessage.Header] = []) -> OutboxMessage {
         let redacted = SecretRedaction.redact(message.value)
         var headers = [
             OutboxMessage.Header(DLQHeader.errorCode, error.code.rawValue),
@@ -39,7 +42,24 @@ struct OutcomePublisher: Sendable {
             OutboxMessage.Header(DLQHeader.sourceOffset, String(message.offset)),
         ]
         if !redacted.fields.isEmpty { headers.append(.init(DLQHeader.redacted, redacted.fields.joined(separator: ","))) }
-        return OutboxMessage(topic: topics.requestsDLQ, key: message.key, value: redacted.bytes, headers: headers)
+        return DeadLetterRecord.make(topic: topics.requestsDLQ, key: message.key, value: redacted.bytes,
+                                     headers: headers + extra, maxBytes: deadLetterMaxBytes)
+    }
+
+    /// A dead letter that carries none of the message's bytes, only their
+    /// length and SHA-256 (`ferry-original-length`, `ferry-original-sha256`,
+    /// `ferry-truncated: true`): for a message whose quarantine itself failed,
+    /// so nothing of it is parsed again.
+    func withheldDeadLetter(_ message: KafkaMessage, error: FerryError, extra: [OutboxMessage.Header] = []) -> OutboxMessage {
+        let headers = [
+            OutboxMessage.Header(DLQHeader.errorCode, error.code.rawValue),
+            OutboxMessage.Header(DLQHeader.errorMessage, error.message + "; the message's bytes are withheld (length and SHA-256 in headers)"),
+            OutboxMessage.Header(DLQHeader.sourcePartition, String(message.partition)),
+            OutboxMessage.Header(DLQHeader.sourceOffset, String(message.offset)),
+        ] + extra
+        let full = DeadLetterRecord.make(topic: topics.requestsDLQ, key: message.key, value: message.value, headers: headers,
+                                         maxBytes: deadLetterMaxBytes)
+        return DeadLetterRecord.shrunk(full, toAtMost: 0)
     }
 
     /// Publishes a status and waits for Kafka's acknowledgement; false when it was refused.

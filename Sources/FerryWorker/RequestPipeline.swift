@@ -29,6 +29,7 @@ struct RequestPipeline: Sendable {
         var log = logger
         log[metadataKey: "partition"] = "\(message.partition)"
         log[metadataKey: "offset"] = "\(message.offset)"
+        TestTrap.check(message.value)
         switch RequestDecoder.decode(message.value) {
         case .failure(let failure):
             return await reject(message, error: failure.error, id: failure.id, op: failure.op, log: log)
@@ -43,7 +44,7 @@ struct RequestPipeline: Sendable {
             if let finished = try await state.finishedStatus(id: received.id) {
                 log.info("duplicate request: \(received.id) already finished (\(finished.state.rawValue)); answering from the finished set")
                 Counter(label: "ferry_duplicates_total", dimensions: [("kind", "finished_set")]).increment()
-                return await record("finished status again", [publisher.message(finished)], log: log)
+                return await record("finished status again", [publisher.message(finished)], delivery: message.position, log: log)
             }
         } catch {
             // Without the finished set a duplicate could run twice; leave the message for a retry.
@@ -162,7 +163,7 @@ struct RequestPipeline: Sendable {
         Counter(label: "ferry_transfers_total", dimensions: [("op", request.op.rawValue), ("outcome", final.state.rawValue)]).increment()
         Counter(label: "ferry_transfer_bytes_total", dimensions: [("op", request.op.rawValue)]).increment(by: Int64(final.bytesTransferred ?? 0))
         return await record("\(final.state.rawValue) outcome", messages, finished: final, endingTransfer: request.id,
-                            streamOffset: message.offset, log: log)
+                            streamOffset: message.offset, delivery: message.position, log: log)
     }
 
     /// Dead-letters a request that cannot run and publishes `rejected` when its id is known.
@@ -176,25 +177,59 @@ struct RequestPipeline: Sendable {
             messages.append(publisher.message(status))
             messages.append(streams.message(streams.transferRecord(status, previous: nil, offset: message.offset, step: 0)))
         }
-        return await record("rejection", messages, log: log)
+        return await record("rejection", messages, delivery: message.position, log: log)
+    }
+
+    /// Dead-letters a message the crash-loop breaker quarantined (it was started
+    /// `starts` times and its worker stopped each time) and publishes
+    /// `rejected` when its id can be read without decoding it. With `withheld`
+    /// (quarantining it failed before) nothing of it is parsed, not even for
+    /// redaction: the record carries its length and SHA-256 instead of its bytes.
+    func quarantine(_ message: KafkaMessage, starts: Int, withheld: Bool) async -> Bool {
+        var log = logger
+        log[metadataKey: "partition"] = "\(message.partition)"
+        log[metadataKey: "offset"] = "\(message.offset)"
+        let error = FerryError(.poisonMessage, "the message was started \(starts) times and its worker stopped each time (a crash, an abort or a kill); quarantined by the crash-loop breaker")
+        log.error("poison message quarantined: \(error.message)")
+        Counter(label: "ferry_dlq_messages_total", dimensions: [("topic", publisher.topics.requestsDLQ)]).increment()
+        let startsHeader = OutboxMessage.Header(DLQHeader.starts, String(starts))
+        if withheld {
+            let letter = publisher.withheldDeadLetter(message, error: error, extra: [startsHeader])
+            return await record("poison message dead letter", [letter], delivery: message.position, log: log)
+        }
+        let id = RequestDecoder.idHint(message.value)
+        var messages = [publisher.deadLetter(message, error: error, extra: [startsHeader])]
+        if let id {
+            let status = TransferStatus(id: id, op: nil, state: .rejected, worker: workerId, error: error)
+            messages.append(publisher.message(status))
+        }
+        Counter(label: "ferry_transfers_total", dimensions: [("op", "unknown"), ("outcome", "rejected")]).increment()
+        return await record("poison message dead letter", messages, delivery: message.position, log: log)
     }
 
     /// Writes messages (and a terminal outcome) to the outbox, retrying while
     /// the disk refuses; false only when the worker is stopping.
     private func record(_ what: String, _ messages: [OutboxMessage], finished: TransferStatus? = nil,
-                        endingTransfer id: String? = nil, streamOffset: Int64? = nil, log: Logger) async -> Bool {
+                        endingTransfer id: String? = nil, streamOffset: Int64? = nil, delivery: DeliveryPosition? = nil,
+                        log: Logger) async -> Bool {
         var delay = 0.1
         while !Task.isCancelled {
             do {
-                try await state.commitOutcome(messages, finished: finished, endingTransfer: id, streamOffset: streamOffset)
+                try await state.commitOutcome(messages, finished: finished, endingTransfer: id, streamOffset: streamOffset,
+                                              delivery: delivery)
                 outbox.nudge()
                 return true
             } catch {
                 log.error("cannot write the \(what) to the outbox, retrying in \(delay) s: \(error)")
-                try? await Task.sleep(for: .seconds(delay))
+                try? await Task.sleep(for: .seconds(clamping: delay))
                 delay = min(delay * 2, 5)
             }
         }
         return false
     }
+}
+
+extension KafkaMessage {
+    /// Where the message is, as the worker state keys its start record.
+    var position: DeliveryPosition { DeliveryPosition(topic: topic, partition: partition, offset: offset) }
 }

@@ -5,6 +5,7 @@ import FerryStore
 import Foundation
 import Logging
 import Metrics
+import Synchronization
 
 /// Consumes `<prefix>.requests` in the worker group and runs up to
 /// `maxTransfers` requests at once. An offset is committed only when every
@@ -17,6 +18,9 @@ public final class TransferWorker: Sendable {
     private let controls: ControlListener
     private let pipeline: RequestPipeline
     private let tracker: OffsetTracker
+    private let committer: OffsetCommitter
+    private let breaker: CrashLoopBreaker
+    private let gate = IsolationGate()
     private let slots: AsyncSemaphore
     private let drainer: OutboxDrainer
     private let state: WorkerStateStore
@@ -33,9 +37,14 @@ public final class TransferWorker: Sendable {
         let maxTransfers = configuration.engine.maxTransfers
         let tracker = OffsetTracker()
         let grace = configuration.rebalanceGraceSeconds
+        // Set once the breaker exists; the rebalance callback only runs after the consumer polls.
+        let forget = ForgetStarts()
         let rebalance = RebalanceHandler(
             assigned: { tracker.assign($0); health.joinedGroup() },
-            revoked: { Self.release($0, tracker: tracker, engine: engine, grace: grace, logger: logger) })
+            revoked: { partitions in
+                forget.callAsFunction(Set(partitions))
+                return Self.release(partitions, tracker: tracker, engine: engine, grace: grace, logger: logger)
+            })
         // The buffer holds a few rounds of work; beyond it the consumer pauses
         // its partitions but keeps polling, so slow transfers never push it past
         // max.poll.interval.ms. Each pause drops librdkafka's prefetched messages
@@ -44,11 +53,18 @@ public final class TransferWorker: Sendable {
         consumer = try KafkaConsumer(configuration: kafka, subscribing: [configuration.topics.requests],
                                      bufferCapacity: max(64, maxTransfers * 8), rebalance: rebalance, logger: logger)
         self.tracker = tracker
+        committer = OffsetCommitter(consumer: consumer, tracker: tracker, logger: logger)
+        breaker = CrashLoopBreaker(maxStarts: configuration.maxStarts, tracker: tracker, committer: committer,
+                                   consumer: consumer, state: state, logger: logger)
+        forget.install(breaker)
         slots = AsyncSemaphore(limit: maxTransfers)
         controls = try ControlListener(configuration: configuration, engine: engine, logger: logger)
-        drainer = OutboxDrainer(state: state, producer: producer, health: health, logger: logger)
+        var publisher = OutcomePublisher(producer: producer, topics: configuration.topics, logger: logger)
+        publisher.deadLetterMaxBytes = DeadLetterRecord.maxBytes(producerProperties: configuration.kafka.properties)
+        drainer = OutboxDrainer(state: state, producer: producer, deadLetterTopic: configuration.topics.requestsDLQ,
+                                deadLetterMaxBytes: publisher.deadLetterMaxBytes, health: health, logger: logger)
         pipeline = RequestPipeline(engine: engine, state: state, outbox: drainer,
-                                   publisher: OutcomePublisher(producer: producer, topics: configuration.topics, logger: logger),
+                                   publisher: publisher,
                                    events: EventBuilder(region: configuration.region),
                                    streams: StreamRecordBuilder(region: configuration.region, topics: configuration.topics),
                                    resolver: configuration.prefixResolver, identity: identity, workerId: configuration.workerId,
@@ -71,15 +87,17 @@ public final class TransferWorker: Sendable {
             let controlTask = Task { [controls] in await controls.run() }
             let drainTask = Task { [drainer] in await drainer.run() }
             let maintenance = Task { [self] in await maintain() }
-            let committer = Task { [self] in
+            let periodicCommits = Task { [committer] in
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(100))
-                    await commitFinished()
+                    _ = await committer.commit()
                 }
             }
-            await withTaskGroup(of: Void.self) { group in
+            // Discarding: a finished request's task is freed at once (a plain task
+            // group keeps every finished child until it is awaited, here at shutdown).
+            await withDiscardingTaskGroup { group in
                 for await message in consumer {
-                    guard tracker.begin(message, transferId: message.transferId) else { continue }
+                    guard tracker.begin(message) else { continue }
                     await slots.acquire()
                     // The partition may have been revoked while this message waited for a slot.
                     guard tracker.owns(message) else {
@@ -89,26 +107,52 @@ public final class TransferWorker: Sendable {
                     }
                     group.addTask { [self] in
                         defer { slots.release() }
-                        if await processShielded(message) { tracker.finish(message) } else { tracker.abandon(message) }
+                        if await handle(message) {
+                            tracker.finish(message)
+                        } else {
+                            tracker.abandon(message)
+                            await breaker.released(message)
+                        }
                     }
                 }
-                await group.waitForAll()
             }
-            committer.cancel()
+            periodicCommits.cancel()
             controlTask.cancel()
             maintenance.cancel()
             drainTask.cancel()
             await drainTask.value
             // A fresh task: this one is cancelled, and SQLite reads refuse to run in a cancelled task.
-            let left = await Task { [drainer, grace = configuration.shutdownGraceSeconds] in
-                await drainer.drain(within: grace)
+            let left = await Task { [drainer] in
+                await drainer.drain(within: OutboxDrainer.shutdownDrainSeconds)
             }.value
             if left != 0 { logger.warning("\(left) outbox messages not yet in Kafka; they are published when this worker starts again") }
-            await commitFinished()
+            _ = await committer.commit()
             consumer.close()
             logger.info("transfer worker stopped")
         } onCancel: {
             consumer.stopFetching()
+        }
+    }
+
+    /// Runs one message through the crash-loop breaker: a suspect (started
+    /// before, without an outcome) alone, a poison message into the DLQ (also
+    /// alone), anything else side by side with the rest. Its start is recorded
+    /// only once it holds the gate. True when its outcome is durable.
+    private func handle(_ message: KafkaMessage) async -> Bool {
+        let admission = await breaker.assess(message)
+        if admission == .notOwned { return false }
+        let alone = admission != .run(isolated: false)
+        await gate.enter(exclusive: alone)
+        defer { gate.leave(exclusive: alone) }
+        // A suspect may have waited long for the gate: is the partition still ours?
+        guard tracker.owns(message), await breaker.recordStart(message) else { return false }
+        switch admission {
+        case .quarantine(let starts, let withheld):
+            Counter(label: "ferry_poison_messages_total").increment()
+            return await pipeline.quarantine(message, starts: starts, withheld: withheld)
+        case .run, .notOwned:
+            tracker.label(message, transferId: RequestDecoder.idHint(message.value))
+            return await processShielded(message)
         }
     }
 
@@ -123,11 +167,11 @@ public final class TransferWorker: Sendable {
             await work.value
         } onCancel: { [grace = configuration.shutdownGraceSeconds, logger] in
             Task {
-                try? await Task.sleep(for: .seconds(grace))
+                try? await Task.sleep(for: .seconds(clamping: grace))
                 if !work.isCancelled {
                     logger.warning("shutdown grace of \(grace) s over: handing off the transfer at offset \(message.offset); it resumes on redelivery")
                 }
-                pipeline.engine.control(for: message.transferId ?? "")?.handOff("worker shutting down")
+                pipeline.engine.control(for: RequestDecoder.idHint(message.value) ?? "")?.handOff("worker shutting down")
                 work.cancel()
             }
         }
@@ -204,23 +248,21 @@ public final class TransferWorker: Sendable {
                         streams.message(streams.transferRecord(status, previous: nil, offset: offset, step: 0, expired: true))
                     }
                     if pruned > 0 { logger.info("forgot \(pruned) finished transfer ids older than the retention") }
+                    try await state.pruneStarts(olderThan: configuration.finishedRetentionSeconds)
                 } catch {
                     logger.warning("cannot prune finished transfer ids: \(error)")
                 }
             }
             await sweeper.sweep()
-            try? await Task.sleep(for: .seconds(min(15, sweepInterval)))
+            try? await Task.sleep(for: .seconds(clamping: min(15, sweepInterval)))
         }
     }
 
-    private func commitFinished() async {
-        let offsets = tracker.takeCommittable()
-        guard !offsets.isEmpty else { return }
-        do {
-            try await consumer.commit(offsets)
-        } catch {
-            tracker.commitFailed(offsets)
-            logger.warning("offset commit failed (will retry): \(error)")
-        }
-    }
+}
+
+/// Lets the rebalance callback, made before the breaker, reach it.
+private final class ForgetStarts: Sendable {
+    private let breaker = Mutex<CrashLoopBreaker?>(nil)
+    func install(_ b: CrashLoopBreaker) { breaker.withLock { $0 = b } }
+    func callAsFunction(_ partitions: Set<TopicPartition>) { breaker.withLock { $0 }?.forget(partitions) }
 }

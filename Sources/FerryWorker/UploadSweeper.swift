@@ -33,7 +33,7 @@ struct UploadSweeper: Sendable {
         for upload in open where !inUse.contains(upload.uploadId) {
             let reason: String
             if upload.createdAt < now.addingTimeInterval(-age) {
-                reason = "older than \(Int(age)) s"
+                reason = "older than \(age.clampedInt()) s"
             } else if await transferIsFinished(upload) {
                 reason = "its transfer is finished"
             } else {

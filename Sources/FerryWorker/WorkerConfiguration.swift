@@ -38,12 +38,21 @@ public struct WorkerConfiguration: Sendable {
     public var auth = AuthConfiguration()
     /// After SIGTERM, transfers in flight get this long to finish before they are stopped.
     public var shutdownGraceSeconds: Double = 30
+    /// After the grace, what is left of a shutdown (outbox drain, offset commit,
+    /// leaving the group) gets at most this long; then the process exits anyway.
+    /// So SIGTERM always ends the process within `shutdownGraceSeconds` + this.
+    public static let shutdownTailSeconds: Double = 30
+    /// The longest a graceful stop may take.
+    public var shutdownBoundSeconds: Double { shutdownGraceSeconds + Self.shutdownTailSeconds }
     /// When partitions are revoked in a rebalance, their transfers get this long to finish before they are handed off.
     public var rebalanceGraceSeconds: Double = 10
     /// This worker's incomplete multipart uploads older than this are aborted (AbortIncompleteMultipartUpload).
     public var sweepAfterSeconds: Double = 86_400
     /// `HOST:PORT` of the HTTP endpoints (/metrics, /healthz, /readyz, /transfers); nil serves none.
     public var httpAddress: String?
+    /// A message started this many times without an outcome (its worker died
+    /// each time) is dead-lettered as `PoisonMessage` instead of run again.
+    public var maxStarts: Int = 2
     /// Finished transfer ids are remembered (for deduplication) this long.
     public var finishedRetentionSeconds: Double = 7 * 86_400
 

@@ -206,10 +206,8 @@ struct TransferLimitOptions: ParsableArguments {
 
     func transportLimits() throws -> CurlTransport.Limits {
         var limits = CurlTransport.Limits()
-        if let maxConnections {
-            guard maxConnections > 0 else { throw ValidationError("--max-connections must be at least 1") }
-            limits.maxConnections = maxConnections
-        }
+        try requireRange(maxConnections, 1...4096, "--max-connections")
+        if let maxConnections { limits.maxConnections = maxConnections }
         if let bandwidthLimit { limits.bandwidthBytesPerSecond = try ByteSize.parse(bandwidthLimit, option: "--bandwidth-limit") }
         if let maxBufferedBytes { limits.maxBufferedBytes = try ByteSize.parse(maxBufferedBytes, option: "--max-buffered-bytes") }
         return limits
@@ -220,27 +218,46 @@ struct TransferLimitOptions: ParsableArguments {
         var s = base
         do {
             s = try s.applying(TransferOptions(
-                partSizeBytes: try partSize.map { Int(try ByteSize.parse($0, option: "--part-size")) },
+                partSizeBytes: try partSize.map { Int(clamping: try ByteSize.parse($0, option: "--part-size")) },
                 partConcurrency: partConcurrency, retryLimit: retryLimit, timeoutSeconds: transferTimeout,
                 checksumAlgorithm: checksum))
         } catch let error as FerryError {
             throw ValidationError(error.message)
         }
-        if let multipartThreshold { s.multipartThreshold = try ByteSize.parse(multipartThreshold, option: "--multipart-threshold") }
+        if let multipartThreshold {
+            let threshold = try ByteSize.parse(multipartThreshold, option: "--multipart-threshold")
+            try requireRange(threshold, 1...(5 << 30), "--multipart-threshold (bytes; S3's single PUT stops at 5 GiB)")
+            s.multipartThreshold = threshold
+        }
         return s
     }
 }
 
-/// `8MiB`, `64KiB`, `1GiB`, `1000` (bytes).
+/// `8MiB`, `64KiB`, `1GiB`, `1000` (bytes): 1 byte … 1 PiB.
 enum ByteSize {
+    static let largest: Int64 = 1 << 50
+
     static func parse(_ text: String, option: String) throws -> Int64 {
         let units: [(String, Int64)] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("GB", 1_000_000_000),
                                         ("MB", 1_000_000), ("KB", 1000), ("B", 1)]
+        var bytes: Double?
         for (suffix, factor) in units where text.hasSuffix(suffix) {
-            if let n = Double(text.dropLast(suffix.count)), n > 0 { return Int64(n * Double(factor)) }
+            if let n = Double(text.dropLast(suffix.count)) { bytes = n * Double(factor) }
+            break
         }
-        if let n = Int64(text), n > 0 { return n }
-        throw ValidationError("\(option) wants a size such as 8MiB, got '\(text)'")
+        if bytes == nil, let n = Double(text) { bytes = n }
+        guard let bytes, bytes.isFinite, bytes >= 1, bytes <= Double(largest) else {
+            throw ValidationError("\(option) wants a size from 1 byte to 1PiB such as 8MiB, got '\(text)'")
+        }
+        return Int64(bytes)
+    }
+}
+
+/// Refuses a numeric setting outside its documented range (or not a number, NaN).
+func requireRange<T: Comparable>(_ value: T?, _ range: ClosedRange<T>, _ option: String) throws {
+    guard let value else { return }
+    guard range.contains(value) else {
+        throw ValidationError("\(option) must be \(range.lowerBound)…\(range.upperBound), got \(value)")
     }
 }
 

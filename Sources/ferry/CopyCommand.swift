@@ -40,13 +40,13 @@ struct CopyCommand: AsyncParsableCommand {
         let client = S3Client(try configured(s3.configuration))
         var settings = try s3.limits.settings()
         settings.syncDownloads = fsync
+        try requireRange(maxTransfers, 1...4096, "--max-transfers")
         var configuration = TransferEngine.Configuration()
         configuration.maxTransfers = recursive ? maxTransfers : 1
         configuration.defaults = settings
         let engine = TransferEngine(store: client, dataRoot: try configured { try DataRoot("/") }, configuration: configuration,
                                     logger: logger)
         if recursive {
-            guard maxTransfers > 0 else { throw ValidationError("--max-transfers must be at least 1") }
             let copy = try configured { try RecursiveCopy(source: source, destination: destination) }
             try await copy.run(engine: engine, client: client)
             return

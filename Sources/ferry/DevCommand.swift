@@ -50,6 +50,8 @@ struct DevCommand: AsyncParsableCommand {
                                               format: setting(.logFormat) ?? "text")
         try FileManager.default.createDirectory(atPath: dataRoot, withIntermediateDirectories: true)
 
+        try requireRange(brokers, 1...16, "--brokers")
+        try requireRange(partitions, 1...1024, "--partitions")
         let topics = Topics()
         let cluster = try EmbeddedKafkaCluster(brokers: brokers, logger: logger)
         for topic in topics.all { try cluster.createTopic(topic, partitions: partitions) }
@@ -77,7 +79,7 @@ struct DevCommand: AsyncParsableCommand {
             print("Data root:    \(root.path)")
             print("Ready. Enqueue with: ferry enqueue upload --bootstrap-servers \(cluster.bootstrapServers) --bucket demo --key hello.txt --source \(root.path)/hello.txt --wait")
             flushStandardOutput()
-            try await runUntilSignalled {
+            try await runUntilSignalled(exitWithin: configuration.shutdownBoundSeconds) {
                 try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger)
             }
             return

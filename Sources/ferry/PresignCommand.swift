@@ -29,6 +29,10 @@ struct PresignCommand: AsyncParsableCommand {
         do { location = try ObjectLocation(s3URI: object) } catch { throw ValidationError(error.message) }
         let client = S3Client(try configured(s3.configuration))
         let headers = contentType.map { [("content-type", $0)] } ?? []
-        print(client.presignedURL(method: method.uppercased(), location: location, expires: expires, headers: headers))
+        do {
+            print(try client.presignedURL(method: method.uppercased(), location: location, expires: expires, headers: headers))
+        } catch {
+            throw ValidationError(error.message)
+        }
     }
 }

@@ -15,7 +15,8 @@ final class ProgressDisplay: Sendable {
         if isTerminal && status.state == .running {
             let done = status.bytesTransferred ?? 0
             let total = status.totalBytes ?? 0
-            let fraction = total > 0 ? min(1, Double(done) / Double(total)) : 0
+            // Clamped: the numbers come from the status topic, which anyone with access can write.
+            let fraction = total > 0 ? min(1, max(0, Double(done) / Double(total))) : 0
             let width = 30
             let filled = Int(fraction * Double(width))
             let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)

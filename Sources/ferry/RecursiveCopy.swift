@@ -29,10 +29,15 @@ struct RecursiveCopy {
         guard !bucket.isEmpty else { throw ValidationError("'\(uri)' names no bucket") }
         var key = String(rest.dropFirst(bucket.count + 1))
         if !key.isEmpty && !key.hasSuffix("/") { key += "/" }
+        // Keys under the prefix must pass the key rule, so the prefix must too.
+        if let problem = RequestLimits.bucketNameProblem(String(bucket)) ?? (key.isEmpty ? nil : ObjectKeyRule.violation(of: key + "x", field: "prefix")) {
+            throw ValidationError(problem.message)
+        }
         return ObjectLocation(bucket: String(bucket), key: key)
     }
 
-    func jobs(client: S3Client) async throws -> [TransferJob] {
+    /// The transfers to run, and the objects listed but not copied (with the reason).
+    func jobs(client: S3Client) async throws -> (jobs: [TransferJob], skipped: [String]) {
         switch direction {
         case .upload(let directory, let target):
             guard let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: [.isRegularFileKey]) else {
@@ -45,19 +50,30 @@ struct RecursiveCopy {
                 jobs.append(TransferJob(request: TransferRequest(id: "cp-\(jobs.count)", op: .upload, bucket: target.bucket, key: key,
                                                                  source: file.absoluteString), objectKey: key))
             }
-            return jobs
+            return (jobs, [])
         case .download(let prefix, let directory):
             let objects = try await client.listObjects(bucket: prefix.bucket, prefix: prefix.key)
-            return objects.enumerated().map { index, object in
+            var jobs: [TransferJob] = []
+            var skipped: [String] = []
+            for (index, object) in objects.enumerated() {
+                // A key another client stored with `..` or empty segments would map to a path
+                // outside the directory: such objects are skipped, and said so.
+                if let problem = ObjectKeyRule.violation(of: object.key) {
+                    skipped.append("\(object.key.debugDescription): not copied: \(problem.message)")
+                    continue
+                }
                 let path = directory.appendingPathComponent(String(object.key.dropFirst(prefix.key.count)))
-                return TransferJob(request: TransferRequest(id: "cp-\(index)", op: .download, bucket: prefix.bucket, key: object.key,
-                                                            destination: path.absoluteString), objectKey: object.key)
+                jobs.append(TransferJob(request: TransferRequest(id: "cp-\(index)", op: .download, bucket: prefix.bucket, key: object.key,
+                                                                 destination: path.absoluteString), objectKey: object.key))
             }
+            return (jobs, skipped)
         }
     }
 
+
+
     func run(engine: TransferEngine, client: S3Client) async throws {
-        let jobs = try await self.jobs(client: client)
+        let (jobs, skipped) = try await self.jobs(client: client)
         let started = Date()
         let tally = Tally()
         await withTaskGroup(of: Void.self) { group in
@@ -74,9 +90,10 @@ struct RecursiveCopy {
         }
         let seconds = max(Date().timeIntervalSince(started), 0.001)
         let moved = tally.bytes.load(ordering: .relaxed)
-        let failed = tally.failures.withLock { $0 }
-        print(String(format: "%d objects, %@ in %.2f s (%.1f objects/s, %.1f MiB/s)%@", jobs.count - failed.count,
-                     ProgressDisplay.bytes(moved), seconds, Double(jobs.count - failed.count) / seconds,
+        let failed = tally.failures.withLock { $0 } + skipped
+        let copied = jobs.count - tally.failures.withLock { $0.count }
+        print(String(format: "%d objects, %@ in %.2f s (%.1f objects/s, %.1f MiB/s)%@", copied,
+                     ProgressDisplay.bytes(moved), seconds, Double(copied) / seconds,
                      Double(moved) / 1_048_576 / seconds, failed.isEmpty ? "" : ", \(failed.count) failed"))
         for failure in failed.prefix(20) { FileHandle.standardError.write(Data("failed: \(failure)\n".utf8)) }
         if !failed.isEmpty { throw ExitCode(FerryExit.transferNotCompleted) }

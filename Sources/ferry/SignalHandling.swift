@@ -2,8 +2,11 @@ import Dispatch
 import Foundation
 
 /// Runs `body` and cancels it on SIGINT or SIGTERM, so the worker can stop
-/// fetching and commit what is finished. A second signal exits at once.
-func runUntilSignalled(_ body: @escaping @Sendable () async throws -> Void) async throws {
+/// fetching and commit what is finished. A second signal exits at once, and
+/// so does the process when the graceful stop takes longer than
+/// `exitWithin` seconds (whatever Kafka, storage or the outbox are doing):
+/// what is unfinished is redelivered, and the outbox drains at the next start.
+func runUntilSignalled(exitWithin bound: Double? = nil, _ body: @escaping @Sendable () async throws -> Void) async throws {
     let task = Task { try await body() }
     let sources = [SIGINT, SIGTERM].map { signo -> DispatchSourceSignal in
         signal(signo, SIG_IGN)
@@ -15,6 +18,13 @@ func runUntilSignalled(_ body: @escaping @Sendable () async throws -> Void) asyn
             }
             FileHandle.standardError.write(Data("signal \(signo): shutting down (send again to exit at once)\n".utf8))
             task.cancel()
+            if let bound {
+                let seconds = bound.isFinite ? min(max(bound, 0), 86_400) : 86_400
+                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(seconds * 1_000_000_000))) {
+                    FileHandle.standardError.write(Data("shutdown still running after \(Int(seconds)) s: exiting now (unfinished work is redelivered; the outbox drains at the next start)\n".utf8))
+                    exit(128 + signo)
+                }
+            }
         }
         source.resume()
         return source

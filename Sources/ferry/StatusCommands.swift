@@ -1,3 +1,4 @@
+import FerryCore
 import ArgumentParser
 import FerryClient
 import Foundation
@@ -72,7 +73,7 @@ struct WatchCommand: AsyncParsableCommand {
             }
         }
         if let duration {
-            try? await Task.sleep(for: .seconds(duration))
+            try? await Task.sleep(for: .seconds(clamping: duration))
             watching.cancel()
         }
         await watching.value

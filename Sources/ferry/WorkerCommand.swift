@@ -33,7 +33,7 @@ struct WorkerCommand: AsyncParsableCommand {
             logger.warning("\(path) holds secrets and is readable by other users: chmod 600 \(path)")
         }
         let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration))
-        try await runUntilSignalled {
+        try await runUntilSignalled(exitWithin: configuration.shutdownBoundSeconds) {
             try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger)
         }
     }
@@ -87,6 +87,9 @@ struct WorkerOptions: ParsableArguments {
     @Option(name: .customLong("sweep-after"),
             help: "Abort this worker's incomplete multipart uploads older than this many seconds (default 86400).")
     var sweepAfter: Double?
+    @Option(name: .customLong("max-starts"),
+            help: "Starts without an outcome (its worker died each time) after which a message is dead-lettered as PoisonMessage, 2…100 (default 2; below 2 the messages beside it would go too).")
+    var maxStarts: Int?
     @Option(name: .customLong("finished-retention"),
             help: "Seconds finished transfer ids are remembered to answer duplicates (default 604800, 7 days).")
     var finishedRetention: Double?
@@ -141,6 +144,7 @@ struct WorkerOptions: ParsableArguments {
         try Resolve.number(&rebalanceGrace, .rebalanceGrace)
         try Resolve.number(&sweepAfter, .sweepAfter)
         try Resolve.number(&finishedRetention, .finishedRetention)
+        try Resolve.number(&maxStarts, .maxStarts)
         Resolve.string(&prefixGuest, .prefixGuest)
         Resolve.string(&prefixProtected, .prefixProtected)
         Resolve.string(&prefixPrivate, .prefixPrivate)
@@ -178,10 +182,8 @@ struct WorkerOptions: ParsableArguments {
             if let max = httpsSourceMaxBytes { policy.maxBytes = try ByteSize.parse(max, option: "--https-source-max-bytes") }
             engine.remoteSources = RemoteSourceFetcher(policy: policy, caBundle: s3.caBundle)
         }
-        if let max = maxTransfers {
-            guard max > 0 else { throw ValidationError("--max-transfers must be at least 1") }
-            engine.maxTransfers = max
-        }
+        try requireRange(maxTransfers, 1...4096, "--max-transfers")
+        if let max = maxTransfers { engine.maxTransfers = max }
         let roles: WorkerConfiguration.Roles
         switch role ?? "all" {
         case "all": roles = .init(transfers: true, triggers: true)
@@ -196,22 +198,18 @@ struct WorkerOptions: ParsableArguments {
             region: s3.resolvedRegion, engine: engine, roles: roles)
         configuration.auth = try authConfiguration()
         configuration.httpAddress = httpAddress
-        if let shutdownGrace {
-            guard shutdownGrace >= 0 else { throw ValidationError("--shutdown-grace must be zero or more") }
-            configuration.shutdownGraceSeconds = shutdownGrace
-        }
-        if let rebalanceGrace {
-            guard rebalanceGrace >= 0 else { throw ValidationError("--rebalance-grace must be zero or more") }
-            configuration.rebalanceGraceSeconds = rebalanceGrace
-        }
-        if let sweepAfter {
-            guard sweepAfter > 0 else { throw ValidationError("--sweep-after must be more than zero") }
-            configuration.sweepAfterSeconds = sweepAfter
-        }
-        if let finishedRetention {
-            guard finishedRetention > 0 else { throw ValidationError("--finished-retention must be more than zero") }
-            configuration.finishedRetentionSeconds = finishedRetention
-        }
+        // Ranges as the README's configuration table gives them.
+        try requireRange(shutdownGrace, 0...86_400, "--shutdown-grace")
+        // A rebalance callback blocks the consumer's poll: stay well inside max.poll.interval.ms (300 s).
+        try requireRange(rebalanceGrace, 0...240, "--rebalance-grace")
+        try requireRange(sweepAfter, 1...315_360_000, "--sweep-after")
+        try requireRange(finishedRetention, 1...315_360_000, "--finished-retention")
+        try requireRange(maxStarts, 2...100, "--max-starts")
+        if let shutdownGrace { configuration.shutdownGraceSeconds = shutdownGrace }
+        if let rebalanceGrace { configuration.rebalanceGraceSeconds = rebalanceGrace }
+        if let sweepAfter { configuration.sweepAfterSeconds = sweepAfter }
+        if let finishedRetention { configuration.finishedRetentionSeconds = finishedRetention }
+        if let maxStarts { configuration.maxStarts = maxStarts }
         if prefixPassthrough {
             guard prefixGuest == nil && prefixProtected == nil && prefixPrivate == nil else {
                 throw ValidationError("--prefix-passthrough excludes the --prefix-* templates")

@@ -66,7 +66,14 @@ import Testing
         let big = ["note": String(repeating: "x", count: 2045)]
         #expect(RequestLimits.violation(of: request(metadata: big), objectKey: "k")?.code == .metadataTooLarge)
         #expect(RequestLimits.violation(of: request(metadata: ["ok": "v"]), objectKey: "k") == nil)
-        #expect(RequestLimits.violation(of: request(metadata: ["bad name": "v"]), objectKey: "k")?.code == .invalidRequest)
+        // Names and values are checked when the request is decoded.
+        #expect(MetadataRule.violation(of: ["bad name": "v"])?.code == .invalidRequest)
+        #expect(MetadataRule.violation(of: big)?.code == .metadataTooLarge)
+        #expect(MetadataRule.violation(of: ["a": "1", "A": "2"])?.code == .invalidRequest, "S3 would merge them")
+        #expect(MetadataRule.violation(of: ["ferry-owner": "mallory"])?.code == .invalidRequest, "Ferry's own markers are reserved")
+        #expect(MetadataRule.violation(of: ["note": "line\r\nx-amz-meta-evil: 1"])?.code == .invalidRequest)
+        #expect(MetadataRule.violation(of: ["note": "café"])?.code == .invalidRequest, "non-ASCII is refused, as boto3 does")
+        #expect(MetadataRule.violation(of: ["note": "plain text, with punctuation!"]) == nil)
     }
 
     @Test(arguments: [("ab", false), ("abc", true), ("my-bucket.logs", true), ("My-Bucket", false), ("-abc", false),

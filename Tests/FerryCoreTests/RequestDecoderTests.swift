@@ -26,15 +26,15 @@ import Testing
     @Test(arguments: [
         ("not json at all", "MalformedRequest", nil as String?),
         ("[1,2,3]", "MalformedRequest", nil),
-        (#"{"id":"a1","op":"explode","bucket":"b","key":"k"}"#, "UnsupportedOperation", "a1"),
-        (#"{"id":"a2","op":"upload","bucket":"b"}"#, "InvalidRequest", "a2"),
-        (#"{"id":"a3","op":"upload","bucket":"b","key":"k"}"#, "InvalidRequest", "a3"),
-        (#"{"id":"a4","op":"download","bucket":"b","key":"k"}"#, "InvalidRequest", "a4"),
-        (#"{"id":"a5","op":"upload","bucket":"b","key":7,"source":"file:///x"}"#, "InvalidRequest", "a5"),
-        (#"{"id":"bad id!","op":"delete","bucket":"b","key":"k"}"#, "InvalidRequest", nil),
+        (#"{"id":"a1","op":"explode","bucket":"bkt","key":"k"}"#, "UnsupportedOperation", "a1"),
+        (#"{"id":"a2","op":"upload","bucket":"bkt"}"#, "InvalidRequest", "a2"),
+        (#"{"id":"a3","op":"upload","bucket":"bkt","key":"k"}"#, "InvalidRequest", "a3"),
+        (#"{"id":"a4","op":"download","bucket":"bkt","key":"k"}"#, "InvalidRequest", "a4"),
+        (#"{"id":"a5","op":"upload","bucket":"bkt","key":7,"source":"file:///x"}"#, "InvalidRequest", "a5"),
+        (#"{"id":"bad id!","op":"delete","bucket":"bkt","key":"k"}"#, "InvalidRequest", nil),
         (#"{"id":"a6","op":"delete","bucket":"","key":"k"}"#, "InvalidRequest", "a6"),
-        (#"{"id":"a7","op":"delete","bucket":"b","key":"k","accessLevel":"private"}"#, "InvalidRequest", "a7"),
-        (#"{"id":"a8","op":"delete","bucket":"b","key":"k","accessLevel":"secret"}"#, "InvalidRequest", "a8"),
+        (#"{"id":"a7","op":"delete","bucket":"bkt","key":"k","accessLevel":"private"}"#, "InvalidRequest", "a7"),
+        (#"{"id":"a8","op":"delete","bucket":"bkt","key":"k","accessLevel":"secret"}"#, "InvalidRequest", "a8"),
     ])
     func rejectsBadInputWithACode(json: String, code: String, id: String?) {
         guard case .failure(let failure) = decode(json) else {
@@ -48,9 +48,9 @@ import Testing
 
     @Test func idLimits() {
         let longest = String(repeating: "a", count: 128)
-        #expect((try? decode(#"{"id":"\#(longest)","op":"delete","bucket":"b","key":"k"}"#).get()) != nil)
-        #expect((try? decode(#"{"id":"\#(longest)a","op":"delete","bucket":"b","key":"k"}"#).get()) == nil)
-        #expect((try? decode(#"{"id":"A.b_c:d-9","op":"delete","bucket":"b","key":"k"}"#).get()) != nil)
+        #expect((try? decode(#"{"id":"\#(longest)","op":"delete","bucket":"bkt","key":"k"}"#).get()) != nil)
+        #expect((try? decode(#"{"id":"\#(longest)a","op":"delete","bucket":"bkt","key":"k"}"#).get()) == nil)
+        #expect((try? decode(#"{"id":"A.b_c:d-9","op":"delete","bucket":"bkt","key":"k"}"#).get()) != nil)
     }
 
     @Test func prefixResolution() throws {
@@ -75,7 +75,7 @@ import Testing
 
     @Test(arguments: ["x-amz-copy-source", "authorization", "x-amz-grant-full-control", "host", "x-amz-checksum-crc32c"])
     func refused(name: String) {
-        let request = #"{"id":"h1","op":"delete","bucket":"b","key":"k","headers":{"\#(name)":"v"}}"#
+        let request = #"{"id":"h1","op":"delete","bucket":"bkt","key":"k","headers":{"\#(name)":"v"}}"#
         guard case .failure(let failure) = RequestDecoder.decode(Array(request.utf8)) else {
             Issue.record("\(name) accepted")
             return

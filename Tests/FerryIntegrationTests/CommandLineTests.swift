@@ -32,7 +32,7 @@ import Testing
         (["cp", "a", "b"], "one side must be s3://"),
         (["presign", "delete", "s3://b/k"], "get or put"),
         (["enqueue", "explode", "--bucket", "b", "--key", "k", "--bootstrap-servers", "x"], "unknown operation"),
-        (["enqueue", "upload", "--bucket", "b", "--key", "k", "--bootstrap-servers", "x"], "upload needs a source"),
+        (["enqueue", "upload", "--bucket", "bkt", "--key", "k", "--bootstrap-servers", "x"], "upload needs a source"),
         (["enqueue", "delete", "--bucket", "b", "--key", "k", "--bootstrap-servers", "x", "--metadata", "bad"], "NAME=VALUE"),
     ])
     func badUsageExits64WithTheReason(arguments: [String], reason: String) async throws {

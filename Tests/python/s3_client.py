@@ -6,6 +6,7 @@ usage: s3_client.py ENDPOINT create-bucket BUCKET
        s3_client.py ENDPOINT head BUCKET KEY
        s3_client.py ENDPOINT list-uploads BUCKET PREFIX    (prints JSON: keys with uploads in progress)
        s3_client.py ENDPOINT sha256-all BUCKET PREFIX      (prints JSON: key -> SHA-256 of its bytes)
+       s3_client.py ENDPOINT list-all                      (prints JSON: bucket -> key -> {ETag, Metadata} of every object)
 Credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
 """
 import json
@@ -49,6 +50,19 @@ elif command == "sha256-all":
                 h.update(chunk)
             digests[item["Key"]] = h.hexdigest()
     print(json.dumps(digests))
+elif command == "list-all":
+    everything = {}
+    for bucket in s3.list_buckets().get("Buckets", []):
+        name = bucket["Name"]
+        objects = everything.setdefault(name, {})
+        # botocore asks for url-encoded keys and decodes them (keys with control characters survive XML).
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
+            for item in page.get("Contents", []):
+                key = item["Key"]
+                head = s3.head_object(Bucket=name, Key=key)
+                objects[key] = {"ETag": head["ETag"], "Metadata": head.get("Metadata", {}),
+                                "CacheControl": head.get("CacheControl"), "ContentType": head.get("ContentType")}
+    print(json.dumps(everything))
 elif command == "put":
     with open(args[2], "rb") as f:
         response = s3.put_object(Bucket=args[0], Key=args[1], Body=f.read())

@@ -21,8 +21,14 @@ extension TransferRun {
         let temp = ".\(name).ferry-\(request.id).part"
         // Not truncated: a resumed run keeps the ranges its journal lists; every
         // other range is rewritten and the file is cut to size at the end.
-        let fd = openat(directory, temp, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw FerryError(.localIOError, "cannot create \(temp): \(String(cString: strerror(errno)))") }
+        let fd = try DataRoot.openRegularFile(at: directory, temp, flags: O_RDWR | O_CREAT, describedAs: "\(path) (temp file \(temp))")
+        // The destination itself is replaced by rename only if it is a regular file (or absent).
+        var existing = stat()
+        if fstatat(directory, name, &existing, AT_SYMLINK_NOFOLLOW) == 0, (existing.st_mode & S_IFMT) != S_IFREG {
+            close(fd)
+            unlinkat(directory, temp, 0)
+            throw FerryError(.invalidPath, "destination \(destination) exists and is \(DataRoot.fileKind(existing.st_mode)); only regular files are replaced")
+        }
         var committed = false
         defer {
             close(fd)

@@ -23,11 +23,12 @@ extension TransferRun {
         let path = try dataRoot.sourcePath(source)
         // Opened component by component without following links: a link swapped
         // in after the check is refused, not followed.
+        // Never blocks (a FIFO is refused, not waited on) and yields regular files only.
         let fd = try dataRoot.openBeneath(path, flags: O_RDONLY)
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-            throw FerryError(.invalidPath, "source \(source) is not a regular file")
+        guard fstat(fd, &info) == 0 else {
+            throw FerryError(.localIOError, "cannot stat source \(source): \(String(cString: strerror(errno)))")
         }
         var typed = input
         typed.contentType = typed.contentType ?? ContentType.forFileName(path)
@@ -153,33 +154,5 @@ extension TransferRun {
         var hasher = algorithm.makeHasher()
         try body.readAll { hasher.update($0) }
         return hasher.finish() == expected
-    }
-}
-
-/// `data:[<media type>][;base64],<data>` sources (RFC 2397), for small payloads.
-enum DataURI {
-    static func decode(_ uri: String, limit: Int) throws(FerryError) -> [UInt8] {
-        guard let comma = uri.firstIndex(of: ",") else { throw FerryError(.invalidRequest, "data: URI has no ','") }
-        let header = uri[uri.index(uri.startIndex, offsetBy: 5)..<comma]
-        let payload = String(uri[uri.index(after: comma)...])
-        guard payload.utf8.count <= limit * 4 / 3 + 4 else {
-            throw FerryError(.invalidRequest, "data: source is larger than \(limit) bytes")
-        }
-        let bytes: [UInt8]
-        if header.hasSuffix(";base64") {
-            guard let data = Data(base64Encoded: payload) else { throw FerryError(.invalidRequest, "data: URI is not valid base64") }
-            bytes = Array(data)
-        } else {
-            guard let text = payload.removingPercentEncoding else { throw FerryError(.invalidRequest, "data: URI has bad percent-encoding") }
-            bytes = Array(text.utf8)
-        }
-        guard bytes.count <= limit else { throw FerryError(.invalidRequest, "data: source is larger than \(limit) bytes") }
-        return bytes
-    }
-
-    static func mediaType(_ uri: String) -> String? {
-        guard let comma = uri.firstIndex(of: ",") else { return nil }
-        let type = uri[uri.index(uri.startIndex, offsetBy: 5)..<comma].split(separator: ";").first.map(String.init) ?? ""
-        return type.isEmpty ? nil : type
     }
 }

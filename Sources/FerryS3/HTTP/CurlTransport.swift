@@ -123,6 +123,9 @@ final class CurlEasyHandle: @unchecked Sendable {
 
         let code: CURLcode = errorBuffer.withUnsafeMutableBufferPointer { errorBuf in
             ferry_curl_setopt_string(handle, CURLOPT_URL, request.url)
+            // The path goes out as signed: libcurl would otherwise remove `.` and `..`
+            // segments (RFC 3986 §5.2.4), addressing another key than the one authorised.
+            ferry_curl_setopt_long(handle, CURLOPT_PATH_AS_IS, 1)
             ferry_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList)
             ferry_curl_setopt_ptr(handle, CURLOPT_ERRORBUFFER, errorBuf.baseAddress)
             ferry_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1)

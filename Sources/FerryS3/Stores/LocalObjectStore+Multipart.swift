@@ -14,6 +14,8 @@ extension LocalObjectStore {
     }
 
     public func createMultipartUpload(_ input: PutObjectInput) async throws(FerryError) -> String {
+        try ObjectLocation.checkAddress(bucket: input.bucket, key: input.key)
+        _ = try input.headerFields()
         let bucketDir = try bucketDirectory(input.bucket)
         let uploadId = UUID().uuidString.lowercased()
         let dir = bucketDir.appendingPathComponent("uploads/\(uploadId)")

@@ -34,6 +34,8 @@ public final class LocalObjectStore: ObjectStore {
     }
 
     public func putObject(_ input: PutObjectInput, body: ObjectBody, progress: TransferMeter?) async throws(FerryError) -> ObjectWriteResult {
+        try ObjectLocation.checkAddress(bucket: input.bucket, key: input.key)
+        _ = try input.headerFields()
         let bucketDir = try bucketDirectory(input.bucket)
         let blobName = UUID().uuidString
         let blobPath = bucketDir.appendingPathComponent("blobs/\(blobName)").path
@@ -48,6 +50,7 @@ public final class LocalObjectStore: ObjectStore {
 
     public func getObject(_ input: GetObjectInput, into descriptor: Int32, at offset: Int64,
                           progress: TransferMeter?) async throws(FerryError) -> ObjectAttributes {
+        try ObjectLocation.checkAddress(bucket: input.bucket, key: input.key)
         let bucketDir = try bucketDirectory(input.bucket, create: false)
         guard let entry = readIndex(key: input.key, bucketDir: bucketDir) else {
             throw FerryError(.noSuchKey, "GetObject: no object \(input.bucket)/\(input.key)")
@@ -75,11 +78,13 @@ public final class LocalObjectStore: ObjectStore {
     }
 
     public func headObject(bucket: String, key: String) async throws(FerryError) -> ObjectAttributes? {
+        try ObjectLocation.checkAddress(bucket: bucket, key: key)
         let bucketDir = try bucketDirectory(bucket, create: false)
         return readIndex(key: key, bucketDir: bucketDir).map(attributes)
     }
 
     public func copyObject(from source: ObjectLocation, to destination: ObjectLocation) async throws(FerryError) -> ObjectWriteResult {
+        try ObjectLocation.checkAddress(bucket: source.bucket, key: source.key)
         let sourceDir = try bucketDirectory(source.bucket, create: false)
         guard let entry = readIndex(key: source.key, bucketDir: sourceDir) else {
             throw FerryError(.noSuchKey, "CopyObject: no object \(source)")
@@ -93,6 +98,7 @@ public final class LocalObjectStore: ObjectStore {
     }
 
     public func deleteObject(bucket: String, key: String) async throws(FerryError) -> ObjectWriteResult {
+        try ObjectLocation.checkAddress(bucket: bucket, key: key)
         let bucketDir = try bucketDirectory(bucket, create: false)
         let indexPath = indexURL(key: key, bucketDir: bucketDir).path
         let removed: IndexEntry? = indexLock.withLock { _ in

@@ -55,7 +55,15 @@ public struct ObjectLocation: Sendable, Hashable, CustomStringConvertible {
     public init(bucket: String, key: String) { self.bucket = bucket; self.key = key }
     public var description: String { "s3://\(bucket)/\(key)" }
 
-    /// Parses `s3://bucket/key`.
+    /// Throws when a bucket or key breaks Ferry's rules (`RequestLimits.bucketNameProblem`,
+    /// `ObjectKeyRule`). Every store checks what it is asked to address, so no
+    /// caller (worker, `ferry cp`, `ferry presign`, a trigger) can reach another key.
+    public static func checkAddress(bucket: String?, key: String?) throws(FerryError) {
+        if let bucket, let problem = RequestLimits.bucketNameProblem(bucket) { throw problem }
+        if let key, let problem = ObjectKeyRule.violation(of: key) { throw problem }
+    }
+
+    /// Parses `s3://bucket/key`; both must pass `checkAddress`.
     public init(s3URI: String) throws(FerryError) {
         guard s3URI.hasPrefix("s3://") else { throw FerryError(.invalidRequest, "'\(s3URI)' is not an s3://bucket/key URI") }
         let rest = s3URI.dropFirst(5)
@@ -64,6 +72,7 @@ public struct ObjectLocation: Sendable, Hashable, CustomStringConvertible {
         }
         bucket = String(rest[..<slash])
         key = String(rest[rest.index(after: slash)...])
+        try Self.checkAddress(bucket: bucket, key: key)
     }
 }
 
@@ -118,6 +127,30 @@ public struct PutObjectInput: Sendable {
     }
 
     public var location: ObjectLocation { ObjectLocation(bucket: bucket, key: key) }
+
+    /// The HTTP headers that describe the new object: content type,
+    /// `x-amz-meta-*` and the further headers. Every name is a token and every
+    /// value passes `HeaderValueRule`, whoever built the input (a worker,
+    /// `ferry cp`, a trigger): no value can add a header of its own. Both
+    /// stores check this, so the local store refuses what S3 would receive.
+    public func headerFields() throws(FerryError) -> [(String, String)] {
+        var fields: [(String, String)] = []
+        if let contentType { fields.append(("content-type", contentType)) }
+        for (name, value) in metadata.sorted(by: { $0.key < $1.key }) {
+            guard RequestLimits.isToken(name) else {
+                throw FerryError(.invalidRequest, "metadata name '\(name.prefix(64))' is not a valid HTTP header name")
+            }
+            fields.append(("x-amz-meta-\(name.lowercased())", value))
+        }
+        for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
+            guard RequestLimits.isToken(name) else { throw FerryError(.invalidRequest, "header name '\(name.prefix(64))' is not valid") }
+            fields.append((name.lowercased(), value))
+        }
+        for (name, value) in fields {
+            if let problem = HeaderValueRule.violation(of: value, field: name) { throw problem }
+        }
+        return fields
+    }
 }
 
 public struct GetObjectInput: Sendable {

@@ -23,6 +23,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case rebalanceGrace = "worker.rebalanceGrace"
     case sweepAfter = "worker.sweepAfter"
     case finishedRetention = "worker.finishedRetention"
+    case maxStarts = "worker.maxStarts"
     case partSize = "transfers.partSize"
     case partConcurrency = "transfers.partConcurrency"
     case multipartThreshold = "transfers.multipartThreshold"

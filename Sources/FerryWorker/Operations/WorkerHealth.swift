@@ -46,7 +46,7 @@ public final class WorkerHealth: Sendable {
                 checks["kafka"] = s.joinedGroup ? "ok: partitions assigned" : "waiting: not yet in the consumer group"
                 ready = ready && s.joinedGroup
                 let stalled = s.outboxDepth > 0 && now.timeIntervalSince(s.lastDrain) > outboxStallSeconds
-                checks["outbox"] = stalled ? "stalled: \(s.outboxDepth) messages, none delivered for \(Int(now.timeIntervalSince(s.lastDrain))) s"
+                checks["outbox"] = stalled ? "stalled: \(s.outboxDepth) messages, none delivered for \(now.timeIntervalSince(s.lastDrain).clampedInt()) s"
                                            : "ok: \(s.outboxDepth) waiting"
                 ready = ready && !stalled
             }

@@ -1,0 +1,85 @@
+import FerryCore
+@testable import FerryEngine
+import FerryS3
+import FerryTestSupport
+import Foundation
+import Logging
+import Testing
+
+/// Only regular files are transferred, and nothing a transfer waits on can hold
+/// its slot past its bound.
+@Suite struct SpecialFileTests {
+    func setUp() throws -> (base: URL, root: URL, engine: TransferEngine) {
+        let base = try TestPaths.temporaryDirectory("special")
+        let root = base.appendingPathComponent("data")
+        try FileManager.default.createDirectory(at: root.appendingPathComponent("dir"), withIntermediateDirectories: true)
+        #expect(mkfifo(root.appendingPathComponent("fifo").path, 0o644) == 0)
+        let engine = TransferEngine(store: try LocalObjectStore(root: base.appendingPathComponent("store")),
+                                    dataRoot: try DataRoot(root.path), logger: Logger(label: "test.special"))
+        return (base, root, engine)
+    }
+
+    /// A FIFO without a writer used to block the open for ever; a directory or
+    /// device is no file either. Each is `InvalidPath`, at once.
+    @Test(arguments: ["fifo", "dir", "/dev/zero", "/dev/null"])
+    func specialSourcesAreRefusedAtOnce(name: String) async throws {
+        let (base, root, engine) = try setUp()
+        defer { try? FileManager.default.removeItem(at: base) }
+        let path = name.hasPrefix("/") ? name : root.appendingPathComponent(name).path
+        let request = TransferRequest(id: "sp-\(name.count)", op: .upload, bucket: "bkt", key: "k", source: "file://\(path)")
+        let started = ContinuousClock.now
+        do {
+            _ = try await engine.run(TransferJob(request: request, objectKey: "public/k"))
+            Issue.record("uploaded \(name)")
+        } catch {
+            #expect(error.code == .invalidPath, "\(error)")
+        }
+        // "At once": no wait on the file; the bound is loose for a loaded machine, a hang is for ever.
+        #expect(ContinuousClock.now - started < .seconds(30))
+        #expect(throws: FerryError.self) { try engine.preflight(TransferJob(request: request, objectKey: "public/k")) }
+    }
+
+    @Test func aFIFOOrDirectoryIsNeverADownloadDestination() async throws {
+        let (base, root, engine) = try setUp()
+        defer { try? FileManager.default.removeItem(at: base) }
+        _ = try await engine.store.putObject(PutObjectInput(bucket: "bkt", key: "public/k"), body: .bytes([1, 2, 3]))
+        for name in ["fifo", "dir"] {
+            let request = TransferRequest(id: "dl-\(name)", op: .download, bucket: "bkt", key: "k",
+                                          destination: root.appendingPathComponent(name).absoluteString)
+            #expect(throws: FerryError.self) { try engine.preflight(TransferJob(request: request, objectKey: "public/k")) }
+            do {
+                _ = try await engine.run(TransferJob(request: request, objectKey: "public/k"))
+                Issue.record("downloaded over \(name)")
+            } catch {
+                #expect(error.code == .invalidPath, "\(error)")
+            }
+        }
+        // A FIFO planted where the temp file goes is refused without blocking, too.
+        let request = TransferRequest(id: "dl-temp", op: .download, bucket: "bkt", key: "k",
+                                      destination: root.appendingPathComponent("plain.bin").absoluteString)
+        #expect(mkfifo(root.appendingPathComponent(".plain.bin.ferry-dl-temp.part").path, 0o644) == 0)
+        await #expect(throws: FerryError.self) { _ = try await engine.run(TransferJob(request: request, objectKey: "public/k")) }
+        var info = stat()
+        #expect(lstat(root.appendingPathComponent("fifo").path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFIFO)
+    }
+
+    /// A transfer stuck where cancellation cannot reach still gives its slot
+    /// back: `TimedOut` after its timeout plus the clean-up time.
+    @Test func theTimeoutEndsATransferThatIgnoresCancellation() async throws {
+        let control = TransferControl()
+        let started = ContinuousClock.now
+        do {
+            _ = try await TransferEngine.withTimeout(0.3, control: control, logger: Logger(label: "test.timeout"), cleanupSeconds: 0.3) {
+                () async throws(FerryError) -> TransferOutcome in
+                // Stuck for good where no cancellation reaches (a continuation nobody resumes).
+                await withCheckedContinuation { (_: CheckedContinuation<Void, Never>) in }
+                throw FerryError(.internalError, "should have been abandoned")
+            }
+            Issue.record("returned a result")
+        } catch {
+            #expect(error.code == .timedOut)
+        }
+        #expect(ContinuousClock.now - started < .seconds(20))
+        #expect(control.state == .cancelled)
+    }
+}

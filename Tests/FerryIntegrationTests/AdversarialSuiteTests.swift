@@ -1,0 +1,205 @@
+import FerryCore
+import FerryKafka
+import FerryTestSupport
+import Foundation
+import Logging
+import Testing
+
+/// Thousands of generated hostile requests through a real worker, checked
+/// against invariants rather than expected codes:
+/// - the worker never exits;
+/// - every message has an outcome someone can see (a terminal status, or a
+///   DLQ record naming its partition and offset);
+/// - nothing is written outside the data root, outside the request's bucket
+///   and access-level prefix, or over another identity's objects;
+/// - keys are stored exactly as the request gave them, under their prefix;
+/// - no injected header or metadata reaches storage;
+/// - valid requests interleaved with the hostile ones complete.
+///
+/// `FERRY_FUZZ_SEED` replays a run; `FERRY_FUZZ_MESSAGES` sets its size
+/// (default 600 on moto and 200 on Ceph's gateway; the long run is 5000).
+@Suite(.serialized) struct AdversarialSuiteTests {
+    let logger = Logger(label: "test.fuzz")
+
+    static var seed: UInt64 {
+        ProcessInfo.processInfo.environment["FERRY_FUZZ_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64(Int64.max))
+    }
+
+    static func count(default value: Int) -> Int {
+        ProcessInfo.processInfo.environment["FERRY_FUZZ_MESSAGES"].flatMap(Int.init) ?? value
+    }
+
+    @Test func hostileRequestsOnMoto() async throws {
+        let moto = try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("fuzz-moto"))
+        do { try await run(moto, seed: Self.seed, messages: Self.count(default: 600)) } catch { await moto.stop(); throw error }
+        await moto.stop()
+    }
+
+    @Test(.enabled(if: CephGateway.isInstalled || ProcessInfo.processInfo.environment["CI"] != nil))
+    func hostileRequestsOnCephGateway() async throws {
+        let rgw = try await CephGateway.start()
+        do { try await run(rgw, seed: Self.seed &+ 1, messages: Self.count(default: 200)) } catch { await rgw.stop(); throw error }
+        await rgw.stop()
+    }
+
+    struct Stored: Decodable {
+        var ETag: String
+        var Metadata: [String: String]
+        var CacheControl: String?
+        var ContentType: String?
+    }
+
+    func run(_ server: any S3TestServer, seed: UInt64, messages total: Int) async throws {
+        print("adversarial suite on \(server.name): seed \(seed), \(total) messages (replay with FERRY_FUZZ_SEED=\(seed) FERRY_FUZZ_MESSAGES=\(total))")
+        let base = try TestPaths.temporaryDirectory("fuzz-\(server.name)")
+        let dataRoot = base.appendingPathComponent("data")
+        let outside = base.appendingPathComponent("outside")
+        let sandbox = HostileRequestGenerator.Sandbox(dataRoot: dataRoot, outside: outside, bucket: "fuzz", victimBucket: "victim",
+                                                      validSource: dataRoot.appendingPathComponent("in.txt"))
+        let fm = FileManager.default
+        for dir in [dataRoot.appendingPathComponent("traps/dir"), dataRoot.appendingPathComponent("out"), outside] {
+            try fm.createDirectory(at: dir, withIntermediateDirectories: true)
+        }
+        #expect(mkfifo(sandbox.fifo.path, 0o644) == 0)
+        try fm.createSymbolicLink(at: sandbox.linkOut, withDestinationURL: outside)
+        try Data("valid source bytes\n".utf8).write(to: sandbox.validSource)
+        try Data("outside the data root\n".utf8).write(to: sandbox.victimFile)
+        let outsideBefore = try Self.snapshot(outside)
+
+        let s3 = Boto3(server)
+        for bucket in ["fuzz", "victim"] { try await s3("create-bucket", bucket) }
+        for (bucket, key) in [("fuzz", "protected/alice/doc.txt"), ("fuzz", "private/alice/secret.txt"), ("victim", "secret.txt"),
+                              ("fuzz", "public/fz/seed.txt")] {
+            try await s3("put", bucket, key, sandbox.victimFile.path)
+        }
+        let before = try await Self.everything(server)
+
+        // librdkafka's mock broker keeps at most 5 MiB per partition (older messages are
+        // dropped): compressed batches and 8 partitions keep the near-1 MB messages within it.
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
+        for topic in Topics().all { try cluster.createTopic(topic, partitions: 8) }
+        let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, ["compression.type": "lz4"])
+        let worker = try BackgroundProcess(
+            name: "worker-fuzz", executable: TestPaths.ferryBinary,
+            arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", server.endpoint,
+                        "--region", "us-east-1", "--data-root", dataRoot.path, "--state-dir", base.appendingPathComponent("state").path,
+                        "--max-transfers", "16", "--https-sources", "--shutdown-grace", "5",
+                        "--kafka-property", "session.timeout.ms=6000", "--kafka-property", "compression.type=lz4"],
+            environment: server.clientEnvironment, logDirectory: base)
+
+        // Generate and produce.
+        var generator = HostileRequestGenerator(seed: seed, sandbox: sandbox)
+        let generated = (0..<total).map { _ in generator.next() }
+        let producer = try KafkaProducer(configuration: kafka, logger: logger)
+        for chunk in stride(from: 0, to: generated.count, by: 200) {
+            let slice = generated[chunk..<min(chunk + 200, generated.count)]
+            let results = await producer.sendAll(slice.map { OutgoingMessage(topic: "ferry.requests", key: $0.key, value: $0.value) })
+            #expect(results.allSatisfy { if case .success = $0 { true } else { false } }, "could not produce: \(results)")
+        }
+        let requests = try await KafkaConsumer.snapshot(topic: "ferry.requests", configuration: kafka, timeout: 60, logger: logger)
+        #expect(requests.count == total)
+
+        // Wait for an outcome for every message (by its id, or by its partition and offset).
+        func outcomes() async throws -> (statuses: [String: TransferStatus], dlq: [String: KafkaMessage]) {
+            let statuses = try await KafkaConsumer.snapshot(topic: "ferry.status", configuration: kafka, timeout: 60, logger: logger)
+                .compactMap { try? JSONDecoder().decode(TransferStatus.self, from: Data($0.value)) }.filter { $0.state.isTerminal }
+            let dlq = try await KafkaConsumer.snapshot(topic: "ferry.requests.dlq", configuration: kafka, timeout: 60, logger: logger)
+            return (Dictionary(statuses.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first }),
+                    Dictionary(dlq.map { ("\($0.header(DLQHeader.sourcePartition) ?? "?")/\($0.header(DLQHeader.sourceOffset) ?? "?")", $0) },
+                               uniquingKeysWith: { first, _ in first }))
+        }
+        func missing(_ o: (statuses: [String: TransferStatus], dlq: [String: KafkaMessage])) -> [KafkaMessage] {
+            requests.filter { r in
+                o.dlq["\(r.partition)/\(r.offset)"] == nil && (RequestDecoder.idHint(r.value).flatMap { o.statuses[$0] } == nil)
+            }
+        }
+        var seen = try await outcomes()
+        let deadline = Date().addingTimeInterval(240 + Double(total) * 0.1)
+        while !missing(seen).isEmpty && Date() < deadline && worker.isRunning {
+            try await Task.sleep(for: .seconds(2))
+            seen = try await outcomes()
+        }
+
+        // 1. The worker never exited.
+        #expect(worker.isRunning, "seed \(seed): the worker exited\n\(worker.log.suffix(4000))")
+        #expect(!worker.log.contains("Fatal error"), "seed \(seed): a trap\n\(worker.log.suffix(4000))")
+        // 2. Every message has an outcome.
+        let unanswered = missing(seen)
+        #expect(unanswered.isEmpty, "seed \(seed): \(unanswered.count) messages without an outcome, e.g. \(unanswered.prefix(3).map { String(decoding: $0.value.prefix(300), as: UTF8.self) })")
+        // 3. Valid requests interleaved with hostile ones completed.
+        let valid = generated.filter(\.isValid)
+        for message in valid {
+            let status = seen.statuses[message.id!]
+            #expect(status?.state == .completed, "seed \(seed): valid \(message.id!) ended \(String(describing: status?.state)) \(status?.error?.message ?? "")")
+        }
+        // 4. Nothing outside the data root changed; nothing new appeared beside it.
+        #expect(try Self.snapshot(outside) == outsideBefore, "seed \(seed): outside the data root changed")
+        let beside = Set(try fm.contentsOfDirectory(atPath: base.path))
+        #expect(beside.isSubset(of: ["data", "outside", "state", "worker-fuzz.log"]), "seed \(seed): \(beside)")
+        #expect(!fm.fileExists(atPath: "/nonexistent-ferry-fuzz"))
+        // 5. Storage: no new bucket, victims untouched, every new object where its completed request put it, literally.
+        let after = try await Self.everything(server)
+        #expect(Set(after.keys) == Set(before.keys), "seed \(seed): buckets \(after.keys.sorted())")
+        for (bucket, key) in [("fuzz", "protected/alice/doc.txt"), ("fuzz", "private/alice/secret.txt"), ("victim", "secret.txt")] {
+            #expect(after[bucket]?[key]?.ETag == before[bucket]?[key]?.ETag, "seed \(seed): \(bucket)/\(key) changed or vanished")
+        }
+        let completedWrites = seen.statuses.values.filter { $0.state == .completed && ($0.op == "upload" || $0.op == "copy") }
+        let written = Set(completedWrites.compactMap { s in s.object.map { "\($0.bucket)/\($0.key)" } })
+        let requestsById = Dictionary(generated.compactMap { m in m.id.map { ($0, m) } }, uniquingKeysWith: { a, _ in a })
+        for status in completedWrites {
+            guard let message = requestsById[status.id], case .success(let request) = RequestDecoder.decode(message.value) else { continue }
+            let expected = try DefaultPrefixResolver().objectKey(for: request)
+            #expect(status.object?.key == expected && status.object?.bucket == request.bucket,
+                    "seed \(seed): \(status.id) stored at \(status.object?.bucket ?? "-")/\(status.object?.key ?? "-"), asked for \(request.bucket)/\(expected)")
+        }
+        for (bucket, objects) in after {
+            for (key, object) in objects where before[bucket]?[key] == nil {
+                #expect(ObjectKeyRule.violation(of: key) == nil, "seed \(seed): stored key \(key.debugDescription) breaks the key rule")
+                // Under a level's prefix, and never in the area of the identity no request acts as.
+                let parts = key.split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)
+                let underPrefix = parts.first == "public"
+                    || (parts.count == 3 && ["protected", "private"].contains(parts[0]) && IdentityRule.violation(of: String(parts[1]), field: "") == nil
+                        && parts[1] != "alice")
+                #expect(underPrefix, "seed \(seed): \(bucket)/\(key.debugDescription) is outside every prefix a request could name")
+                #expect(written.contains("\(bucket)/\(key)"), "seed \(seed): \(bucket)/\(key.debugDescription) has no completed request that wrote it")
+                // 6. No injected header or metadata.
+                let names = Set(object.Metadata.keys)
+                #expect(names.isSubset(of: ["note", "camera", "ferry-transfer-id", "ferry-sequencer", "ferry-access-level", "ferry-owner"]),
+                        "seed \(seed): \(key) carries metadata \(names.sorted())")
+                for value in Array(object.Metadata.values) + [object.CacheControl, object.ContentType].compactMap({ $0 }) {
+                    #expect(!value.contains("injected") && !value.contains("\r") && !value.contains("\n"), "seed \(seed): \(key): \(value.debugDescription)")
+                }
+            }
+        }
+
+        let codes = Dictionary(grouping: seen.dlq.values.compactMap { $0.header(DLQHeader.errorCode) }, by: { $0 }).mapValues(\.count)
+        let states = Dictionary(grouping: seen.statuses.values.map(\.state.rawValue), by: { $0 }).mapValues(\.count)
+        print("adversarial suite on \(server.name): seed \(seed): \(total) messages, \(valid.count) valid; worker exits 0; "
+              + "unanswered \(unanswered.count); terminal statuses \(states.sorted { $0.key < $1.key }); "
+              + "dead letters \(seen.dlq.count) by code \(codes.sorted { $0.key < $1.key }); outside-root changes 0; victims intact")
+        let stopped = await worker.stop()
+        #expect(stopped == 0, "seed \(seed): exit \(stopped)")
+        try? fm.removeItem(at: base)
+    }
+
+    /// Relative path → content hash (or link target) of everything under `directory`.
+    static func snapshot(_ directory: URL) throws -> [String: String] {
+        var result: [String: String] = [:]
+        let fm = FileManager.default
+        for path in try fm.subpathsOfDirectory(atPath: directory.path) {
+            let full = directory.appendingPathComponent(path).path
+            if let target = try? fm.destinationOfSymbolicLink(atPath: full) {
+                result[path] = "link:" + target
+            } else if let data = fm.contents(atPath: full) {
+                result[path] = data.base64EncodedString()
+            } else {
+                result[path] = "dir"
+            }
+        }
+        return result
+    }
+
+    static func everything(_ server: any S3TestServer) async throws -> [String: [String: Stored]] {
+        try JSONDecoder().decode([String: [String: Stored]].self, from: Data(try await Boto3(server)("list-all").utf8))
+    }
+}

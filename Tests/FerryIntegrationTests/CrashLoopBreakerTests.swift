@@ -1,0 +1,104 @@
+import FerryCore
+import FerryKafka
+import FerryTestSupport
+import Foundation
+import Logging
+import Testing
+
+/// A message that kills every worker that takes it ends as one `PoisonMessage`
+/// dead letter after at most `--max-starts` deaths, and the requests behind it
+/// in its partition complete. The trap is switched on for these workers only
+/// (`FERRY_TEST_TRAP_MARKER`, a test hook), so it stands for any bug a message
+/// could hit.
+@Suite(.serialized) struct CrashLoopBreakerTests {
+    let logger = Logger(label: "test.breaker")
+
+    /// Runs a "supervisor": whenever the worker dies, a new one is started,
+    /// with a fresh state directory when `freshState` (a pod that comes back
+    /// empty, or another machine) or the same one (a restarted process).
+    func supervise(freshState: Bool, maxStarts: Int) async throws {
+        let moto = try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("breaker-moto"))
+        do {
+            let base = try TestPaths.temporaryDirectory("breaker-\(freshState ? "fresh" : "same")")
+            let env = try EndToEndTests.Environment.oneBroker(base: base, server: moto, bucket: "breaker", logger: logger)
+            try await Boto3(moto)("create-bucket", "breaker")
+            let marker = "TRAP-\(UUID().uuidString.prefix(8))"
+            var workers: [BackgroundProcess] = []
+            func start() throws -> BackgroundProcess {
+                let n = workers.count
+                let worker = try BackgroundProcess(
+                    name: "breaker-worker-\(n)", executable: TestPaths.ferryBinary,
+                    arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", moto.endpoint,
+                                "--region", "us-east-1", "--data-root", env.dataRoot.path, "--worker-id", "breaker-\(n)",
+                                "--state-dir", base.appendingPathComponent(freshState ? "state-\(n)" : "state").path,
+                                "--max-starts", "\(maxStarts)", "--kafka-property", "session.timeout.ms=6000"],
+                    environment: moto.clientEnvironment.merging(["FERRY_TEST_TRAP_MARKER": marker]) { $1 }, logDirectory: base)
+                workers.append(worker)
+                return worker
+            }
+            // One key, so one partition: three requests, the poison, five more.
+            func upload(_ id: String, _ note: String = "ok") -> String {
+                #"{"id":"\#(id)","op":"upload","bucket":"breaker","key":"\#(id).txt","source":"data:,\#(note)"}"#
+            }
+            var batch = (1...3).map { (key: "breaker/one", value: upload("before-\($0)")) }
+            batch.append((key: "breaker/one", value: upload("poison", marker)))
+            batch += (1...5).map { (key: "breaker/one", value: upload("after-\($0)")) }
+            try await env.kcat.produceMany(topic: "ferry.requests", batch)
+
+            var current = try start()
+            var deaths = 0
+            let deadline = Date().addingTimeInterval(240)
+            while Date() < deadline {
+                let done = try await env.statuses().filter { $0.state.isTerminal }
+                if done.contains(where: { $0.id == "poison" }) && (1...5).allSatisfy({ n in done.contains { $0.id == "after-\(n)" } }) { break }
+                if !current.isRunning {
+                    deaths += 1
+                    #expect(current.log.contains("FERRY_TEST_TRAP_MARKER matched"), "died for another reason:\n\(current.log.suffix(3000))")
+                    await current.stop()
+                    #expect(deaths <= maxStarts, "more deaths than --max-starts")
+                    if deaths > maxStarts + 1 { break }
+                    current = try start()
+                }
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            #expect(deaths == maxStarts, "the poison killed \(deaths) workers")
+            let statuses = try await env.statuses().filter { $0.state.isTerminal }
+            for id in (1...3).map({ "before-\($0)" }) + (1...5).map({ "after-\($0)" }) {
+                #expect(statuses.first { $0.id == id }?.state == .completed, "\(id) did not complete\n\(current.log.suffix(3000))")
+            }
+            let poison = statuses.first { $0.id == "poison" }
+            #expect(poison?.state == .rejected && poison?.error?.code == "PoisonMessage", "\(String(describing: poison))")
+            let dlq = try await env.kcat.consumeAll(topic: "ferry.requests.dlq")
+            #expect(dlq.count == 1, "\(dlq.map(\.headers))")
+            #expect(dlq.first?.value == upload("poison", marker), "the dead letter carries the original bytes")
+            #expect(dlq.first?.headers.contains("ferry-error-code=PoisonMessage") == true)
+            #expect(dlq.first?.headers.contains("ferry-starts=\(maxStarts)") == true, "\(dlq.first?.headers ?? "")")
+            #expect(current.isRunning, "the last worker is up")
+            // Committed past it: a new worker with empty state sees none of it again.
+            await current.stop()
+            let late = try start()
+            try await env.kcat.produce(topic: "ferry.requests", key: "breaker/one", value: upload("late"))
+            #expect(try await env.terminalStatus(of: "late", timeout: 60)?.state == .completed)
+            #expect(try await env.kcat.consumeAll(topic: "ferry.requests.dlq").count == 1)
+            #expect(!late.log.contains("FERRY_TEST_TRAP_MARKER matched"))
+            await late.stop()
+            print("crash-loop breaker (\(freshState ? "fresh state each time" : "same state dir")): \(deaths) deaths, then one PoisonMessage dead letter; 8 neighbours completed")
+            try? FileManager.default.removeItem(at: base)
+        } catch {
+            await moto.stop()
+            throw error
+        }
+        await moto.stop()
+    }
+
+    /// Each replacement worker starts with nothing: the count travels in the
+    /// committed offset's metadata (what holds across a fleet of pods).
+    @Test func poisonIsQuarantinedAcrossWorkersThatNeverSawTheCrash() async throws {
+        try await supervise(freshState: true, maxStarts: 2)
+    }
+
+    /// The same worker restarted with its state directory.
+    @Test func poisonIsQuarantinedByARestartedWorker() async throws {
+        try await supervise(freshState: false, maxStarts: 3)
+    }
+}

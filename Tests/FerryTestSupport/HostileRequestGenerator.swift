@@ -1,0 +1,255 @@
+import Foundation
+import PropertyBased
+
+/// Whole request messages for the adversarial suite, from a seed: each starts
+/// from a valid request and takes one to three mutations from a catalogue
+/// that covers every field of the request schema (wrong types, boundary and
+/// extreme numbers, odd Unicode and bytes, dot segments, traversal, FIFO and
+/// symlink tricks, SSRF sources, header injection, oversized values), or is
+/// replaced by raw bytes. A share of messages is left valid, so the suite can
+/// check that valid work interleaved with hostile work still completes.
+public struct HostileRequestGenerator {
+    /// The places a generated request may name. Everything a hostile request
+    /// could reach is inside `base`, so a breach is seen (and contained).
+    public struct Sandbox: Sendable {
+        public var dataRoot: URL
+        /// Beside the data root: must stay exactly as it was.
+        public var outside: URL
+        public var bucket: String
+        /// Another bucket with objects no request may touch.
+        public var victimBucket: String
+        /// A regular file inside the data root that valid uploads read.
+        public var validSource: URL
+
+        public init(dataRoot: URL, outside: URL, bucket: String, victimBucket: String, validSource: URL) {
+            self.dataRoot = dataRoot; self.outside = outside; self.bucket = bucket
+            self.victimBucket = victimBucket; self.validSource = validSource
+        }
+
+        /// Special files the generator points sources and destinations at (created by the suite).
+        public var fifo: URL { dataRoot.appendingPathComponent("traps/fifo") }
+        public var directory: URL { dataRoot.appendingPathComponent("traps/dir") }
+        public var linkOut: URL { dataRoot.appendingPathComponent("traps/link-out") }
+        public var victimFile: URL { outside.appendingPathComponent("victim.txt") }
+    }
+
+    public struct Message: Sendable {
+        /// The id the message carries when it has a valid one (its outcome is looked up by it).
+        public var id: String?
+        public var key: [UInt8]?
+        public var value: [UInt8]
+        /// Meant to run to completion.
+        public var isValid: Bool
+        /// What was done to it, for failure reports.
+        public var mutations: [String]
+    }
+
+    public let seed: UInt64
+    public let sandbox: Sandbox
+    private var rng: Xoshiro
+    private var counter = 0
+
+    public init(seed: UInt64, sandbox: Sandbox) {
+        self.seed = seed
+        self.sandbox = sandbox
+        self.rng = HostileInput.rng(seed: seed)
+    }
+
+    /// The next message; one in `validEvery` is a valid request.
+    public mutating func next(validEvery: Int = 8) -> Message {
+        counter += 1
+        let id = "fz\(seed % 100_000)-\(counter)"
+        var request = baseRequest(id: id)
+        if Int.random(in: 0..<validEvery, using: &rng) == 0 {
+            return Message(id: id, key: Array("\(sandbox.bucket)/fz/\(counter)".utf8), value: encode(request),
+                           isValid: true, mutations: ["valid"])
+        }
+        // One in twelve is not JSON of our shape at all.
+        if Int.random(in: 0..<12, using: &rng) == 0 {
+            let (bytes, what) = rawBytes()
+            return Message(id: nil, key: randomKafkaKey(), value: bytes, isValid: false, mutations: [what])
+        }
+        var mutations: [String] = []
+        for _ in 0..<Int.random(in: 1...3, using: &rng) {
+            mutations.append(mutate(&request))
+        }
+        let value = encode(request)
+        let carriedId = request["id"].flatMap { literal -> String? in
+            guard literal.hasPrefix("\""), literal.hasSuffix("\"") else { return nil }
+            let inner = String(literal.dropFirst().dropLast())
+            return inner == id ? id : nil
+        }
+        return Message(id: carriedId, key: randomKafkaKey(), value: value, isValid: false, mutations: mutations)
+    }
+
+    // MARK: Requests as ordered JSON fields (values are JSON literals)
+
+    private mutating func baseRequest(id: String) -> [String: String] {
+        let op = ["upload", "upload", "upload", "download", "delete", "copy"].randomElement(using: &rng)!
+        let key = "fz/\(counter)-\(["a.txt", "photo 1.jpg", "é/ü.bin", "x+y=z.txt"].randomElement(using: &rng)!)"
+        var fields: [String: String] = [
+            "id": HostileInput.jsonString(id), "op": HostileInput.jsonString(op),
+            "bucket": HostileInput.jsonString(sandbox.bucket), "key": HostileInput.jsonString(key),
+        ]
+        switch op {
+        case "upload":
+            fields["source"] = HostileInput.jsonString(Bool.random(using: &rng)
+                ? sandbox.validSource.absoluteString : "data:text/plain;base64,aGVsbG8gZmVycnkK")
+            if Bool.random(using: &rng) { fields["metadata"] = #"{"note":"fuzz"}"# }
+        case "download":
+            fields["destination"] = HostileInput.jsonString(sandbox.dataRoot.appendingPathComponent("out/\(counter).bin").absoluteString)
+            fields["key"] = HostileInput.jsonString("fz/seed.txt")
+        case "copy":
+            fields["source"] = HostileInput.jsonString("s3://\(sandbox.bucket)/public/fz/seed.txt")
+        default:
+            break
+        }
+        // Writes may name an identity's own area; reads of it would find nothing there.
+        if op != "download" && Int.random(in: 0..<3, using: &rng) == 0 {
+            fields["accessLevel"] = HostileInput.jsonString(["protected", "private"].randomElement(using: &rng)!)
+            fields["identityId"] = HostileInput.jsonString("mallory")
+        }
+        return fields
+    }
+
+    private func encode(_ fields: [String: String]) -> [UInt8] {
+        // A stable order, "id" first (as producers usually write it).
+        let order = ["id", "op", "bucket", "key"]
+        let sorted = fields.sorted { a, b in
+            let ia = order.firstIndex(of: a.key) ?? order.count, ib = order.firstIndex(of: b.key) ?? order.count
+            return ia != ib ? ia < ib : a.key < b.key
+        }
+        return Array(("{" + sorted.map { "\(HostileInput.jsonString($0.key)):\($0.value)" }.joined(separator: ",") + "}").utf8)
+    }
+
+    private mutating func mutate(_ fields: inout [String: String]) -> String {
+        let schema = ["id", "op", "bucket", "key", "accessLevel", "identityId", "targetIdentityId", "source", "destination",
+                      "contentType", "metadata", "headers", "options", "auth", "unknown"]
+        switch Int.random(in: 0..<14, using: &rng) {
+        case 0:
+            let field = schema.randomElement(using: &rng)!
+            let value = HostileInput.jsonValue(&rng)
+            fields[field] = value
+            return "\(field)=\(value.prefix(60))"
+        case 1:
+            let key = HostileInput.key(&rng)
+            fields["key"] = HostileInput.jsonString(key)
+            return "key=\(key.debugDescription.prefix(80))"
+        case 2:
+            let level = ["guest", "protected", "private", "Private", "admin", ""].randomElement(using: &rng)!
+            fields["accessLevel"] = HostileInput.jsonString(level)
+            fields["identityId"] = HostileInput.jsonString(HostileInput.identity(&rng))
+            if Bool.random(using: &rng) { fields["targetIdentityId"] = HostileInput.jsonString(["alice", HostileInput.identity(&rng)].randomElement(using: &rng)!) }
+            return "level=\(level) identities"
+        case 3:
+            let source = hostileSource()
+            fields["op"] = HostileInput.jsonString("upload")
+            fields["source"] = HostileInput.jsonString(source)
+            return "source=\(source.prefix(80))"
+        case 4:
+            let destination = hostileDestination()
+            fields["op"] = HostileInput.jsonString("download")
+            fields["key"] = HostileInput.jsonString("fz/seed.txt")
+            fields["destination"] = HostileInput.jsonString(destination)
+            return "destination=\(destination.prefix(80))"
+        case 5:
+            let name = ["note", "Note", "bad name", "ferry-owner", "ferry-transfer-id", "x", "é", ""].randomElement(using: &rng)!
+            let value = HostileInput.headerValue(&rng)
+            fields["metadata"] = "{" + HostileInput.jsonString(name) + ":" + HostileInput.jsonString(value) + ","
+                + HostileInput.jsonString("camera") + ":" + HostileInput.jsonString("x100") + "}"
+            return "metadata[\(name)]=\(value.debugDescription.prefix(60))"
+        case 6:
+            let name = ["cache-control", "Cache-Control", "content-disposition", "x-amz-tagging", "x-amz-copy-source",
+                        "authorization", "host", "x-amz-acl", "x-amz-server-side-encryption-customer-key"].randomElement(using: &rng)!
+            let value = HostileInput.headerValue(&rng)
+            fields["headers"] = "{" + HostileInput.jsonString(name) + ":" + HostileInput.jsonString(value) + "}"
+            return "headers[\(name)]=\(value.debugDescription.prefix(60))"
+        case 7:
+            let option = ["partSizeBytes", "partConcurrency", "retryLimit", "timeoutSeconds", "checksumAlgorithm", "accelerate"]
+                .randomElement(using: &rng)!
+            let value = Bool.random(using: &rng) ? HostileInput.numberLiterals.randomElement(using: &rng)! : HostileInput.jsonValue(&rng)
+            fields["options"] = "{" + HostileInput.jsonString(option) + ":" + value + "}"
+            return "options.\(option)=\(value.prefix(40))"
+        case 8:
+            let type = HostileInput.headerValue(&rng)
+            fields["contentType"] = HostileInput.jsonString(type)
+            return "contentType=\(type.debugDescription.prefix(60))"
+        case 9:
+            let source = ["s3://\(sandbox.victimBucket)/secret.txt", "s3://\(sandbox.bucket)/private/alice/secret.txt",
+                          "s3://\(sandbox.bucket)/../\(sandbox.victimBucket)/secret.txt", "s3://\(sandbox.bucket)/public/../private/alice/secret.txt",
+                          "s3://../x", "s3://", "s3:///k", "s3://\(sandbox.bucket)/" + HostileInput.key(&rng), "file:///etc/passwd"]
+                .randomElement(using: &rng)!
+            fields["op"] = HostileInput.jsonString("copy")
+            fields["source"] = HostileInput.jsonString(source)
+            return "copySource=\(source.debugDescription.prefix(80))"
+        case 10:
+            let bucket = [sandbox.victimBucket, "..", "../\(sandbox.victimBucket)", "UPPER", "ab", "192.168.0.1", sandbox.bucket + "/x",
+                          String(repeating: "b", count: 64), "b\u{0}b"].randomElement(using: &rng)!
+            fields["bucket"] = HostileInput.jsonString(bucket)
+            return "bucket=\(bucket.debugDescription)"
+        case 11:
+            let op = ["delete", "download", "copy", "upload", "DELETE", "list", ""].randomElement(using: &rng)!
+            fields["op"] = HostileInput.jsonString(op)
+            fields["key"] = HostileInput.jsonString(HostileInput.key(&rng))
+            if op == "download" { fields["destination"] = HostileInput.jsonString(hostileDestination()) }
+            return "op=\(op) with a hostile key"
+        case 12:
+            let size = [600_000, 899_000, 905_000, 950_000].randomElement(using: &rng)!
+            fields["pad"] = HostileInput.jsonString(String(repeating: "p", count: size))
+            return "padded to \(size) bytes"
+        default:
+            let id = ["", String(repeating: "i", count: 129), "a b", "x/../y", "é", "id\n"].randomElement(using: &rng)!
+            fields["id"] = HostileInput.jsonString(id)
+            return "id=\(id.debugDescription.prefix(40))"
+        }
+    }
+
+    private mutating func hostileSource() -> String {
+        let root = sandbox.dataRoot.path
+        return [
+            "file://\(root)/../\(sandbox.outside.lastPathComponent)/victim.txt",
+            "file://\(root)/%2e%2e/\(sandbox.outside.lastPathComponent)/victim.txt",
+            "file://\(sandbox.victimFile.path)", "file:///etc/passwd", "file:///proc/self/environ", "file:///dev/zero",
+            "file://\(sandbox.fifo.path)", "file://\(sandbox.directory.path)", "file://\(sandbox.linkOut.path)",
+            "file://remote-host/\(root)/in.txt", "file:\(root)/relative", "file://\(root)/missing-\(counter)",
+            "https://169.254.169.254/latest/meta-data/", "https://127.0.0.1:1/x", "https://[::1]/x", "https://10.0.0.1/x",
+            "http://example.com/x", "gopher://127.0.0.1/x", "ftp://example.com/x", "https://user:pass@127.0.0.1/x",
+            "data:;base64,====", "data:;base64,QQ=Q", "data:;base64,QR==", "data:;base64,aGVsbG8", "data:;base64, aGVsbG8=",
+            "data:text/plain\r\nx-amz-meta-injected: yes;base64,aGk=", "data:%zz", "data:,100%", "data:",
+            "data:;base64," + String(repeating: "QUFB", count: 180_000),
+        ].randomElement(using: &rng)!
+    }
+
+    private mutating func hostileDestination() -> String {
+        let root = sandbox.dataRoot.path
+        return [
+            "file://\(root)/../\(sandbox.outside.lastPathComponent)/written-\(counter).txt",
+            "file://\(sandbox.victimFile.path)", "file://\(sandbox.outside.path)/new-\(counter).txt",
+            "file://\(sandbox.fifo.path)", "file://\(sandbox.directory.path)", "file://\(sandbox.linkOut.path)/x.txt",
+            "file://\(sandbox.linkOut.path)", "file://\(root)/", "file://\(root)/.", "file://\(root)/out/..",
+            "file:///nonexistent-ferry-fuzz/\(counter)", "file://\(root)/out/%2e%2e/%2e%2e/escape-\(counter)",
+            "file://\(root)/out/" + HostileInput.key(&rng).replacingOccurrences(of: "\u{0}", with: ""),
+        ].randomElement(using: &rng)!
+    }
+
+    private mutating func rawBytes() -> ([UInt8], String) {
+        switch Int.random(in: 0..<7, using: &rng) {
+        case 0: return ((0..<Int.random(in: 0...400, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }, "random bytes")
+        case 1: return (Array("{\"id\":\"x\",\"op\":".utf8), "truncated JSON")
+        case 2: return (Array((String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)).utf8), "deep nesting")
+        case 3: return ([0xEF, 0xBB, 0xBF] + Array(#"{"id":"bom","op":"delete","bucket":"b","key":"k"}"#.utf8), "BOM prefix")
+        case 4: return ([0xC0, 0xAF, 0xFF, 0xFE] + Array(#"{"id":"\#u{FFFD}"}"#.utf8), "invalid UTF-8")
+        case 5: return (Array(String(repeating: "x", count: 950_000).utf8), "950 kB of text")
+        default: return (Array(HostileInput.jsonValue(&rng).utf8), "a JSON value that is not an object")
+        }
+    }
+
+    private mutating func randomKafkaKey() -> [UInt8]? {
+        switch Int.random(in: 0..<4, using: &rng) {
+        case 0: return nil
+        case 1: return Array(HostileInput.key(&rng).utf8)
+        case 2: return (0..<Int.random(in: 0...64, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+        default: return Array("\(sandbox.bucket)/fz".utf8)
+        }
+    }
+}
