@@ -123,7 +123,7 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         self.logger = logger
         self.buffer = buffer
         let handle = self.handle
-        flow.rk = handle.rk
+        flow.attach(handle.rk)
         poller = PollThread(name: "ferry-kafka-consumer") {
             let rk = handle.rk
             flow.adjust(bufferedCount: buffer.count, capacity: bufferCapacity)
@@ -293,25 +293,34 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     }
 }
 
-/// Pauses the assignment when the buffer is full, resumes it at a quarter. Used by
-/// the poll thread only (rebalance callbacks run on it too).
-private final class FlowControl: @unchecked Sendable {
-    var rk: OpaquePointer?
+/// Pauses the assignment when the buffer is full, resumes it at a quarter. Driven
+/// by the poll thread; the rebalance callback resets it, and that callback also
+/// runs on whichever thread closes the consumer, so the flag is atomic.
+private final class FlowControl: Sendable {
+    /// The rd_kafka_t, as its address (a pointer is not Sendable; the handle outlives this).
+    private let handle = Atomic<Int>(0)
     private let logger: Logger
-    var paused = false
+    private let pausedFlag = Atomic<Bool>(false)
 
     init(logger: Logger) { self.logger = logger }
 
+    /// Set once, before the poll thread starts.
+    func attach(_ rk: OpaquePointer) { handle.store(Int(bitPattern: rk), ordering: .releasing) }
+
+    /// Newly assigned partitions are fetching again.
+    func assignmentChanged() { pausedFlag.store(false, ordering: .releasing) }
+
     func adjust(bufferedCount: Int, capacity: Int) {
+        let paused = pausedFlag.load(ordering: .acquiring)
         if !paused && bufferedCount >= capacity {
-            paused = apply(pause: true)
+            pausedFlag.store(apply(pause: true), ordering: .releasing)
         } else if paused && bufferedCount <= capacity / 4 {
-            paused = !apply(pause: false)
+            pausedFlag.store(!apply(pause: false), ordering: .releasing)
         }
     }
 
     private func apply(pause: Bool) -> Bool {
-        guard let rk else { return false }
+        guard let rk = OpaquePointer(bitPattern: handle.load(ordering: .acquiring)) else { return false }
         var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
         guard rd_kafka_assignment(rk, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return false }
         defer { rd_kafka_topic_partition_list_destroy(list) }
@@ -444,7 +453,7 @@ private let rebalanceCallback: @convention(c) (OpaquePointer?, rd_kafka_resp_err
         box.everAssigned.store(true, ordering: .releasing)
         if cooperative { check(rd_kafka_incremental_assign(rk, list), "incremental assign") } else { rd_kafka_assign(rk, list) }
         // Newly assigned partitions are fetching; let flow control pause them again if the buffer is full.
-        box.flow.paused = false
+        box.flow.assignmentChanged()
         box.logger.info("partitions assigned: \(partitions.map(\.description).joined(separator: ", "))")
         box.handler.assigned(partitions)
     case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
