@@ -108,6 +108,8 @@ public final class TransferEngine: Sendable {
                               remoteSources: configuration.remoteSources, journal: journal, uploadsInUse: uploadsInUse,
                               progress: progress, logger: runLogger ?? logger.with(transfer: id))
         control.meter.observe { [run] _ in run.report() }
+        // The observer holds the run, the run the control, the control this meter: break the cycle at the end.
+        defer { control.meter.stopObserving() }
         return try await Self.withTimeout(settings.timeoutSeconds, control: control, logger: runLogger ?? logger) { () async throws(FerryError) -> TransferOutcome in
             switch job.request.op {
             case .upload: return try await run.upload()

@@ -83,3 +83,37 @@ import Testing
         #expect(control.state == .cancelled)
     }
 }
+
+/// A finished transfer leaves nothing behind: its control (and what hangs off
+/// it: the meter's observer, the run, the progress reporter) is freed.
+@Suite struct FinishedTransferMemoryTests {
+    @Test func aFinishedTransfersControlIsFreed() async throws {
+        let base = try TestPaths.temporaryDirectory("memory")
+        defer { try? FileManager.default.removeItem(at: base) }
+        let root = base.appendingPathComponent("data")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        try Data(repeating: 7, count: 64 << 10).write(to: root.appendingPathComponent("in.bin"))
+        let engine = TransferEngine(store: try LocalObjectStore(root: base.appendingPathComponent("store")),
+                                    dataRoot: try DataRoot(root.path), logger: Logger(label: "test.memory"))
+        weak var finished: TransferControl?
+        weak var failed: TransferControl?
+        do {
+            let control = TransferControl()
+            finished = control
+            let request = TransferRequest(id: "mem-1", op: .upload, bucket: "bkt", key: "k",
+                                          source: root.appendingPathComponent("in.bin").absoluteString)
+            _ = try await engine.run(TransferJob(request: request, objectKey: "public/k"), control: control) { _ in }
+        }
+        do {
+            let control = TransferControl()
+            failed = control
+            let request = TransferRequest(id: "mem-2", op: .download, bucket: "bkt", key: "missing",
+                                          destination: root.appendingPathComponent("out.bin").absoluteString)
+            _ = try? await engine.run(TransferJob(request: request, objectKey: "public/missing"), control: control) { _ in }
+        }
+        // The cancelled timeout timer lets go of the control when it next runs.
+        _ = await eventually(timeout: 5, every: 0.05) { finished == nil && failed == nil }
+        #expect(finished == nil, "a completed transfer's control is still referenced")
+        #expect(failed == nil, "a failed transfer's control is still referenced")
+    }
+}

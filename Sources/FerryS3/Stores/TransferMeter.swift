@@ -25,6 +25,13 @@ public final class TransferMeter: Sendable {
         observer.withLock { $0 = Observer(handler) }
     }
 
+    /// Drops the observer. The engine does this when a transfer ends: the
+    /// observer holds the transfer's run, which holds the control that holds
+    /// this meter, a cycle that kept every finished transfer in memory.
+    public func stopObserving() {
+        observer.withLock { $0 = nil }
+    }
+
     public var value: Int64 { total.load(ordering: .relaxed) }
 
     public func add(_ n: Int64) {
