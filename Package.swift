@@ -54,7 +54,7 @@ let package = Package(
         ]),
         // librdkafka: consumer, producer, embedded mock cluster.
         .target(name: "FerryKafka", dependencies: [
-            "CRdKafka",
+            "CRdKafka", "FerryCore",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // SQLite state of a worker.

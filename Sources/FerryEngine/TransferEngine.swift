@@ -136,27 +136,34 @@ public final class TransferEngine: Sendable {
         let work = Task {
             do throws(FerryError) { first.offer(.success(try await body())) } catch { first.offer(.failure(error)) }
         }
-        let timer = Task {
-            guard (try? await Task.sleep(for: .seconds(clamping: seconds))) != nil else { return }
+        // Dispatch timers, not Task.sleep: almost every transfer ends long before its
+        // timeout, and a cancelled sleep keeps its timer in memory until the deadline.
+        let cleanup = Mutex<DeadlineTimer?>(nil)
+        let timer = DeadlineTimer.start(after: seconds) {
             let reason = FerryError(.timedOut, "transfer did not finish within \(seconds.clampedInt()) s")
             control.cancel(reason)
-            guard (try? await Task.sleep(for: .seconds(clamping: cleanupSeconds))) != nil else { return }
-            if first.offer(.failure(reason)) {
-                logger.error("transfer still running \(cleanupSeconds.clampedInt()) s after its timeout; its slot is freed and the stuck work abandoned")
+            let abandon = DeadlineTimer.start(after: cleanupSeconds) {
+                if first.offer(.failure(reason)) {
+                    logger.error("transfer still running \(cleanupSeconds.clampedInt()) s after its timeout; its slot is freed and the stuck work abandoned")
+                }
             }
+            cleanup.withLock { $0 = abandon }
         }
-        defer { timer.cancel() }
+        defer {
+            timer.cancel()
+            cleanup.withLock { $0?.cancel() }
+        }
         let result = await withTaskCancellationHandler {
             await first.value
         } onCancel: {
             // Cancelled (hand-off, shutdown): the same bound holds for the clean-up.
             work.cancel()
-            Task {
-                try? await Task.sleep(for: .seconds(clamping: cleanupSeconds))
+            let abandon = DeadlineTimer.start(after: cleanupSeconds) {
                 if first.offer(.failure(control.cancellationReason ?? FerryError(.cancelled, "transfer cancelled"))) {
                     logger.error("cancelled transfer still running \(cleanupSeconds.clampedInt()) s later; its slot is freed and the stuck work abandoned")
                 }
             }
+            cleanup.withLock { $0 = abandon }
         }
         return try result.get()
     }

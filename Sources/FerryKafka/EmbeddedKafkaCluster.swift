@@ -54,4 +54,32 @@ public final class EmbeddedKafkaCluster: Sendable {
     }
 
     deinit { rd_kafka_mock_cluster_destroy(cluster) }
+
+    /// librdkafka's mock broker keeps at most this much of each partition and
+    /// drops the oldest messages beyond it (hard-coded in librdkafka; no API
+    /// changes it). 2.0.2 and current releases alike.
+    public static let bytesKeptPerPartition = 5 << 20
+
+    /// Until cancelled, checks every `seconds` whether the cluster dropped
+    /// messages of `topic` that `group` had not read yet (their partition's
+    /// log now starts past the group's committed offset), and logs an error
+    /// for each such loss: the mock cluster holds no backlog beyond
+    /// `bytesKeptPerPartition`, and dropping must never be silent.
+    public func watchForDroppedMessages(topic: String, group: String, every seconds: Double = 5, logger: Logger) async {
+        guard let observer = try? KafkaConsumer.observer(bootstrapServers: bootstrapServers, group: group, logger: logger) else { return }
+        defer { observer.close() }
+        var reported: [Int32: Int64] = [:]
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .nanoseconds(Int64(max(0.1, seconds) * 1_000_000_000)))
+            guard let partitions = try? await observer.partitions(of: topic),
+                  let committed = try? await observer.committed(partitions.map { TopicPartition(topic: topic, partition: $0) }) else { continue }
+            for position in committed {
+                guard let low = await observer.logStart(of: position.topicPartition) else { continue }
+                let read = max(position.offset, 0, reported[position.partition] ?? 0)
+                guard low > read else { continue }
+                reported[position.partition] = low
+                logger.error("embedded Kafka dropped \(low - read) messages of \(topic)/\(position.partition) (offsets \(read)..<\(low)) before \(group) read them: librdkafka's mock cluster keeps \(Self.bytesKeptPerPartition >> 20) MiB per partition. They will not be processed. For a backlog this large use a real Kafka (compose/), more partitions (--partitions), or file:// sources instead of data:.")
+            }
+        }
+    }
 }

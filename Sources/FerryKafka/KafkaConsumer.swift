@@ -1,4 +1,5 @@
 import CRdKafka
+import FerryCore
 import Foundation
 import Logging
 import Synchronization
@@ -47,6 +48,26 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         let consumer = try KafkaConsumer(configuration: configuration, bufferCapacity: 1024, rebalance: nil, logger: logger)
         _ = try await consumer.assignAll(topic, from: nil)
         return consumer
+    }
+
+    /// A consumer of `group` that joins nothing and reads nothing: for asking
+    /// the group's committed offsets and the topics' watermarks.
+    public static func observer(bootstrapServers: String, group: String, logger: Logger) throws(KafkaError) -> KafkaConsumer {
+        try KafkaConsumer(configuration: KafkaConfiguration(bootstrapServers: bootstrapServers, ["group.id": group]),
+                          bufferCapacity: 1, rebalance: nil, logger: logger)
+    }
+
+    /// The partition numbers of `topic`, from the broker's metadata.
+    public func partitions(of topic: String) async throws(KafkaError) -> [Int32] {
+        let handle = self.handle
+        let result: Result<[Int32], KafkaError> = await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(returning: Result { () throws(KafkaError) -> [Int32] in
+                    try KafkaConsumer.partitionIds(rk: handle.rk, topic: topic)
+                })
+            }
+        }
+        return try result.get()
     }
 
     /// Every message of `topic` up to its current end (read without a group),
@@ -110,8 +131,9 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         let conf = try configuration.makeNative()
         let buffer = MessageBuffer(capacity: bufferCapacity)
         let flow = FlowControl(logger: logger)
+        let gaps = GapDetector(logger: logger)
         if let rebalance {
-            let box = RebalanceBox(handler: rebalance, buffer: buffer, flow: flow, logger: logger)
+            let box = RebalanceBox(handler: rebalance, buffer: buffer, flow: flow, gaps: gaps, logger: logger)
             rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(box).toOpaque())
             rd_kafka_conf_set_rebalance_cb(conf, rebalanceCallback)
             rebalanceBox = box
@@ -124,6 +146,7 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         self.buffer = buffer
         let handle = self.handle
         flow.attach(handle.rk)
+        self.gaps = gaps
         poller = PollThread(name: "ferry-kafka-consumer") {
             let rk = handle.rk
             flow.adjust(bufferedCount: buffer.count, capacity: bufferCapacity)
@@ -131,12 +154,20 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
             defer { rd_kafka_message_destroy(message) }
             let err = message.pointee.err
             if err == RD_KAFKA_RESP_ERR_NO_ERROR {
-                buffer.append(KafkaMessage(copying: message))
+                let copy = KafkaMessage(copying: message)
+                gaps.check(copy, rk: rk)
+                buffer.append(copy)
             } else if err != RD_KAFKA_RESP_ERR__PARTITION_EOF {
                 logger.warning("kafka consumer: \(KafkaError(err, context: "poll"))")
             }
         }
     }
+
+    private let gaps: GapDetector
+
+    /// Messages the broker deleted (retention, or the mock cluster's 5 MiB per
+    /// partition) before this consumer read them, since it started.
+    public var messagesLost: Int64 { gaps.lost.load(ordering: .relaxed) }
 
     /// Messages fetched but not yet read.
     public var bufferedCount: Int { buffer.count }
@@ -224,6 +255,19 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         return try result.get()
     }
 
+    /// Where the partition's log starts now (its low watermark), asked of the
+    /// broker off the cooperative pool; nil when the broker does not answer.
+    public func logStart(of partition: TopicPartition, timeoutMs: Int32 = 5_000) async -> Int64? {
+        let handle = self.handle
+        return await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                var low: Int64 = -1, high: Int64 = -1
+                let err = rd_kafka_query_watermark_offsets(handle.rk, partition.topic, partition.partition, &low, &high, timeoutMs)
+                continuation.resume(returning: err == RD_KAFKA_RESP_ERR_NO_ERROR ? low : nil)
+            }
+        }
+    }
+
     /// Messages behind the end of each assigned partition: the high watermark
     /// (as last seen by librdkafka, no broker round trip) minus this consumer's
     /// fetch position. Partitions without a position yet are left out.
@@ -268,6 +312,21 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
 
     deinit { close() }
 
+    /// The partition numbers of `topic` (a metadata request; blocks).
+    static func partitionIds(rk: OpaquePointer, topic: String) throws(KafkaError) -> [Int32] {
+        let rkt = rd_kafka_topic_new(rk, topic, nil)
+        defer { rd_kafka_topic_destroy(rkt) }
+        var metadata: UnsafePointer<rd_kafka_metadata>?
+        let err = rd_kafka_metadata(rk, 0, rkt, &metadata, 10_000)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else { throw KafkaError(err, context: "metadata of \(topic)") }
+        defer { rd_kafka_metadata_destroy(metadata) }
+        guard metadata.pointee.topic_cnt == 1, metadata.pointee.topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(name: "UnknownTopic", message: "topic \(topic) does not exist")
+        }
+        let t = metadata.pointee.topics[0]
+        return (0..<Int(t.partition_cnt)).map { t.partitions[$0].id }
+    }
+
     /// The high watermark of each partition of `topic`.
     static func endOffsets(rk: OpaquePointer, topic: String) throws(KafkaError) -> [(Int32, Int64)] {
         let rkt = rd_kafka_topic_new(rk, topic, nil)
@@ -290,6 +349,40 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
             ends.append((partition, high))
         }
         return ends
+    }
+}
+
+/// Notices messages deleted before they were read. Consumption within a
+/// partition is in offset order: when the next offset jumps past the one
+/// expected and the partition's log now starts after the expected one, the
+/// broker deleted the messages between (retention shorter than the backlog;
+/// librdkafka's mock cluster keeps 5 MiB per partition) and librdkafka's
+/// `auto.offset.reset` skipped them without a word. That is logged as an
+/// error and counted. Gaps the log still covers (compaction, transaction
+/// markers) are not losses. Used by the poll thread only, except `lost`.
+private final class GapDetector: Sendable {
+    private let next = Mutex<[TopicPartition: Int64]>([:])
+    private let logger: Logger
+    let lost = Atomic<Int64>(0)
+
+    init(logger: Logger) { self.logger = logger }
+
+    /// Partitions that changed owner: another consumer may have read on meanwhile.
+    func forget(_ partitions: [TopicPartition]) {
+        next.withLock { n in for p in partitions { n[p] = nil } }
+    }
+
+    func check(_ message: KafkaMessage, rk: OpaquePointer) {
+        let key = TopicPartition(topic: message.topic, partition: message.partition)
+        let previous = next.withLock { n in defer { n[key] = message.offset + 1 }; return n[key] }
+        guard let expected = previous, message.offset > expected else { return }
+        var low: Int64 = -1, high: Int64 = -1
+        // A broker round trip, only when offsets jump.
+        guard rd_kafka_query_watermark_offsets(rk, message.topic, message.partition, &low, &high, 2_000) == RD_KAFKA_RESP_ERR_NO_ERROR,
+              low > expected else { return }
+        let missing = min(low, message.offset) - expected
+        lost.add(missing, ordering: .relaxed)
+        logger.error("kafka consumer: \(missing) messages of \(key) (offsets \(expected)..<\(min(low, message.offset))) were deleted by the broker before they were read; the partition's log now starts at \(low). Retention is shorter than the backlog (librdkafka's mock cluster, as in ferry dev, keeps 5 MiB per partition).")
     }
 }
 
@@ -423,11 +516,12 @@ private final class RebalanceBox: Sendable {
     let handler: RebalanceHandler
     let buffer: MessageBuffer
     let flow: FlowControl
+    let gaps: GapDetector
     let logger: Logger
     /// Whether an assignment (even an empty one) ever arrived.
     let everAssigned = Atomic<Bool>(false)
-    init(handler: RebalanceHandler, buffer: MessageBuffer, flow: FlowControl, logger: Logger) {
-        self.handler = handler; self.buffer = buffer; self.flow = flow; self.logger = logger
+    init(handler: RebalanceHandler, buffer: MessageBuffer, flow: FlowControl, gaps: GapDetector, logger: Logger) {
+        self.handler = handler; self.buffer = buffer; self.flow = flow; self.gaps = gaps; self.logger = logger
     }
 }
 
@@ -454,9 +548,11 @@ private let rebalanceCallback: @convention(c) (OpaquePointer?, rd_kafka_resp_err
         if cooperative { check(rd_kafka_incremental_assign(rk, list), "incremental assign") } else { rd_kafka_assign(rk, list) }
         // Newly assigned partitions are fetching; let flow control pause them again if the buffer is full.
         box.flow.assignmentChanged()
+        box.gaps.forget(partitions)
         box.logger.info("partitions assigned: \(partitions.map(\.description).joined(separator: ", "))")
         box.handler.assigned(partitions)
     case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+        box.gaps.forget(partitions)
         let dropped = box.buffer.discard(Set(partitions))
         box.logger.info("partitions revoked: \(partitions.map(\.description).joined(separator: ", ")) (\(dropped) buffered messages left to the next owner)")
         let offsets = box.handler.revoked(partitions)

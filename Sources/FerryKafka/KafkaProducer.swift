@@ -1,4 +1,5 @@
 import CRdKafka
+import FerryCore
 import Foundation
 import Logging
 import Synchronization
@@ -180,24 +181,6 @@ private final class ResultCollector: Sendable {
         }
         if let (done, results) = finished { done(results) }
     }
-}
-
-/// A cancellable one-shot timer that fires on a dispatch queue, so it fires
-/// even when the waiting task is cancelled or the cooperative pool is busy.
-final class DeadlineTimer: Sendable {
-    private let cancelled = Atomic<Bool>(false)
-
-    /// Runs `action` after `seconds` (clamped to 0…86,400) unless cancelled first.
-    static func start(after seconds: Double, _ action: @escaping @Sendable () -> Void) -> DeadlineTimer {
-        let timer = DeadlineTimer()
-        let clamped = seconds.isNaN ? 0 : min(max(seconds, 0), 86_400)
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamped * 1_000_000_000))) {
-            if !timer.cancelled.load(ordering: .acquiring) { action() }
-        }
-        return timer
-    }
-
-    func cancel() { cancelled.store(true, ordering: .releasing) }
 }
 
 /// Carries a delivery callback through librdkafka's per-message opaque.

@@ -1,6 +1,7 @@
 import FerryCore
 import FerryKafka
 import Foundation
+import Synchronization
 import Logging
 import Metrics
 
@@ -77,13 +78,17 @@ public struct TriggerTimeout: Error, CustomStringConvertible {
 }
 
 /// Runs `body`, cancelling it and throwing `TriggerTimeout` after `seconds`.
+/// The deadline is a dispatch timer that is freed when `body` ends first (a
+/// cancelled `Task.sleep` would hold its timer for the whole timeout).
 func withDeadline<T: Sendable>(seconds: Double, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await body() }
-        group.addTask { try await Task.sleep(for: .seconds(clamping: seconds)); return nil }
-        let first = try await group.next()!
-        group.cancelAll()
-        guard let result = first else { throw TriggerTimeout(seconds: seconds) }
-        return result
+    let timedOut = Atomic<Bool>(false)
+    let work = Task { try await body() }
+    let timer = DeadlineTimer.start(after: seconds) {
+        timedOut.store(true, ordering: .releasing)
+        work.cancel()
     }
+    defer { timer.cancel() }
+    let result = await withTaskCancellationHandler { await work.result } onCancel: { work.cancel() }
+    if timedOut.load(ordering: .acquiring) { throw TriggerTimeout(seconds: seconds) }
+    return try result.get()
 }

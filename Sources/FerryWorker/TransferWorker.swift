@@ -216,7 +216,14 @@ public final class TransferWorker: Sendable {
         let sweepInterval = max(1, min(configuration.sweepAfterSeconds / 2, 3600))
         let observer = Task { [self] in
             var lagging: Set<TopicPartition> = []
+            var lostReported: Int64 = 0
             while !Task.isCancelled {
+                // Requests the broker deleted before this worker read them (logged as errors by the consumer).
+                let lost = consumer.messagesLost
+                if lost > lostReported {
+                    Counter(label: "ferry_requests_lost_total").increment(by: lost - lostReported)
+                    lostReported = lost
+                }
                 let lags = consumer.lag()
                 for (partition, lag) in lags {
                     Gauge(label: "ferry_consumer_lag", dimensions: [("topic", partition.topic), ("partition", "\(partition.partition)")]).record(lag)

@@ -34,7 +34,7 @@ struct DevCommand: AsyncParsableCommand {
     var stateDir = ".ferry/dev/state"
 
     @Option(help: "Brokers in the embedded cluster.") var brokers = 3
-    @Option(help: "Partitions per topic.") var partitions = 4
+    @Option(help: "Partitions per topic (default 16: the embedded Kafka keeps 5 MiB per partition).") var partitions = 16
 
     @Option(name: .customLong("log-level"), help: "Log level (default warning with --demo, info otherwise).")
     var logLevel: String?
@@ -56,7 +56,13 @@ struct DevCommand: AsyncParsableCommand {
         let cluster = try EmbeddedKafkaCluster(brokers: brokers, logger: logger)
         for topic in topics.all { try cluster.createTopic(topic, partitions: partitions) }
         print("Kafka bootstrap: \(cluster.bootstrapServers)")
+        print("Embedded Kafka keeps at most \(EmbeddedKafkaCluster.bytesKeptPerPartition >> 20) MiB per partition (\(partitions * (EmbeddedKafkaCluster.bytesKeptPerPartition >> 20)) MiB of requests in all); older messages are dropped, with an error in the log when unread requests are.")
         flushStandardOutput()
+        // Dropping unread requests must never be silent, also when no worker runs yet.
+        let watch = Task { [logger] in
+            await cluster.watchForDroppedMessages(topic: topics.requests, group: topics.workerGroup, logger: logger)
+        }
+        defer { watch.cancel() }
         if kafkaOnly {
             try await runUntilSignalled {
                 while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
