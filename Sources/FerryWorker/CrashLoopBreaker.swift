@@ -43,6 +43,7 @@ final class CrashLoopBreaker: Sendable {
     private let state: WorkerStateStore
     private let logger: Logger
     private let seeding = Mutex<[TopicPartition: Task<Void, Never>]>([:])
+    private let lastUnrecordedWarning = Mutex<(last: ContinuousClock.Instant?, count: Int)>((nil, 0))
 
     init(maxStarts: Int, tracker: OffsetTracker, committer: OffsetCommitter, consumer: KafkaConsumer,
          state: WorkerStateStore, logger: Logger) {
@@ -81,11 +82,23 @@ final class CrashLoopBreaker: Sendable {
         async let local: Void = recordLocally(position, count)
         let inKafka = await committer.commit()
         await local
-        if !inKafka {
-            logger.warning("start of offset \(message.offset) not yet recorded in Kafka; counted in this worker's state",
-                           metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
-        }
+        if !inKafka { unrecordedInKafka(message) }
         return true
+    }
+
+    /// Says, at most every 10 s (rebalances refuse commits for a while), that
+    /// starts are counted locally only for now.
+    private func unrecordedInKafka(_ message: KafkaMessage) {
+        let now = ContinuousClock.now
+        let due = lastUnrecordedWarning.withLock { state -> Int? in
+            state.count += 1
+            guard state.last.map({ now - $0 > .seconds(10) }) ?? true else { return nil }
+            defer { state = (now, 0) }
+            return state.count
+        }
+        guard let count = due else { return }
+        logger.warning("\(count) start(s) not yet recorded in Kafka (the commit failed; the next one carries them); counted in this worker's state meanwhile",
+                       metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
     }
 
     /// A message given back without an outcome (not a crash) loses its local record.
