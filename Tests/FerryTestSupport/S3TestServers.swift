@@ -63,11 +63,22 @@ public final class CephGateway: S3TestServer {
     public static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/radosgw") }
 
     public static func start(https: Bool = false) async throws -> CephGateway {
-        let directory = try TestPaths.temporaryDirectory("rgw")
-        let port = TestPaths.freePort()
         let script = TestPaths.repositoryRoot.appendingPathComponent("scripts/ceph-rgw/rgw-up.sh").path
-        let tls = https ? ["RGW_SSL_PORT": "\(TestPaths.freePort())"] : [:]
-        try await runChecked(script, [directory.appendingPathComponent("cluster").path, "\(port)"], environment: tls, timeout: 180)
+        var directory = try TestPaths.temporaryDirectory("rgw")
+        // A port free when chosen can still be taken before radosgw binds it
+        // (another test's server): then the gateway starts again on another.
+        for attempt in 1... {
+            let port = TestPaths.freePort()
+            let tls = https ? ["RGW_SSL_PORT": "\(TestPaths.freePort())"] : [:]
+            do {
+                try await runChecked(script, [directory.appendingPathComponent("cluster").path, "\(port)"], environment: tls, timeout: 180)
+                break
+            } catch let error as CommandFailed where attempt < 3 && Self.lostItsPort(directory) {
+                print("ceph gateway: port \(port) was taken before radosgw bound it; starting again (\(error.description.prefix(200)))")
+                try? FileManager.default.removeItem(at: directory)
+                directory = try TestPaths.temporaryDirectory("rgw")
+            }
+        }
         let env = try String(contentsOf: directory.appendingPathComponent("cluster/s3.env"), encoding: .utf8)
         func value(_ name: String) -> String {
             env.split(separator: "\n").first { $0.contains("\(name)=") }
@@ -76,6 +87,12 @@ public final class CephGateway: S3TestServer {
         return CephGateway(endpoint: value("AWS_ENDPOINT_URL"), accessKeyId: value("AWS_ACCESS_KEY_ID"),
                            secretAccessKey: value("AWS_SECRET_ACCESS_KEY"), directory: directory,
                            httpsEndpoint: https ? value("S3_HTTPS_ENDPOINT") : nil, caBundle: https ? value("AWS_CA_BUNDLE") : nil)
+    }
+
+    /// Whether radosgw (or rgw-up.sh's own check) found its port in use.
+    private static func lostItsPort(_ directory: URL) -> Bool {
+        let log = (try? String(contentsOf: directory.appendingPathComponent("cluster/log/rgw.a.out"), encoding: .utf8)) ?? ""
+        return log.contains("Address already in use") || !FileManager.default.fileExists(atPath: directory.appendingPathComponent("cluster/ceph.conf").path)
     }
 
     public func stop() async {

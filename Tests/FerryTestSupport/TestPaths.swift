@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Where the repository, the built `ferry` binary and the Python helpers are.
 public enum TestPaths {
@@ -27,14 +28,27 @@ public enum TestPaths {
         return URL(fileURLWithPath: realpath(url.path, nil).map { p in defer { free(p) }; return String(cString: p) } ?? url.path)
     }
 
-    /// A TCP port on 127.0.0.1 that was free a moment ago.
+    /// A TCP port on 127.0.0.1 that was free a moment ago, for a server a
+    /// test starts. Taken below the kernel's ephemeral range (32768–60999 on
+    /// Debian): a port from that range can be taken by any outgoing
+    /// connection between this check and the server's bind (a full run saw
+    /// radosgw fail with "Address already in use" that way). Never the same
+    /// port twice in one test process.
     public static func freePort() -> Int {
+        for _ in 0..<200 {
+            let port = Int.random(in: 20_000..<32_000)
+            guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
+            if canBind(port) { return port }
+        }
+        return kernelChosenPort()  // the low range is crowded: fall back to an ephemeral port
+    }
+
+    private static func kernelChosenPort() -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         withUnsafeMutablePointer(to: &address) { ptr in
             ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
@@ -43,5 +57,20 @@ public enum TestPaths {
             }
         }
         return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    private static let handedOut = Mutex<Set<Int>>([])
+
+    private static func canBind(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        return withUnsafePointer(to: &address) { ptr in
+            ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
     }
 }
