@@ -103,7 +103,7 @@ public final class TransferClient: Sendable {
                     continuation.yield(status)
                     if status.state.isTerminal { break }
                 }
-                consumer.close()
+                await consumer.close()
                 continuation.finish()
             }
             continuation.onTermination = { _ in

@@ -60,12 +60,8 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     /// The partition numbers of `topic`, from the broker's metadata.
     public func partitions(of topic: String) async throws(KafkaError) -> [Int32] {
         let handle = self.handle
-        let result: Result<[Int32], KafkaError> = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(returning: Result { () throws(KafkaError) -> [Int32] in
-                    try KafkaConsumer.partitionIds(rk: handle.rk, topic: topic)
-                })
-            }
+        let result = await BlockingPool.shared.run {
+            Result { () throws(KafkaError) -> [Int32] in try KafkaConsumer.partitionIds(rk: handle.rk, topic: topic) }
         }
         return try result.get()
     }
@@ -98,10 +94,9 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     /// Returns each partition's end offset as it was.
     private func assignAll(_ topic: String, from offset: Int64?) async throws(KafkaError) -> [Int32: Int64] {
         let handle = self.handle
-        let result: Result<[Int32: Int64], KafkaError> = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
+        let result = await BlockingPool.shared.run {
                 let rk = handle.rk
-                continuation.resume(returning: Result { () throws(KafkaError) -> [Int32: Int64] in
+                return Result { () throws(KafkaError) -> [Int32: Int64] in
                     let ends = try KafkaConsumer.endOffsets(rk: rk, topic: topic)
                     let list = rd_kafka_topic_partition_list_new(Int32(ends.count))
                     defer { rd_kafka_topic_partition_list_destroy(list) }
@@ -111,8 +106,7 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
                     let err = rd_kafka_assign(rk, list)
                     guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err, context: "assign \(topic)") }
                     return Dictionary(uniqueKeysWithValues: ends)
-                })
-            }
+                }
         }
         return try result.get()
     }
@@ -184,14 +178,8 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     public func commit(_ offsets: [TopicPartitionOffset], timeoutMs: Int32 = KafkaConsumer.coordinatorTimeoutMs) async throws(KafkaError) {
         guard !offsets.isEmpty else { return }
         let handle = self.handle
-        let result: Result<Void, KafkaError> = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                let err = Self.commitBounded(rk: handle.rk, offsets, timeoutMs: timeoutMs)
-                continuation.resume(returning: err == RD_KAFKA_RESP_ERR_NO_ERROR
-                    ? .success(()) : .failure(KafkaError(err, context: "commit")))
-            }
-        }
-        try result.get()
+        let err = await BlockingPool.shared.run { Self.commitBounded(rk: handle.rk, offsets, timeoutMs: timeoutMs).rawValue }
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR.rawValue else { throw KafkaError(rd_kafka_resp_err_t(rawValue: err), context: "commit") }
     }
 
     /// A commit through a private queue, so the wait for its result has a bound
@@ -220,8 +208,10 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         guard !partitions.isEmpty else { return [] }
         let handle = self.handle
         // rd_kafka_committed can outlive its own timeout while the coordinator is
-        // unknown: the answer is whichever comes first, it or the timer (the
-        // thread left waiting ends when librdkafka answers or the handle goes).
+        // unknown: the answer is whichever comes first, it or the timer. The call
+        // gets a thread of its own, not one of the blocking pool's: a wait with no
+        // bound must not take a fixed pool's thread (it ends when librdkafka
+        // answers or the handle goes).
         let answer = OneAnswer<Result<[TopicPartitionOffset], KafkaError>>()
         let timer = DeadlineTimer.start(after: Double(timeoutMs) / 1000 + 1) {
             answer.give(.failure(KafkaError(RD_KAFKA_RESP_ERR__TIMED_OUT, context: "committed offsets")))
@@ -259,12 +249,10 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     /// broker off the cooperative pool; nil when the broker does not answer.
     public func logStart(of partition: TopicPartition, timeoutMs: Int32 = 5_000) async -> Int64? {
         let handle = self.handle
-        return await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                var low: Int64 = -1, high: Int64 = -1
-                let err = rd_kafka_query_watermark_offsets(handle.rk, partition.topic, partition.partition, &low, &high, timeoutMs)
-                continuation.resume(returning: err == RD_KAFKA_RESP_ERR_NO_ERROR ? low : nil)
-            }
+        return await BlockingPool.shared.run { () -> Int64? in
+            var low: Int64 = -1, high: Int64 = -1
+            let err = rd_kafka_query_watermark_offsets(handle.rk, partition.topic, partition.partition, &low, &high, timeoutMs)
+            return err == RD_KAFKA_RESP_ERR_NO_ERROR ? low : nil
         }
     }
 
@@ -296,7 +284,15 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     }
 
     /// Stops polling, leaves the group and ends the message sequence.
-    public func close() {
+    /// `close` from async code: leaving the group (revocation handlers, their
+    /// commits) waits on the blocking pool, not on the cooperative pool.
+    public func close() async {
+        await BlockingPool.shared.run { self.closeNow() }
+    }
+
+    public func close() { closeNow() }
+
+    private func closeNow() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         poller.stop()
         rd_kafka_consumer_close(handle.rk)
@@ -329,20 +325,10 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
 
     /// The high watermark of each partition of `topic`.
     static func endOffsets(rk: OpaquePointer, topic: String) throws(KafkaError) -> [(Int32, Int64)] {
-        let rkt = rd_kafka_topic_new(rk, topic, nil)
-        defer { rd_kafka_topic_destroy(rkt) }
-        var metadata: UnsafePointer<rd_kafka_metadata>?
-        let err = rd_kafka_metadata(rk, 0, rkt, &metadata, 10_000)
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else { throw KafkaError(err, context: "metadata of \(topic)") }
-        defer { rd_kafka_metadata_destroy(metadata) }
-        guard metadata.pointee.topic_cnt == 1, metadata.pointee.topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR,
-              metadata.pointee.topics[0].partition_cnt > 0 else {
-            throw KafkaError(name: "UnknownTopic", message: "topic \(topic) does not exist")
-        }
-        let t = metadata.pointee.topics[0]
+        let partitions = try partitionIds(rk: rk, topic: topic)
+        guard !partitions.isEmpty else { throw KafkaError(name: "UnknownTopic", message: "topic \(topic) does not exist") }
         var ends: [(Int32, Int64)] = []
-        for i in 0..<Int(t.partition_cnt) {
-            let partition = t.partitions[i].id
+        for partition in partitions {
             var low: Int64 = 0, high: Int64 = 0
             let e = rd_kafka_query_watermark_offsets(rk, topic, partition, &low, &high, 10_000)
             guard e == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(e, context: "watermarks of \(topic)/\(partition)") }
@@ -387,8 +373,8 @@ private final class GapDetector: Sendable {
 }
 
 /// Pauses the assignment when the buffer is full, resumes it at a quarter. Driven
-/// by the poll thread; the rebalance callback resets it, and that callback also
-/// runs on whichever thread closes the consumer, so the flag is atomic.
+/// by the poll thread; the rebalance callback also runs on whichever thread
+/// closes the consumer, so the flag is atomic.
 private final class FlowControl: Sendable {
     /// The rd_kafka_t, as its address (a pointer is not Sendable; the handle outlives this).
     private let handle = Atomic<Int>(0)
@@ -400,8 +386,21 @@ private final class FlowControl: Sendable {
     /// Set once, before the poll thread starts.
     func attach(_ rk: OpaquePointer) { handle.store(Int(bitPattern: rk), ordering: .releasing) }
 
-    /// Newly assigned partitions are fetching again.
-    func assignmentChanged() { pausedFlag.store(false, ordering: .releasing) }
+    /// Brings newly assigned partitions in line with the flag. librdkafka keeps
+    /// a partition's pause through unassign and assign, and a cooperative
+    /// assignment only adds partitions: so while paused, the whole assignment
+    /// is paused again; otherwise the new ones are resumed, in case they were
+    /// paused when this member last owned them. (Resetting the flag instead
+    /// left such partitions paused for good: a fleet test saw two partitions
+    /// stop after a rebalance.)
+    func assigned(_ list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?) {
+        if pausedFlag.load(ordering: .acquiring) {
+            _ = apply(pause: true)
+        } else if let list, let rk = OpaquePointer(bitPattern: handle.load(ordering: .acquiring)) {
+            let err = rd_kafka_resume_partitions(rk, list)
+            if err != RD_KAFKA_RESP_ERR_NO_ERROR { logger.warning("kafka consumer: \(KafkaError(err, context: "resume assigned"))") }
+        }
+    }
 
     func adjust(bufferedCount: Int, capacity: Int) {
         let paused = pausedFlag.load(ordering: .acquiring)
@@ -546,8 +545,7 @@ private let rebalanceCallback: @convention(c) (OpaquePointer?, rd_kafka_resp_err
     case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
         box.everAssigned.store(true, ordering: .releasing)
         if cooperative { check(rd_kafka_incremental_assign(rk, list), "incremental assign") } else { rd_kafka_assign(rk, list) }
-        // Newly assigned partitions are fetching; let flow control pause them again if the buffer is full.
-        box.flow.assignmentChanged()
+        box.flow.assigned(list)
         box.gaps.forget(partitions)
         box.logger.info("partitions assigned: \(partitions.map(\.description).joined(separator: ", "))")
         box.handler.assigned(partitions)

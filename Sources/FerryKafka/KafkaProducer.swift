@@ -74,6 +74,12 @@ public final class KafkaProducer: Sendable {
         rd_kafka_flush(handle.rk, timeoutMs)
     }
 
+    /// `flush` from async code: the wait runs on the blocking pool.
+    public func flush(timeoutMs: Int32 = 10_000) async {
+        let handle = self.handle
+        _ = await BlockingPool.shared.run { rd_kafka_flush(handle.rk, timeoutMs).rawValue }
+    }
+
     /// Hands the message to librdkafka, which copies key and value.
     private func enqueue(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)],
                          opaque: UnsafeMutableRawPointer) -> KafkaError? {

@@ -115,7 +115,7 @@ final class PartitionLanes: Sendable {
                 for await _ in group {}
             }
             await commit(offsets.take(nil))
-            consumer.close()
+            await consumer.close()
         } onCancel: {
             consumer.stopFetching()
         }

@@ -28,7 +28,7 @@ final class ControlListener: Sendable {
                 try? await consumer.commit([TopicPartitionOffset(topic: message.topic, partition: message.partition,
                                                                  offset: message.offset + 1)])
             }
-            consumer.close()
+            await consumer.close()
         } onCancel: {
             consumer.stopFetching()
         }

@@ -127,7 +127,7 @@ public final class TransferWorker: Sendable {
             }.value
             if left != 0 { logger.warning("\(left) outbox messages not yet in Kafka; they are published when this worker starts again") }
             _ = await committer.commit()
-            consumer.close()
+            await consumer.close()
             logger.info("transfer worker stopped")
         } onCancel: {
             consumer.stopFetching()

@@ -40,12 +40,12 @@ import Testing
         let m1 = try #require(await next(first))
         #expect(String(decoding: m1.value, as: UTF8.self) == "m1")
         try await first.commit([TopicPartitionOffset(topic: m1.topic, partition: m1.partition, offset: m1.offset + 1)])
-        first.close()
+        await first.close()
 
         let second = try KafkaConsumer(configuration: group, subscribing: ["t.commit"], logger: logger)
         let m2 = try #require(await next(second))
         #expect(String(decoding: m2.value, as: UTF8.self) == "m2")
-        second.close()
+        await second.close()
     }
 
     @Test func interoperatesWithKcat() async throws {
@@ -70,7 +70,7 @@ import Testing
             seen[m.keyString ?? ""] = String(decoding: m.value, as: UTF8.self)
         }
         #expect(seen["from-kcat"] == "line one\nline two")
-        consumer.close()
+        await consumer.close()
     }
 
     @Test func fullBufferPausesFetchingWithoutLosingMessages() async throws {
@@ -90,7 +90,55 @@ import Testing
             values.insert(String(decoding: m.value, as: UTF8.self))
         }
         #expect(values.count == 200)
-        consumer.close()
+        await consumer.close()
+    }
+
+    /// A paused member (full buffer) loses partitions and gets them back in
+    /// rebalances: every partition fetches again once the buffer drains.
+    /// librdkafka keeps a pause through unassign/assign; before the fix such
+    /// partitions stayed paused for good. Eager and cooperative-sticky alike.
+    @Test(arguments: ["roundrobin", "cooperative-sticky"])
+    func partitionsReassignedWhilePausedFetchAgain(strategy: String) async throws {
+        let topic = "t.pause.\(strategy.prefix(4))"
+        let cluster = try cluster(topics: [topic: 4])
+        let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+        let producer = try KafkaProducer(configuration: kafka, logger: logger)
+        let total = 160
+        for i in 0..<total { try await producer.send(topic: topic, key: "k\(i)", value: Array("\(i)".utf8)) }
+        var group = kafka
+        group["group.id"] = "g-pause-\(strategy)"
+        group["session.timeout.ms"] = "6000"
+        group["partition.assignment.strategy"] = strategy
+
+        // The first member reads one message, then nobody reads: its buffer fills and it pauses.
+        let first = try KafkaConsumer(configuration: group, subscribing: [topic], bufferCapacity: 8,
+                                      rebalance: RebalanceHandler(assigned: { _ in }, revoked: { _ in [] }), logger: logger)
+        var values: Set<String> = []
+        values.insert(String(decoding: try #require(await next(first)).value, as: UTF8.self))
+        try await Task.sleep(for: .seconds(2))
+
+        // A second member takes some partitions, reads them to the end, commits and leaves:
+        // they go back to the first member (an incremental assignment while it is paused).
+        let read = Mutex<[Int32: Int64]>([:])
+        let second = try KafkaConsumer(configuration: group, subscribing: [topic], rebalance: RebalanceHandler(
+            assigned: { _ in },
+            revoked: { ps in read.withLock { r in ps.compactMap { p in r[p.partition].map { TopicPartitionOffset(topic: p.topic, partition: p.partition, offset: $0 + 1) } } } }),
+            logger: logger)
+        var secondCount = 0
+        while let m = await next(second, timeout: secondCount == 0 ? 60 : 5) {
+            values.insert(String(decoding: m.value, as: UTF8.self))
+            read.withLock { $0[m.partition] = max($0[m.partition] ?? -1, m.offset) }
+            secondCount += 1
+        }
+        #expect(secondCount > 0, "the second member got no partition")
+        await second.close()
+
+        // The first member now reads everything else, from the partitions it kept and the ones returned.
+        while values.count < total, let m = await next(first, timeout: 30) {
+            values.insert(String(decoding: m.value, as: UTF8.self))
+        }
+        #expect(values.count == total, "\(values.count) of \(total) messages read (second member read \(secondCount))")
+        await first.close()
     }
 
     @Test func tailingSeesOnlyNewMessages() async throws {
@@ -102,7 +150,7 @@ import Testing
         try await producer.send(topic: "t.tail", key: "new", value: Array("new".utf8))
         let m = try #require(await next(tail))
         #expect(m.keyString == "new")
-        tail.close()
+        await tail.close()
     }
 
     /// A second member joins: the first is told which partitions it loses,
@@ -150,7 +198,7 @@ import Testing
             // Only the partitions that changed owner were revoked; the first member kept the rest.
             #expect(events.withLock { $0 }.contains("A-\(moved.withLock { $0 }.count)"), "\(events.withLock { $0 })")
         }
-        second.close()
-        first.close()
+        await second.close()
+        await first.close()
     }
 }

@@ -1,0 +1,82 @@
+import Foundation
+
+/// The one place blocking work runs: hashing and re-reading files, fsync,
+/// local file copies, librdkafka's blocking calls. A fixed set of threads,
+/// so Swift's cooperative pool (one thread per core) never waits on a disk
+/// or a broker, and the number of threads does not grow with the load.
+/// (HTTP requests run on the transport's own threads; SQLite on GRDB's queues.)
+public final class BlockingPool: @unchecked Sendable {
+    /// Sized for work that mostly waits (disk, broker round trips) on few cores.
+    public static let shared = BlockingPool(threads: max(8, 2 * ProcessInfo.processInfo.activeProcessorCount),
+                                            name: "ferry-blk")
+
+    public let threadCount: Int
+    // Guarded by `condition`.
+    private let condition = NSCondition()
+    private var jobs: [() -> Void] = []
+    private var head = 0
+
+    public init(threads: Int, name: String) {
+        precondition(threads > 0, "a pool needs a thread")
+        threadCount = threads
+        for i in 0..<threads {
+            // Named from inside (Linux takes 15 bytes), so `top -H` and /proc show whose threads these are.
+            let threadName = String("\(name)-\(i)".utf8.prefix(15))!
+            Thread { [self] in
+                Thread.current.name = threadName
+                self.work()
+            }.start()
+        }
+    }
+
+    /// Runs `body` on one of the pool's threads and returns its result.
+    public func run<T: Sendable>(_ body: @escaping @Sendable () throws(FerryError) -> T) async throws(FerryError) -> T {
+        let result: Result<T, FerryError> = await withCheckedContinuation { continuation in
+            submit { continuation.resume(returning: Result { () throws(FerryError) -> T in try body() }) }
+        }
+        return try result.get()
+    }
+
+    /// The same for work that cannot fail.
+    public func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            submit { continuation.resume(returning: body()) }
+        }
+    }
+
+    /// Jobs waiting for a thread now.
+    public var queued: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return jobs.count - head
+    }
+
+    private func submit(_ job: @escaping () -> Void) {
+        condition.lock()
+        jobs.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    private func work() {
+        while true {
+            condition.lock()
+            while head == jobs.count { condition.wait() }
+            let job = jobs[head]
+            head += 1
+            if head > 1024 && head * 2 > jobs.count {  // drop taken jobs now and then, not on every take
+                jobs.removeFirst(head)
+                head = 0
+            }
+            condition.unlock()
+            job()
+        }
+    }
+}
+
+/// Runs `body` where the caller's cancellation does not reach: for cleanup
+/// that must still talk to storage after its transfer was cancelled (an
+/// HTTP request of a cancelled task is aborted at once).
+public func withoutCancellation<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T {
+    await Task { await body() }.value
+}

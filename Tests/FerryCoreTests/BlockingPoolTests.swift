@@ -1,0 +1,71 @@
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// Blocking work runs on the pool's own threads: as many at once as it has,
+/// whatever the cooperative pool's width, and never more threads than that.
+@Suite struct BlockingPoolTests {
+    final class Counter: Sendable {
+        let value = Atomic<Int>(0)
+    }
+
+    /// Threads of this process whose name starts with `prefix` (from /proc).
+    func threads(named prefix: String) -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.filter { task in
+            guard let handle = FileHandle(forReadingAtPath: "/proc/self/task/\(task)/comm"),
+                  let data = try? handle.readToEnd() else { return false }
+            return String(decoding: data, as: UTF8.self).hasPrefix(prefix)
+        }.count
+    }
+
+    @Test func everyThreadBlocksAtOnceAndTheCooperativePoolStaysFree() async throws {
+        let pool = BlockingPool(threads: 6, name: "bp-test")
+        // Each job waits until all six are waiting: only six real threads can get there
+        // (the cooperative pool has one per core, two on the CI machine).
+        let arrived = Counter()
+        let release = DispatchSemaphore(value: 0)
+        let jobs = Task {
+            await withTaskGroup(of: Bool.self) { group in
+                for _ in 0..<6 {
+                    group.addTask {
+                        await pool.run { () -> Bool in
+                            arrived.value.add(1, ordering: .relaxed)
+                            return release.wait(timeout: .now() + 30) == .success
+                        }
+                    }
+                }
+                return await group.reduce(true) { $0 && $1 }
+            }
+        }
+        let allBlocked = await eventually(timeout: 10, every: 0.05) { arrived.value.load(ordering: .relaxed) == 6 }
+        #expect(allBlocked, "\(arrived.value.load(ordering: .relaxed)) of 6 jobs running at once")
+        // While every pool thread is blocked, async work still runs.
+        let cooperative = await Task { (0..<1000).reduce(0, +) }.value
+        #expect(cooperative == 499_500)
+        for _ in 0..<6 { release.signal() }
+        #expect(await jobs.value)
+    }
+
+    @Test func aBurstDoesNotAddThreads() async throws {
+        let pool = BlockingPool(threads: 3, name: "bp-burst")
+        // Threads name themselves when they first run; on a loaded machine that takes a moment.
+        #expect(await eventually(timeout: 20, every: 0.05) { threads(named: "bp-burst") == 3 })
+        let total = await withTaskGroup(of: Int.self) { group in
+            for i in 0..<500 { group.addTask { await pool.run { usleep(200); return i } } }
+            return await group.reduce(0, +)
+        }
+        #expect(total == 124_750)
+        #expect(threads(named: "bp-burst") == 3)
+        #expect(pool.queued == 0)
+    }
+
+    @Test func errorsComeBackTyped() async {
+        let pool = BlockingPool(threads: 1, name: "bp-error")
+        await #expect(throws: FerryError.self) {
+            try await pool.run { () throws(FerryError) -> Int in throw FerryError(.localIOError, "disk says no") }
+        }
+    }
+}
