@@ -22,4 +22,7 @@ CURLcode ferry_curl_setopt_seek_function(CURL *h, int (*fn)(void *, curl_off_t, 
 CURLcode ferry_curl_setopt_opensocket_function(CURL *h, curl_socket_t (*fn)(void *, curlsocktype, struct curl_sockaddr *)) {
     return curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, fn);
 }
+CURLcode ferry_curl_setopt_xferinfo_function(CURL *h, int (*fn)(void *, curl_off_t, curl_off_t, curl_off_t, curl_off_t)) {
+    return curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, fn);
+}
 CURLcode ferry_curl_getinfo_string(CURL *h, CURLINFO i, char **v) { return curl_easy_getinfo(h, i, v); }

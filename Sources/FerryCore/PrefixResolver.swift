@@ -38,6 +38,7 @@ public struct TemplatePrefixResolver: PrefixResolver, Hashable {
         guard protected != `private`, !guest.contains("{identityId}") else {
             throw ConfigurationError("prefix templates must keep the levels apart and the guest prefix may not name an identity")
         }
+        if let overlap = Self.overlap(guest: guest, protected: protected, private: `private`) { throw ConfigurationError(overlap) }
         // Every key built from a template must pass the key rule (no dot or empty segments).
         for (level, template) in [("guest", guest), ("protected", protected), ("private", `private`)] {
             let sample = template.replacingOccurrences(of: "{identityId}", with: "id") + "key"
@@ -48,6 +49,31 @@ public struct TemplatePrefixResolver: PrefixResolver, Hashable {
         self.guest = guest
         self.protected = protected
         self.private = `private`
+    }
+
+    /// Why keys of two levels (or of two owners) could coincide, or nil when
+    /// they never can. A guest key is the guest prefix plus any user key; an
+    /// owned key is the template's head, an identity (no '/'), its tail and a
+    /// user key. So a head that is a prefix of the guest prefix, or the other
+    /// way round, lets one level address the other (an empty guest prefix
+    /// overlaps everything); protected and private may share a head only
+    /// when their tails start with '/' and part before either ends.
+    static func overlap(guest: String, protected: String, private: String) -> String? {
+        func split(_ template: String) -> (head: String, tail: String) {
+            let parts = template.components(separatedBy: "{identityId}")
+            return (parts[0], parts.dropFirst().joined(separator: "{identityId}"))
+        }
+        let owned = [("protected", protected, split(protected)), ("private", `private`, split(`private`))]
+        for (level, template, (head, _)) in owned where guest.hasPrefix(head) || head.hasPrefix(guest) {
+            return "the guest prefix '\(guest)' and the \(level) template '\(template)' overlap: a guest key could address "
+                + "another level's objects (use --prefix-passthrough if levels are meant to be labels only)"
+        }
+        let (p, r) = (owned[0].2, owned[1].2)
+        let apart = p.head == r.head
+            ? p.tail.hasPrefix("/") && r.tail.hasPrefix("/") && !p.tail.hasPrefix(r.tail) && !r.tail.hasPrefix(p.tail)
+            : !p.head.hasPrefix(r.head) && !r.head.hasPrefix(p.head)
+        return apart ? nil : "the protected template '\(protected)' and the private template '\(`private`)' overlap: "
+            + "one identity's protected key could be another's private key"
     }
 
     public func prefix(for level: AccessLevel, owner identityId: String?) throws(FerryError) -> String {

@@ -140,10 +140,19 @@ struct TransferRun: Sendable {
                 throw error
             }
             logger.info("aborting multipart upload", metadata: ["uploadId": "\(uploadId)", "reason": "\(error)"])
-            do {
-                try await store.abortMultipartUpload(location, uploadId: uploadId)
-                await journal?.uploadEnded(uploadId: uploadId)
-            } catch let abortError {
+            // Also when this transfer was cancelled: the abort itself must go out.
+            let store = self.store
+            let aborted = await withoutCancellation { () -> Result<Void, FerryError> in
+                do throws(FerryError) {
+                    try await store.abortMultipartUpload(location, uploadId: uploadId)
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            switch aborted {
+            case .success: await journal?.uploadEnded(uploadId: uploadId)
+            case .failure(let abortError):
                 // The sweeper tries again later.
                 logger.error("cannot abort multipart upload \(uploadId): \(abortError)")
             }
@@ -217,7 +226,11 @@ struct TransferRun: Sendable {
                 if let known = trusted[part.partNumber], known.eTag == part.eTag {
                     matches = true
                 } else {
-                    matches = try verify?(planned, part) ?? false
+                    if let verify {  // re-reads a part of the file: on the blocking pool
+                        matches = try await BlockingPool.shared.run { () throws(FerryError) -> Bool in try verify(planned, part) }
+                    } else {
+                        matches = false
+                    }
                 }
             } else {
                 matches = false

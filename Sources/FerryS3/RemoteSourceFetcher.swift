@@ -8,9 +8,10 @@ public final class RemoteSourceFetcher: Sendable {
     public let policy: RemoteSourcePolicy
     private let transport: CurlTransport
 
-    public init(policy: RemoteSourcePolicy, caBundle: String? = nil) {
+    /// With `transport`, fetches share it (and its limits) with the worker's other requests.
+    public init(policy: RemoteSourcePolicy, caBundle: String? = nil, transport: CurlTransport? = nil) {
         self.policy = policy
-        self.transport = CurlTransport(limits: CurlTransport.Limits(maxConnections: 16), caBundle: caBundle)
+        self.transport = transport ?? CurlTransport(limits: CurlTransport.Limits(maxConnections: 16), caBundle: caBundle)
     }
 
     /// Writes the body into `descriptor` from offset 0; returns its length.

@@ -21,9 +21,11 @@ extension S3Client {
         var value: String?
         var payloadHash = SigV4Signer.unsignedPayload
         if let checksum {
-            var hasher = checksum.makeHasher()
-            try body.read { hasher.update($0) }
-            value = hasher.finish()
+            value = try await BlockingPool.shared.run { () throws(FerryError) -> String in
+                var hasher = checksum.makeHasher()
+                try body.read { hasher.update($0) }
+                return hasher.finish()
+            }
             headers.append((checksum.headerName, value!))
             headers.append(("x-amz-sdk-checksum-algorithm", checksum.rawValue))
         } else if case .bytes(let bytes) = body {

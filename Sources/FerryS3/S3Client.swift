@@ -28,10 +28,13 @@ public final class S3Client: ObjectStore {
     let transport: CurlTransport
     let signer: SigV4Signer
 
-    public init(_ configuration: Configuration) {
+    /// With `transport`, requests go through it (a worker shares one per
+    /// process, so its limits hold across every client); otherwise the client
+    /// makes its own from the configuration's timeouts, limits and CA bundle.
+    public init(_ configuration: Configuration, transport: CurlTransport? = nil) {
         self.configuration = configuration
-        self.transport = CurlTransport(timeouts: configuration.timeouts, limits: configuration.limits,
-                                       caBundle: configuration.caBundle)
+        self.transport = transport ?? CurlTransport(timeouts: configuration.timeouts, limits: configuration.limits,
+                                                    caBundle: configuration.caBundle)
         self.signer = SigV4Signer(credentials: configuration.credentials, region: configuration.region)
     }
 
@@ -43,7 +46,10 @@ public final class S3Client: ObjectStore {
     // MARK: Objects
 
     public func putObject(_ input: PutObjectInput, body: ObjectBody, progress: TransferMeter?) async throws(FerryError) -> ObjectWriteResult {
-        let digests = try BodyDigests.compute(body, checksum: input.checksum)
+        let algorithm = input.checksum
+        let digests = try await BlockingPool.shared.run { () throws(FerryError) -> BodyDigests in
+            try BodyDigests.compute(body, checksum: algorithm)
+        }
         var headers = try Self.objectHeaders(input)
         headers.append(("content-md5", Data(digests.md5).base64EncodedString()))
         if let algorithm = input.checksum, let value = digests.checksum {
@@ -74,9 +80,10 @@ public final class S3Client: ObjectStore {
         return attributes
     }
 
-    public func headObject(bucket: String, key: String) async throws(FerryError) -> ObjectAttributes? {
+    public func headObject(bucket: String, key: String, headers: [String: String]) async throws(FerryError) -> ObjectAttributes? {
+        let sse = headers.filter { HeaderPolicy.isCustomerKeyHeader($0.key) }.sorted { $0.key < $1.key }.map { ($0.key.lowercased(), $0.value) }
         do {
-            return Self.attributes(try await send("HeadObject", method: "HEAD", bucket: bucket, key: key))
+            return Self.attributes(try await send("HeadObject", method: "HEAD", bucket: bucket, key: key, headers: sse))
         } catch where error.code == .noSuchKey {
             return nil
         }
@@ -274,7 +281,7 @@ public final class S3Client: ObjectStore {
 }
 
 /// MD5 (for Content-MD5) and an optional additional checksum of a body, in one pass.
-struct BodyDigests {
+struct BodyDigests: Sendable {
     var md5: [UInt8]
     var checksum: String?
 

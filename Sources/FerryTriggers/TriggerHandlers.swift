@@ -54,12 +54,16 @@ public struct TriggerEnvironment: Sendable {
     public var prefixResolver: any PrefixResolver
     /// The storage the workers write to, for handlers that read objects (nil when not configured).
     public var objects: (any ObjectStore)?
+    /// The worker's HTTP transport, for handlers that call out: sharing it keeps
+    /// their requests inside the process's connection and memory limits.
+    public var http: CurlTransport
 
     public init(dataRoot: URL, region: String, prefixResolver: any PrefixResolver = DefaultPrefixResolver(),
-                objects: (any ObjectStore)? = nil) {
+                objects: (any ObjectStore)? = nil, http: CurlTransport = CurlTransport()) {
         self.dataRoot = dataRoot
         self.region = region
         self.prefixResolver = prefixResolver
         self.objects = objects
+        self.http = http
     }
 }

@@ -10,9 +10,9 @@ import Logging
 /// Builds a worker process from its configuration and runs its roles
 /// (transfer worker, trigger dispatcher) until the task is cancelled.
 public enum FerryRuntime {
-    public static func makeStore(_ storage: WorkerConfiguration.Storage) throws(FerryError) -> any ObjectStore {
+    public static func makeStore(_ storage: WorkerConfiguration.Storage, http: CurlTransport) throws(FerryError) -> any ObjectStore {
         switch storage {
-        case .s3(let configuration): return S3Client(configuration)
+        case .s3(let configuration): return S3Client(configuration, transport: http)
         case .local(let root): return try LocalObjectStore(root: root)
         }
     }
@@ -20,7 +20,8 @@ public enum FerryRuntime {
     /// What trigger handlers are given: the data root, region, the workers' prefix resolver and storage.
     public static func triggerEnvironment(_ configuration: WorkerConfiguration) -> TriggerEnvironment {
         TriggerEnvironment(dataRoot: URL(fileURLWithPath: configuration.dataRoot.path), region: configuration.region,
-                           prefixResolver: configuration.prefixResolver, objects: try? makeStore(configuration.storage))
+                           prefixResolver: configuration.prefixResolver,
+                           objects: try? makeStore(configuration.storage, http: configuration.http), http: configuration.http)
     }
 
     public static func run(configuration: WorkerConfiguration, registry: TriggerRegistry, logger: Logger) async throws {
@@ -38,9 +39,9 @@ public enum FerryRuntime {
             if case .s3(let s3) = configuration.storage, let accelerated = s3.endpoint.accelerated {
                 var fast = s3
                 fast.endpoint = accelerated
-                engineConfiguration.acceleratedStore = S3Client(fast)
+                engineConfiguration.acceleratedStore = S3Client(fast, transport: configuration.http)
             }
-            let engine = TransferEngine(store: try makeStore(configuration.storage), dataRoot: configuration.dataRoot,
+            let engine = TransferEngine(store: try makeStore(configuration.storage, http: configuration.http), dataRoot: configuration.dataRoot,
                                         configuration: engineConfiguration, logger: logger)
             let state = try WorkerStateStore(directory: configuration.stateDirectory)
             let identity = try await IdentityVerifier(configuration.auth)
@@ -62,13 +63,14 @@ public enum FerryRuntime {
         var server: AdminServer?
         if let address = configuration.httpAddress, let metrics {
             let router = AdminRouter(workerId: configuration.workerId, health: health, metrics: metrics,
-                                     inFlight: inFlight, engine: engineForAdmin, state: stateForAdmin)
+                                     inFlight: inFlight, engine: engineForAdmin, state: stateForAdmin,
+                                     adminToken: configuration.adminToken)
             server = try await AdminServer.start(address: address, router: router, logger: logger)
         }
         await withTaskGroup(of: Void.self) { group in
             for role in roles { group.addTask(operation: role) }
         }
         await server?.stop()
-        producer.flush()
+        await producer.flush()
     }
 }

@@ -198,6 +198,13 @@ struct RequestPipeline: Sendable {
             return await record("poison message dead letter", [letter], delivery: message.position, log: log)
         }
         let id = RequestDecoder.idHint(message.value)
+        // Its transfer may have finished after all (a kill, not a crash, stopped its
+        // workers): then the outcome stands and is answered again, as for any duplicate.
+        if let id, let finished = try? await state.finishedStatus(id: id) {
+            log.warning("message started \(starts) times without an outcome, but transfer \(id) already finished (\(finished.state.rawValue)); answering from the finished set instead of quarantining it")
+            Counter(label: "ferry_duplicates_total", dimensions: [("kind", "finished_set")]).increment()
+            return await record("finished status again", [publisher.message(finished)], delivery: message.position, log: log)
+        }
         var messages = [publisher.deadLetter(message, error: error, extra: [startsHeader])]
         if let id {
             let status = TransferStatus(id: id, op: nil, state: .rejected, worker: workerId, error: error)

@@ -50,11 +50,17 @@ public struct WorkerConfiguration: Sendable {
     public var sweepAfterSeconds: Double = 86_400
     /// `HOST:PORT` of the HTTP endpoints (/metrics, /healthz, /readyz, /transfers); nil serves none.
     public var httpAddress: String?
+    /// The bearer token of the HTTP port's /transfers routes; nil turns them off.
+    public var adminToken: String?
     /// A message started this many times without an outcome (its worker died
     /// each time) is dead-lettered as `PoisonMessage` instead of run again.
-    public var maxStarts: Int = 2
+    public var maxStarts: Int = 3
     /// Finished transfer ids are remembered (for deduplication) this long.
     public var finishedRetentionSeconds: Double = 7 * 86_400
+    /// The process's one HTTP transport: storage, https sources, webhook targets
+    /// and the triggers' object store share it, so `--max-connections` and
+    /// `--max-buffered-bytes` bound the whole process.
+    public var http = CurlTransport()
 
     public init(kafka: KafkaConfiguration, topics: Topics = Topics(), storage: Storage, dataRoot: DataRoot,
                 stateDirectory: URL, workerId: String = WorkerConfiguration.defaultWorkerId, region: String,

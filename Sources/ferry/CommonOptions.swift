@@ -174,10 +174,10 @@ struct TransferLimitOptions: ParsableArguments {
     @Option(name: .customLong("multipart-threshold"), help: "Uploads above this use multipart (default 16MiB).")
     var multipartThreshold: String?
 
-    @Option(name: .customLong("max-connections"), help: "Requests to S3 open at once (default 64).")
+    @Option(name: .customLong("max-connections"), help: "HTTP requests open at once, per process: S3, https sources and webhooks together (default 64).")
     var maxConnections: Int?
 
-    @Option(name: .customLong("bandwidth-limit"), help: "Total bytes/s to and from S3, e.g. 50MiB (default: none).")
+    @Option(name: .customLong("bandwidth-limit"), help: "Total bytes/s of the process's HTTP requests (S3, https sources, webhooks), e.g. 50MiB (default: none).")
     var bandwidthLimit: String?
 
     @Option(name: .customLong("max-buffered-bytes"), help: "Bytes held in memory by requests in flight, e.g. 64MiB (default 64MiB).")

@@ -5,6 +5,7 @@ import FerryKafka
 import FerryWorker
 import Foundation
 import Logging
+import Triggers
 
 struct DevCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -42,7 +43,7 @@ struct DevCommand: AsyncParsableCommand {
     @Flag(name: .customLong("kafka-only"), help: "Run only the embedded Kafka cluster (for workers started separately, e.g. against a real S3).")
     var kafkaOnly = false
 
-    @Option(name: .customLong("http-address"), help: "HOST:PORT for /metrics, /healthz, /readyz and /transfers (default: none).")
+    @Option(name: .customLong("http-address"), help: "HOST:PORT for /metrics, /healthz, /readyz and /transfers (the last with FERRY_ADMIN_TOKEN; default: none).")
     var httpAddress: String?
 
     func run() async throws {
@@ -76,7 +77,10 @@ struct DevCommand: AsyncParsableCommand {
             kafka: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, ["session.timeout.ms": "6000"]), topics: topics,
             storage: .local(URL(fileURLWithPath: storeDir)), dataRoot: root,
             stateDirectory: URL(fileURLWithPath: stateDir), region: "us-east-1")
+        // The same access layout as `ferry worker`: triggers/Registrations.swift may substitute its resolver.
+        devConfiguration.prefixResolver = Registrations.prefixResolver(configured: devConfiguration.prefixResolver)
         devConfiguration.httpAddress = httpAddress
+        devConfiguration.adminToken = try configured { try AdminToken.load(file: nil, environment: environment("FERRY_ADMIN_TOKEN")) }
         let configuration = devConfiguration
         let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration))
 

@@ -50,6 +50,10 @@ struct WorkerOptions: ParsableArguments {
             help: "HOST:PORT for /metrics, /healthz, /readyz and the admin API /transfers (env FERRY_HTTP_ADDRESS; default: none).")
     var httpAddress: String?
 
+    @Option(name: .customLong("admin-token-file"),
+            help: "File holding the bearer token of the /transfers routes (or env FERRY_ADMIN_TOKEN; without one they are off).")
+    var adminTokenFile: String?
+
     @Option(name: .customLong("data-root"), help: "Directory that file:// sources and destinations must be inside (env FERRY_DATA_ROOT).")
     var dataRoot: String?
 
@@ -88,7 +92,7 @@ struct WorkerOptions: ParsableArguments {
             help: "Abort this worker's incomplete multipart uploads older than this many seconds (default 86400).")
     var sweepAfter: Double?
     @Option(name: .customLong("max-starts"),
-            help: "Starts without an outcome (its worker died each time) after which a message is dead-lettered as PoisonMessage, 2…100 (default 2; below 2 the messages beside it would go too).")
+            help: "Starts without an outcome (its worker died each time) after which a message is dead-lettered as PoisonMessage, 2…100 (default 3; below 2 the messages beside it would go too).")
     var maxStarts: Int?
     @Option(name: .customLong("finished-retention"),
             help: "Seconds finished transfer ids are remembered to answer duplicates (default 604800, 7 days).")
@@ -130,6 +134,7 @@ struct WorkerOptions: ParsableArguments {
         try s3.resolve()
         log.resolve()
         Resolve.string(&httpAddress, .httpAddress)
+        Resolve.string(&adminTokenFile, .adminTokenFile)
         Resolve.string(&dataRoot, .dataRoot)
         Resolve.string(&stateDir, .stateDir)
         Resolve.string(&localStore, .localStore)
@@ -169,6 +174,12 @@ struct WorkerOptions: ParsableArguments {
         } else {
             storage = .s3(try s3.configuration())
         }
+        // One transport for the process: its limits bound storage, https sources and webhooks together.
+        let http: CurlTransport
+        switch storage {
+        case .s3(let c): http = CurlTransport(timeouts: c.timeouts, limits: c.limits, caBundle: c.caBundle)
+        case .local: http = CurlTransport(limits: try s3.limits.transportLimits(), caBundle: s3.caBundle)
+        }
         var engine = TransferEngine.Configuration()
         engine.defaults = try s3.limits.settings()
         if httpsSources {
@@ -180,7 +191,7 @@ struct WorkerOptions: ParsableArguments {
                 throw ValidationError(error.description)
             }
             if let max = httpsSourceMaxBytes { policy.maxBytes = try ByteSize.parse(max, option: "--https-source-max-bytes") }
-            engine.remoteSources = RemoteSourceFetcher(policy: policy, caBundle: s3.caBundle)
+            engine.remoteSources = RemoteSourceFetcher(policy: policy, transport: http)
         }
         try requireRange(maxTransfers, 1...4096, "--max-transfers")
         if let max = maxTransfers { engine.maxTransfers = max }
@@ -196,8 +207,10 @@ struct WorkerOptions: ParsableArguments {
             stateDirectory: URL(fileURLWithPath: stateDir ?? ".ferry"),
             workerId: workerId ?? WorkerConfiguration.defaultWorkerId,
             region: s3.resolvedRegion, engine: engine, roles: roles)
+        configuration.http = http
         configuration.auth = try authConfiguration()
         configuration.httpAddress = httpAddress
+        configuration.adminToken = try AdminToken.load(file: adminTokenFile, environment: environment("FERRY_ADMIN_TOKEN"))
         // Ranges as the README's configuration table gives them.
         try requireRange(shutdownGrace, 0...86_400, "--shutdown-grace")
         // A rebalance callback blocks the consumer's poll: stay well inside max.poll.interval.ms (300 s).
@@ -251,6 +264,26 @@ struct WorkerOptions: ParsableArguments {
     }
 }
 
+/// The HTTP port's admin token, from a file or FERRY_ADMIN_TOKEN: at least
+/// 16 characters (a guessable token is no protection), surrounding
+/// whitespace ignored.
+enum AdminToken {
+    static func load(file: String?, environment: String?) throws -> String? {
+        var token = environment?.isEmpty == true ? nil : environment  // an empty variable is an unset one (compose)
+        if let file {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw ValidationError("cannot read the admin token file \(file)")
+            }
+            token = text
+        }
+        guard let token = token?.trimmingCharacters(in: .whitespacesAndNewlines) else { return nil }
+        guard token.count >= 16, token.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
+            throw ValidationError("the admin token must be at least 16 printable ASCII characters without spaces")
+        }
+        return token
+    }
+}
+
 /// Builds the trigger registry from `triggers/Registrations.swift` and the
 /// targets declared in the configuration file's `triggers:` list.
 enum TriggerSetup {
@@ -259,7 +292,7 @@ enum TriggerSetup {
         do {
             // Declared targets first: a catch-all example in triggers/ steps aside for them.
             for target in ProcessSettings.sources?.targets ?? [] {
-                try target.register(into: &registry)
+                try target.register(into: &registry, http: environment.http)
             }
             try Registrations.register(into: &registry, environment: environment)
         } catch {

@@ -141,3 +141,31 @@ import Testing
         #expect(!SecretRedaction.isExposed(path))
     }
 }
+
+/// Layouts where two levels' keys could coincide are refused at start-up.
+@Suite struct PrefixLayoutTests {
+    @Test(arguments: [
+        ("", "protected/{identityId}/", "private/{identityId}/"),            // empty guest prefix: everything is a guest key
+        ("protected/", "protected/{identityId}/", "private/{identityId}/"),  // guest = protected's head
+        ("protected/bob/", "protected/{identityId}/", "private/{identityId}/"),
+        ("users/", "users/{identityId}/pub/", "users/{identityId}/own/"),    // guest is the owned levels' head
+        ("public/", "{identityId}/", "private/{identityId}/"),              // an empty head holds every key
+        ("public/", "data/{identityId}/", "data/private/{identityId}/"),     // identity "private" under protected
+        ("public/", "u/{identityId}/a/", "u/{identityId}/a/b/"),             // one tail starts the other
+        ("public/", "u/{identityId}x/", "u/{identityId}y/"),                 // tails not separated by '/'
+    ])
+    func overlappingLayoutsAreRefused(guest: String, protected: String, private: String) {
+        #expect(throws: ConfigurationError.self) {
+            try TemplatePrefixResolver(guest: guest, protected: protected, private: `private`)
+        }
+    }
+
+    @Test(arguments: [
+        ("public/", "protected/{identityId}/", "private/{identityId}/"),
+        ("shared/", "users/{identityId}/pub/", "users/{identityId}/own/"),
+        ("guest/", "p/{identityId}/", "q/{identityId}/"),
+    ])
+    func separateLayoutsAreAccepted(guest: String, protected: String, private: String) throws {
+        _ = try TemplatePrefixResolver(guest: guest, protected: protected, private: `private`)
+    }
+}

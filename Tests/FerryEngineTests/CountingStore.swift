@@ -19,8 +19,8 @@ final class CountingStore: ObjectStore {
         if input.range != nil { rangedGets.withLock { $0 += 1 } }
         return try await base.getObject(input, into: descriptor, at: offset, progress: progress)
     }
-    func headObject(bucket: String, key: String) async throws(FerryError) -> ObjectAttributes? {
-        try await base.headObject(bucket: bucket, key: key)
+    func headObject(bucket: String, key: String, headers: [String: String]) async throws(FerryError) -> ObjectAttributes? {
+        try await base.headObject(bucket: bucket, key: key, headers: headers)
     }
     func copyObject(from source: ObjectLocation, to destination: ObjectLocation) async throws(FerryError) -> ObjectWriteResult {
         try await base.copyObject(from: source, to: destination)

@@ -28,6 +28,8 @@ import Testing
         (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--role", "boss"], "--role"),
         (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--part-size", "1MiB"], "partSizeBytes"),
         (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--https-sources", "--https-source-allow-range", "nope"], "address range"),
+        (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--admin-token-file", "/proc/sys/kernel/ostype"], "at least 16 printable"),
+        (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--admin-token-file", "/nonexistent-token"], "cannot read the admin token"),
         (["cp", "/etc/hostname", "s3://only-bucket"], "names no bucket and key"),
         (["cp", "a", "b"], "one side must be s3://"),
         (["presign", "delete", "s3://b/k"], "get or put"),

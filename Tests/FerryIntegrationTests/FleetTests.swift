@@ -40,7 +40,12 @@ struct FleetTests {
         }
         await faultProxy?.process.stop()
         await rgw.stop()
-        try? FileManager.default.removeItem(at: base)
+        // FERRY_KEEP_TEST_LOGS keeps the workers' logs and state for a look after a failure.
+        if ProcessInfo.processInfo.environment["FERRY_KEEP_TEST_LOGS"] == nil {
+            try? FileManager.default.removeItem(at: base)
+        } else {
+            print("fleet test files kept in \(base.path)")
+        }
     }
 
     /// Writes `size` pseudo-random bytes (seeded by `seed`) to `url`.

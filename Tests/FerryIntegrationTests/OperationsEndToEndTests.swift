@@ -28,9 +28,13 @@ import Testing
             try await Boto3(moto)("create-bucket", "ops")
             let port = TestPaths.freePort()
             let http = "http://127.0.0.1:\(port)"
+            let token = "ops-admin-\(UUID().uuidString)"
+            let tokenFile = base.appendingPathComponent("admin-token")
+            try (token + "\n").write(to: tokenFile, atomically: true, encoding: .utf8)
+            let admin = "Authorization: Bearer \(token)"
             let worker = try env.startWorker(name: "ops-worker", stateDir: "ops-state",
                                              extra: ["--http-address", "127.0.0.1:\(port)", "--bandwidth-limit", "4MiB",
-                                                     "--log-format", "json"])
+                                                     "--log-format", "json", "--admin-token-file", tokenFile.path])
             #expect(await eventually(timeout: 30) { (try? await curl("\(http)/healthz").status) == 200 }, "\(worker.log)")
             let ready = try await eventually(timeout: 30) { try await curl("\(http)/readyz").status == 200 }
             #expect(ready, "\(worker.log.suffix(2000))")
@@ -41,17 +45,25 @@ import Testing
             try await env.kcat.produce(topic: "ferry.requests", key: "ops/big.bin", value: """
                 {"id":"ops-1","op":"upload","bucket":"ops","key":"big.bin","source":"\(source.absoluteString)"}
                 """)
-            #expect(try await eventually(timeout: 30) { try await curl("\(http)/transfers").body.contains(#""id":"ops-1""#) })
-            let pause = try await curl("-X", "POST", "\(http)/transfers/ops-1/pause")
+            #expect(try await eventually(timeout: 30) { try await curl("-H", admin, "\(http)/transfers").body.contains(#""id":"ops-1""#) })
+            // Without the token: 401, no key shown, nothing steered.
+            let anonymous = try await curl("\(http)/transfers")
+            #expect(anonymous.status == 401 && !anonymous.body.contains("big.bin"), "\(anonymous.body)")
+            #expect(try await curl("-X", "POST", "-H", "Authorization: Bearer wrong-token-0123456789", "\(http)/transfers/ops-1/cancel").status == 401)
+            #expect(try await curl("-X", "POST", "\(http)/transfers/ops-1/pause").status == 401)
+            #expect(try await curl("-H", admin, "\(http)/transfers/ops-1").body.contains(#""state":"running""#), "still running")
+            let pause = try await curl("-X", "POST", "-H", admin, "\(http)/transfers/ops-1/pause")
             #expect(pause.status == 202, "\(pause.body)")
-            #expect(try await curl("-X", "POST", "\(http)/transfers/ops-1/pause").status == 409, "already paused")
-            #expect(try await eventually(timeout: 10) { try await curl("\(http)/transfers/ops-1").body.contains(#""state":"paused""#) })
+            #expect(try await curl("-X", "POST", "-H", admin, "\(http)/transfers/ops-1/pause").status == 409, "already paused")
+            #expect(try await eventually(timeout: 10) { try await curl("-H", admin, "\(http)/transfers/ops-1").body.contains(#""state":"paused""#) })
             #expect(try await eventually(timeout: 10) { try await env.statuses().contains { $0.id == "ops-1" && $0.state == .paused } })
-            #expect(try await curl("-X", "POST", "\(http)/transfers/ops-1/resume").status == 202)
+            #expect(try await curl("-X", "POST", "-H", admin, "\(http)/transfers/ops-1/resume").status == 202)
             #expect(try await env.terminalStatus(of: "ops-1", timeout: 60)?.state == .completed)
-            let finished = try await curl("\(http)/transfers/ops-1")
+            let finished = try await curl("-H", admin, "\(http)/transfers/ops-1")
             #expect(finished.status == 200 && finished.body.contains(#""state":"completed""#), "\(finished.body)")
-            #expect(try await curl("-X", "POST", "\(http)/transfers/ops-1/cancel").status == 404, "not running any more")
+            #expect(try await curl("-X", "POST", "-H", admin, "\(http)/transfers/ops-1/cancel").status == 404, "not running any more")
+            // Nothing in the statuses came from the refused requests: never cancelled.
+            #expect(!(try await env.statuses().contains { $0.id == "ops-1" && $0.state == .cancelled }))
 
             // A bad request, for the DLQ counter.
             try await env.kcat.produce(topic: "ferry.requests", key: "x", value: "not json")

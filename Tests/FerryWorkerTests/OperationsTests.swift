@@ -136,8 +136,13 @@ import Testing
 }
 
 @Suite struct AdminRouterTests {
-    func router(health: WorkerHealth = WorkerHealth(), inFlight: InFlightTransfers = InFlightTransfers()) -> AdminRouter {
-        AdminRouter(workerId: "w-1", health: health, metrics: PrometheusCollectorRegistry(), inFlight: inFlight, engine: nil, state: nil)
+    static let token = "admin-token-0123456789"
+    let bearer = "Bearer \(AdminRouterTests.token)"
+
+    func router(health: WorkerHealth = WorkerHealth(), inFlight: InFlightTransfers = InFlightTransfers(),
+                token: String? = AdminRouterTests.token) -> AdminRouter {
+        AdminRouter(workerId: "w-1", health: health, metrics: PrometheusCollectorRegistry(), inFlight: inFlight, engine: nil, state: nil,
+                    adminToken: token)
     }
 
     func body(_ r: AdminRouter.Response) -> String { String(decoding: r.body, as: UTF8.self) }
@@ -166,14 +171,43 @@ import Testing
         inFlight.add(.init(id: "t-1", op: "upload", bucket: "b", key: "public/k", partition: 2, offset: 9,
                            startedAt: "2026-11-21T00:00:00.000Z", state: .running, bytesTransferred: 5, totalBytes: 10))
         let r = router(inFlight: inFlight)
-        let list = await r.respond(method: "GET", path: "/transfers")
+        let list = await r.respond(method: "GET", path: "/transfers", authorization: bearer)
         #expect(list.status == 200)
         #expect(body(list).contains(#""id":"t-1""#) && body(list).contains(#""partition":2"#))
-        #expect(await r.respond(method: "GET", path: "/transfers/t-1").status == 200)
-        #expect(await r.respond(method: "GET", path: "/transfers/nope").status == 404)
-        #expect(await r.respond(method: "POST", path: "/transfers/t-1/pause").status == 404, "no engine: not running here")
+        #expect(await r.respond(method: "GET", path: "/transfers/t-1", authorization: bearer).status == 200)
+        #expect(await r.respond(method: "GET", path: "/transfers/nope", authorization: bearer).status == 404)
+        #expect(await r.respond(method: "POST", path: "/transfers/t-1/pause", authorization: bearer).status == 404,
+                "no engine: not running here")
         #expect(await r.respond(method: "DELETE", path: "/metrics").status == 405)
         #expect(await r.respond(method: "GET", path: "/nowhere").status == 404)
+    }
+
+    /// Every /transfers route, every method: without the right token nothing
+    /// is shown; without a configured token the routes are off. Probes stay open.
+    @Test func transferRoutesNeedTheAdminToken() async {
+        let inFlight = InFlightTransfers()
+        inFlight.add(.init(id: "t-1", op: "upload", bucket: "b", key: "private/alice/secret.txt", partition: 0, offset: 1,
+                           startedAt: "2026-11-21T00:00:00.000Z", state: .running, bytesTransferred: 0, totalBytes: 10))
+        let routes = [("GET", "/transfers"), ("GET", "/transfers/t-1"), ("POST", "/transfers/t-1/pause"),
+                      ("POST", "/transfers/t-1/cancel"), ("GET", "/transfers?x=1"), ("DELETE", "/transfers/t-1")]
+        let wrong: [String?] = [nil, "", "Bearer", "Bearer ", "Basic \(AdminRouterTests.token)", "Bearer \(AdminRouterTests.token)x",
+                                "Bearer \(AdminRouterTests.token.dropLast())", "Bearer admin-token-0123456788", AdminRouterTests.token]
+        let r = router(inFlight: inFlight)
+        for (method, path) in routes {
+            for authorization in wrong {
+                let response = await r.respond(method: method, path: path, authorization: authorization)
+                #expect(response.status == 401, "\(method) \(path) with \(authorization ?? "nothing")")
+                #expect(!body(response).contains("secret.txt"))
+                #expect(response.headers["www-authenticate"]?.hasPrefix("Bearer") == true)
+            }
+            let off = await router(inFlight: inFlight, token: nil).respond(method: method, path: path, authorization: bearer)
+            #expect(off.status == 403 && body(off).contains("--admin-token-file"), "\(method) \(path)")
+        }
+        // The scheme is case-insensitive, as RFC 7235 has it.
+        #expect(await r.respond(method: "GET", path: "/transfers", authorization: "bearer \(AdminRouterTests.token)").status == 200)
+        for path in ["/healthz", "/metrics"] {
+            #expect(await router(token: nil).respond(method: "GET", path: path).status == 200, "\(path) stays open")
+        }
     }
 
     @Test func metricsAreInPrometheusTextFormat() async {

@@ -18,6 +18,8 @@ CURLcode ferry_curl_setopt_header_function(CURL *handle,
 CURLcode ferry_curl_setopt_seek_function(CURL *handle, int (*fn)(void *, curl_off_t, int));
 CURLcode ferry_curl_setopt_opensocket_function(CURL *handle,
     curl_socket_t (*fn)(void *, curlsocktype, struct curl_sockaddr *));
+CURLcode ferry_curl_setopt_xferinfo_function(CURL *handle,
+    int (*fn)(void *, curl_off_t, curl_off_t, curl_off_t, curl_off_t));
 CURLcode ferry_curl_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode ferry_curl_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value);
 CURLcode ferry_curl_getinfo_string(CURL *handle, CURLINFO info, char **value);

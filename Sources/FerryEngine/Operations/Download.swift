@@ -50,7 +50,10 @@ extension TransferRun {
                 guard ftruncate(fd, 0) == 0 else { throw FerryError(.localIOError, "cannot truncate \(temp)") }
             }
         }
-        guard !settings.syncDownloads || fsync(fd) == 0 else { throw FerryError(.localIOError, "fsync \(temp): \(String(cString: strerror(errno)))") }
+        if settings.syncDownloads {
+            let synced = await BlockingPool.shared.run { fsync(fd) == 0 ? nil : String(cString: strerror(errno)) }
+            if let reason = synced { throw FerryError(.localIOError, "fsync \(temp): \(reason)") }
+        }
         guard renameat(directory, temp, directory, name) == 0 else {
             throw FerryError(.localIOError, "cannot move download into place at \(destination): \(String(cString: strerror(errno)))")
         }
@@ -111,15 +114,20 @@ extension TransferRun {
             }
         }
         guard ftruncate(fd, off_t(size)) == 0 else { throw FerryError(.localIOError, "cannot size the download file") }
-        try verifyStoredChecksum(fd: fd, size: size, attributes: first)
-        try verifyWholeObjectMD5(fd: fd, size: size, eTag: first.eTag)
+        // Both re-read the whole file: on the blocking pool.
+        let checkMD5 = size <= settings.multipartThreshold && request.headers?.isEmpty ?? true
+        let attributes = first
+        try await BlockingPool.shared.run { () throws(FerryError) in
+            try Self.verifyStoredChecksum(fd: fd, size: size, attributes: attributes)
+            if checkMD5 { try Self.verifyWholeObjectMD5(fd: fd, size: size, eTag: attributes.eTag) }
+        }
         report()
         return first
     }
 
     /// When the server returned the object's full additional checksum (not a
     /// composite of parts), the bytes must match it.
-    private func verifyStoredChecksum(fd: Int32, size: Int64, attributes: ObjectAttributes) throws(FerryError) {
+    private static func verifyStoredChecksum(fd: Int32, size: Int64, attributes: ObjectAttributes) throws(FerryError) {
         guard let (algorithm, expected) = attributes.checksums.first(where: { !$0.value.contains("-") }) else { return }
         var hasher = algorithm.makeHasher()
         try ObjectBody.file(descriptor: fd, offset: 0, length: size).readAll { hasher.update($0) }
@@ -130,11 +138,11 @@ extension TransferRun {
     }
 
     /// A single-part object's ETag is the MD5 of its bytes (unless encrypted
-    /// with SSE-C or KMS): check it for objects up to the multipart threshold,
-    /// where the extra read is cheap. A mismatch is retried, never accepted.
-    private func verifyWholeObjectMD5(fd: Int32, size: Int64, eTag: String?) throws(FerryError) {
-        guard size <= settings.multipartThreshold, request.headers?.isEmpty ?? true,
-              let eTag, case let hex = eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")),
+    /// with SSE-C or KMS): checked for objects up to the multipart threshold
+    /// sent without SSE headers, where the extra read is cheap. A mismatch is
+    /// retried, never accepted.
+    private static func verifyWholeObjectMD5(fd: Int32, size: Int64, eTag: String?) throws(FerryError) {
+        guard let eTag, case let hex = eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")),
               hex.count == 32, hex.allSatisfy(\.isHexDigit) else { return }
         let md5 = Digest.Hasher.md5()
         try ObjectBody.file(descriptor: fd, offset: 0, length: size).readAll { md5.update($0) }

@@ -3,8 +3,10 @@ import FerryS3
 
 extension TransferRun {
     func delete() async throws(FerryError) -> TransferOutcome {
+        // An SSE-C object's old image is readable only with its key (from the request's headers).
+        let headers = request.headers ?? [:]
         let previous = try await attempt("HeadObject") { () async throws(FerryError) -> ObjectAttributes? in
-            try await store.headObject(bucket: location.bucket, key: location.key)
+            try await store.headObject(bucket: location.bucket, key: location.key, headers: headers)
         }
         let result = try await attempt("DeleteObject") { () async throws(FerryError) -> ObjectWriteResult in
             try await store.deleteObject(bucket: location.bucket, key: location.key)

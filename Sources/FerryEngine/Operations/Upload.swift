@@ -94,7 +94,7 @@ extension TransferRun {
     /// and for a redelivered request the proof that the upload already happened.
     private func objectBefore(_ input: PutObjectInput) async throws(FerryError) -> ObjectAttributes? {
         try await attempt("HeadObject") { () async throws(FerryError) -> ObjectAttributes? in
-            try await store.headObject(bucket: input.bucket, key: input.key)
+            try await store.headObject(bucket: input.bucket, key: input.key, headers: input.headers)
         }
     }
 

@@ -7,6 +7,11 @@ import Synchronization
 /// Sends HTTP requests with libcurl. Each request runs on a thread of its own
 /// dispatch queue, never on Swift's cooperative pool, because curl_easy_perform
 /// blocks. Easy handles are reused so their connections stay alive.
+///
+/// A worker makes one and shares it (S3, remote sources, webhook targets,
+/// the triggers' object store), so its limits hold for the whole process.
+/// Cancelling the calling task aborts the request within a fraction of a
+/// second (curl's progress callback), whatever the server does.
 public final class CurlTransport: Sendable {
     /// Limits that keep a stalled connection from hanging a transfer.
     public struct Timeouts: Sendable {
@@ -17,7 +22,7 @@ public final class CurlTransport: Sendable {
         public init() {}
     }
 
-    /// Connection limits of one transport (one per worker or `ferry cp`).
+    /// Connection limits of one transport (one per worker process or `ferry cp`).
     public struct Limits: Sendable {
         /// Requests (hence connections) open at once.
         public var maxConnections: Int = 64
@@ -76,17 +81,29 @@ public final class CurlTransport: Sendable {
         defer { buffers.release(reserved) }
         await connections.acquire()
         defer { connections.release() }
-        let result: Result<HTTPResponse, FerryError> = await withCheckedContinuation { continuation in
-            queue.async {
-                let handle = self.idleHandles.withLock { $0.popLast() } ?? CurlEasyHandle()
-                let result = handle.perform(request, timeouts: self.timeouts, bandwidth: self.bandwidth,
-                                            caBundle: self.caBundle)
-                self.idleHandles.withLock { $0.append(handle) }
-                continuation.resume(returning: result)
+        let cancellation = CancellationFlag()
+        let result: Result<HTTPResponse, FerryError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                queue.async {
+                    let handle = self.idleHandles.withLock { $0.popLast() } ?? CurlEasyHandle()
+                    let result = handle.perform(request, timeouts: self.timeouts, bandwidth: self.bandwidth,
+                                                caBundle: self.caBundle, cancellation: cancellation)
+                    self.idleHandles.withLock { $0.append(handle) }
+                    continuation.resume(returning: result)
+                }
             }
+        } onCancel: {
+            cancellation.cancel()
         }
         return try result.get()
     }
+}
+
+/// Set when the task that made a request is cancelled; curl's callbacks read it.
+final class CancellationFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    func cancel() { flag.store(true, ordering: .releasing) }
+    var isCancelled: Bool { flag.load(ordering: .acquiring) }
 }
 
 enum CurlGlobal {
@@ -107,9 +124,12 @@ final class CurlEasyHandle: @unchecked Sendable {
     deinit { curl_easy_cleanup(handle) }
 
     func perform(_ request: HTTPRequest, timeouts: CurlTransport.Timeouts, bandwidth: BandwidthLimiter?,
-                 caBundle: String?) -> Result<HTTPResponse, FerryError> {
+                 caBundle: String?, cancellation: CancellationFlag = CancellationFlag()) -> Result<HTTPResponse, FerryError> {
         curl_easy_reset(handle)
-        let exchange = Exchange(request: request, bandwidth: bandwidth)
+        let exchange = Exchange(request: request, bandwidth: bandwidth, cancellation: cancellation)
+        if cancellation.isCancelled {
+            return .failure(FerryError(.cancelled, "\(request.method) \(redactedURL(request.url)): cancelled before it started"))
+        }
         let box = Unmanaged.passRetained(exchange)
         defer { box.release() }
         var headerList: UnsafeMutablePointer<curl_slist>? = nil
@@ -129,6 +149,11 @@ final class CurlEasyHandle: @unchecked Sendable {
             ferry_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList)
             ferry_curl_setopt_ptr(handle, CURLOPT_ERRORBUFFER, errorBuf.baseAddress)
             ferry_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+            // Called at least once a second, even while the server is silent: how a
+            // cancelled task ends its request without waiting for the low-speed cut-off.
+            ferry_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0)
+            ferry_curl_setopt_xferinfo_function(handle, curlProgressCallback)
+            ferry_curl_setopt_ptr(handle, CURLOPT_XFERINFODATA, box.toOpaque())
             ferry_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT, timeouts.connectSeconds)
             ferry_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, timeouts.lowSpeedBytesPerSecond)
             ferry_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, timeouts.lowSpeedSeconds)
@@ -177,7 +202,7 @@ final class CurlEasyHandle: @unchecked Sendable {
         if let ioError = exchange.localError {
             return .failure(ioError)
         }
-        if request.progress?.isAborted == true {
+        if request.progress?.isAborted == true || exchange.cancellation.isCancelled {
             return .failure(FerryError(.cancelled, "\(request.method) \(redactedURL(request.url)): transfer cancelled"))
         }
         if code == CURLE_FILESIZE_EXCEEDED, let cap = request.addressPolicy?.maxBytes {
@@ -268,8 +293,14 @@ final class Exchange {
     }
 
     let bandwidth: BandwidthLimiter?
+    let cancellation: CancellationFlag
 
-    init(request: HTTPRequest, bandwidth: BandwidthLimiter?) { self.request = request; self.bandwidth = bandwidth }
+    init(request: HTTPRequest, bandwidth: BandwidthLimiter?, cancellation: CancellationFlag) {
+        self.request = request; self.bandwidth = bandwidth; self.cancellation = cancellation
+    }
+
+    /// The calling task was cancelled or the transfer aborted: curl should stop.
+    var shouldStop: Bool { cancellation.isCancelled || request.progress?.isAborted == true }
 
     /// Error responses go to memory whatever the sink, so they can be parsed.
     var bodyToFile: (Int32, Int64)? {
@@ -306,7 +337,7 @@ private let curlWriteCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int
     let length = size * count
     guard let data, let context else { return length }
     let exchange = Unmanaged<Exchange>.fromOpaque(context).takeUnretainedValue()
-    if exchange.request.progress?.isAborted == true { return 0 }  // curl stops with CURLE_WRITE_ERROR
+    if exchange.shouldStop { return 0 }  // curl stops with CURLE_WRITE_ERROR
     if let cap = exchange.request.addressPolicy?.maxBytes, exchange.received + Int64(length) > cap {
         exchange.localError = FerryError(.sourceTooLarge, "source is larger than \(cap) bytes")
         return 0
@@ -319,6 +350,12 @@ private let curlWriteCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int
     if exchange.bodyToFile != nil { exchange.count(length) }
     exchange.received += Int64(length)
     return length
+}
+
+/// Non-zero stops the request (CURLE_ABORTED_BY_CALLBACK).
+private let curlProgressCallback: @convention(c) (UnsafeMutableRawPointer?, curl_off_t, curl_off_t, curl_off_t, curl_off_t) -> Int32 = { context, _, _, _, _ in
+    guard let context else { return 0 }
+    return Unmanaged<Exchange>.fromOpaque(context).takeUnretainedValue().shouldStop ? 1 : 0
 }
 
 /// Opens each socket only after checking the address curl resolved against the request's policy.
@@ -370,7 +407,7 @@ private let curlSeekCallback: @convention(c) (UnsafeMutableRawPointer?, curl_off
 private let curlReadCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { buffer, size, count, context in
     guard let buffer, let context else { return 0 }
     let exchange = Unmanaged<Exchange>.fromOpaque(context).takeUnretainedValue()
-    if exchange.request.progress?.isAborted == true { return Int(CURL_READFUNC_ABORT) }
+    if exchange.shouldStop { return Int(CURL_READFUNC_ABORT) }
     let capacity = size * count
     let remaining = Int(exchange.request.body.length - exchange.sent)
     let wanted = min(capacity, remaining)

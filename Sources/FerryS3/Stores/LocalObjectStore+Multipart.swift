@@ -36,12 +36,12 @@ extension LocalObjectStore {
         let dir = try uploadDirectory(location, uploadId: uploadId)
         let name = String(format: "part-%05d", partNumber)
         let temp = dir.appendingPathComponent(".\(name)-\(UUID().uuidString)").path
-        let md5 = try writeBlob(body, to: temp, progress: progress)
-        var value: String?
-        if let checksum {
+        let (md5, value) = try await BlockingPool.shared.run { () throws(FerryError) -> ([UInt8], String?) in
+            let md5 = try self.writeBlob(body, to: temp, progress: progress)
+            guard let checksum else { return (md5, nil) }
             var hasher = checksum.makeHasher()
             try body.read { hasher.update($0) }
-            value = hasher.finish()
+            return (md5, hasher.finish())
         }
         let part = CompletedPart(partNumber: partNumber, eTag: "\"\(md5.hexString)\"", size: body.length,
                                  checksum: value, checksumAlgorithm: value == nil ? nil : checksum)
@@ -93,19 +93,24 @@ extension LocalObjectStore {
         let blobPath = bucketDir.appendingPathComponent("blobs/\(blobName)").path
         let blob = open(blobPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard blob >= 0 else { throw FerryError(.localIOError, "cannot create \(blobPath): \(String(cString: strerror(errno)))") }
-        var size: Int64 = 0
+        let size: Int64
         do throws(FerryError) {
-            defer { close(blob) }
-            for part in ordered {
-                let path = dir.appendingPathComponent(String(format: "part-%05d", part.partNumber)).path
-                let fd = open(path, O_RDONLY | O_CLOEXEC)
-                guard fd >= 0 else { throw FerryError(.localIOError, "part \(part.partNumber) vanished") }
-                defer { close(fd) }
-                let length = stored[part.partNumber]!.size
-                try FileCopy.copy(from: fd, at: 0, to: blob, at: size, length: length)
-                size += length
+            // Copies every part and fsyncs: on the blocking pool.
+            size = try await BlockingPool.shared.run { () throws(FerryError) -> Int64 in
+                defer { close(blob) }
+                var size: Int64 = 0
+                for part in ordered {
+                    let path = dir.appendingPathComponent(String(format: "part-%05d", part.partNumber)).path
+                    let fd = open(path, O_RDONLY | O_CLOEXEC)
+                    guard fd >= 0 else { throw FerryError(.localIOError, "part \(part.partNumber) vanished") }
+                    defer { close(fd) }
+                    let length = stored[part.partNumber]!.size
+                    try FileCopy.copy(from: fd, at: 0, to: blob, at: size, length: length)
+                    size += length
+                }
+                guard fsync(blob) == 0 else { throw FerryError(.localIOError, "fsync \(blobPath) failed") }
+                return size
             }
-            guard fsync(blob) == 0 else { throw FerryError(.localIOError, "fsync \(blobPath) failed") }
         } catch {
             unlink(blobPath)
             throw error

@@ -39,7 +39,9 @@ public final class LocalObjectStore: ObjectStore {
         let bucketDir = try bucketDirectory(input.bucket)
         let blobName = UUID().uuidString
         let blobPath = bucketDir.appendingPathComponent("blobs/\(blobName)").path
-        let md5 = try writeBlob(body, to: blobPath, progress: progress)
+        let md5 = try await BlockingPool.shared.run { () throws(FerryError) -> [UInt8] in
+            try self.writeBlob(body, to: blobPath, progress: progress)
+        }
         let entry = IndexEntry(key: input.key, blob: blobName, size: body.length, eTag: "\"\(md5.hexString)\"",
                                contentType: input.contentType, metadata: input.metadata,
                                lastModified: Date().timeIntervalSince1970)
@@ -71,13 +73,15 @@ public final class LocalObjectStore: ObjectStore {
             throw FerryError(.noSuchKey, "GetObject: object \(input.bucket)/\(input.key) was removed while it was read")
         }
         defer { close(source) }
-        try FileCopy.copy(from: source, at: start, to: descriptor, at: offset, length: length, progress: progress)
+        try await BlockingPool.shared.run { [start, length] () throws(FerryError) in
+            try FileCopy.copy(from: source, at: start, to: descriptor, at: offset, length: length, progress: progress)
+        }
         var attributes = attributes(entry)
         attributes.bytesReceived = length
         return attributes
     }
 
-    public func headObject(bucket: String, key: String) async throws(FerryError) -> ObjectAttributes? {
+    public func headObject(bucket: String, key: String, headers: [String: String]) async throws(FerryError) -> ObjectAttributes? {
         try ObjectLocation.checkAddress(bucket: bucket, key: key)
         let bucketDir = try bucketDirectory(bucket, create: false)
         return readIndex(key: key, bucketDir: bucketDir).map(attributes)

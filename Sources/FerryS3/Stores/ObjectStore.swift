@@ -12,8 +12,9 @@ public protocol ObjectStore: Sendable {
     /// Fails with `preconditionFailed` when `input.ifMatch` no longer names the object.
     func getObject(_ input: GetObjectInput, into descriptor: Int32, at offset: Int64,
                    progress: TransferMeter?) async throws(FerryError) -> ObjectAttributes
-    /// The object's attributes, or nil when there is none.
-    func headObject(bucket: String, key: String) async throws(FerryError) -> ObjectAttributes?
+    /// The object's attributes, or nil when there is none. `headers` may carry
+    /// the SSE-C key (S3 refuses a HEAD of an SSE-C object without it); other headers are ignored.
+    func headObject(bucket: String, key: String, headers: [String: String]) async throws(FerryError) -> ObjectAttributes?
     /// Copies `source` to `destination` inside storage (no bytes pass through Ferry).
     /// The copy keeps the source's content type and metadata.
     func copyObject(from source: ObjectLocation, to destination: ObjectLocation) async throws(FerryError) -> ObjectWriteResult
@@ -236,5 +237,12 @@ extension ObjectStore {
     /// Writes the whole object into `descriptor` from offset 0.
     public func getObject(bucket: String, key: String, into descriptor: Int32) async throws(FerryError) -> ObjectAttributes {
         try await getObject(GetObjectInput(bucket: bucket, key: key), into: descriptor, at: 0, progress: nil)
+    }
+}
+
+extension ObjectStore {
+    /// The object's attributes, or nil when there is none (no SSE-C key).
+    public func headObject(bucket: String, key: String) async throws(FerryError) -> ObjectAttributes? {
+        try await headObject(bucket: bucket, key: key, headers: [:])
     }
 }

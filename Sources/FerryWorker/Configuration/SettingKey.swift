@@ -49,6 +49,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case jwtAudience = "auth.jwtAudience"
     case jwtIdentityClaim = "auth.jwtIdentityClaim"
     case httpAddress = "http.address"
+    case adminTokenFile = "http.adminTokenFile"
     case logLevel = "log.level"
     case logFormat = "log.format"
 

@@ -13,11 +13,16 @@ import Prometheus
 ///     GET  /transfers                        this worker's transfers in flight
 ///     GET  /transfers/ID                     one transfer: in flight here, or finished here
 ///     POST /transfers/ID/pause|resume|cancel steer a transfer running here
+///
+/// The /transfers routes show object keys and change state: they need
+/// `Authorization: Bearer <admin token>` and are off without a configured
+/// token. Health and metrics stay open (probes and scrapers carry no secret).
 public struct AdminRouter: Sendable {
     public struct Response: Sendable, Equatable {
         public var status: Int
         public var contentType: String
         public var body: [UInt8]
+        public var headers: [String: String] = [:]
 
         static func json<T: Encodable>(_ status: Int, _ value: T) -> Response {
             let encoder = JSONEncoder()
@@ -34,10 +39,19 @@ public struct AdminRouter: Sendable {
     let inFlight: InFlightTransfers?
     let engine: TransferEngine?
     let state: WorkerStateStore?
+    /// The bearer token of the /transfers routes; nil turns them off.
+    var adminToken: String?
 
-    public func respond(method: String, path rawPath: String) async -> Response {
+    public init(workerId: String, health: WorkerHealth, metrics: PrometheusCollectorRegistry, inFlight: InFlightTransfers?,
+                engine: TransferEngine?, state: WorkerStateStore?, adminToken: String? = nil) {
+        self.workerId = workerId; self.health = health; self.metrics = metrics; self.inFlight = inFlight
+        self.engine = engine; self.state = state; self.adminToken = adminToken
+    }
+
+    public func respond(method: String, path rawPath: String, authorization: String? = nil) async -> Response {
         let path = rawPath.split(separator: "?", maxSplits: 1).first.map(String.init) ?? rawPath
         let parts = path.split(separator: "/").map(String.init)
+        if parts.first == "transfers", let refusal = refusal(authorization) { return refusal }
         switch (method, parts.first, parts.count) {
         case ("GET", "healthz", 1):
             return .json(200, ["status": "ok", "worker": workerId])
@@ -57,6 +71,21 @@ public struct AdminRouter: Sendable {
         default:
             return .error(404, "no route \(path); see /healthz, /readyz, /metrics, /transfers")
         }
+    }
+
+    /// Why a /transfers request may not proceed, or nil when its token is the admin token.
+    private func refusal(_ authorization: String?) -> Response? {
+        guard let adminToken else {
+            return .error(403, "the /transfers routes are off: start the worker with --admin-token-file or FERRY_ADMIN_TOKEN")
+        }
+        let prefix = "bearer "
+        guard let authorization, authorization.lowercased().hasPrefix(prefix),
+              ConstantTime.equal(Array(authorization.utf8.dropFirst(prefix.count)), Array(adminToken.utf8)) else {
+            var response = Response.error(401, "the /transfers routes need Authorization: Bearer <admin token>")
+            response.headers["www-authenticate"] = #"Bearer realm="ferry-admin""#
+            return response
+        }
+        return nil
     }
 
     struct TransferList: Encodable {

@@ -68,7 +68,8 @@ private final class AdminHTTPHandler: ChannelInboundHandler {
             let router = self.router
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             context.eventLoop.makeFutureWithTask {
-                await router.respond(method: head.method.rawValue, path: head.uri)
+                await router.respond(method: head.method.rawValue, path: head.uri,
+                                     authorization: head.headers.first(name: "authorization"))
             }.whenSuccess { response in
                 let (handler, context) = bound.value
                 handler.write(response, version: head.version, context: context)
@@ -81,6 +82,7 @@ private final class AdminHTTPHandler: ChannelInboundHandler {
         headers.add(name: "content-type", value: response.contentType)
         headers.add(name: "content-length", value: String(response.body.count))
         headers.add(name: "connection", value: "close")
+        for (name, value) in response.headers.sorted(by: { $0.key < $1.key }) { headers.add(name: name, value: value) }
         let head = HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
