@@ -148,15 +148,21 @@ public struct DataRoot: Sendable, Hashable {
     /// below it may not climb with `..`.
     public func checkDestination(_ uri: String) throws(FerryError) {
         let raw = try Self.filePath(uri)
-        var existing = URL(fileURLWithPath: raw).deletingLastPathComponent()
-        var rest: [String] = [URL(fileURLWithPath: raw).lastPathComponent]
-        while Self.realpath(existing.path) == nil && existing.path != "/" {
-            rest.insert(existing.lastPathComponent, at: 0)
-            existing = existing.deletingLastPathComponent()
+        // Plain components, not URL.deletingLastPathComponent(): on a path that
+        // ends in "..", that returns the same path, and a walk up never ends.
+        var existing = raw.split(separator: "/").map(String.init)
+        guard let name = existing.popLast(), name != ".", name != ".." else {
+            throw FerryError(.invalidPath, "\(uri) names no file")
         }
-        guard let resolved = Self.realpath(existing.path) else { throw FerryError(.invalidPath, "\(uri) is outside the data root") }
+        var rest = [name]
+        while !existing.isEmpty, Self.realpath("/" + existing.joined(separator: "/")) == nil {
+            rest.insert(existing.removeLast(), at: 0)
+        }
+        guard let resolved = Self.realpath("/" + existing.joined(separator: "/")) else {
+            throw FerryError(.invalidPath, "\(uri) is outside the data root")
+        }
         try requireInside(resolved, uri: uri)
-        guard !rest.contains(".."), let name = rest.last, !name.isEmpty, name != "/", name != "." else {
+        guard !rest.contains("..") else {
             throw FerryError(.invalidPath, "\(uri) is outside the data root or names no file")
         }
         // What is already there is replaced only when it is a regular file.

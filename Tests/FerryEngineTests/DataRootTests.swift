@@ -48,4 +48,30 @@ import Testing
         #expect(throws: FerryError.self) { try root.openParentBeneath("\(rootDir.path)/a/../../x", create: true) }
         #expect(!FileManager.default.fileExists(atPath: base.appendingPathComponent("x").path))
     }
+
+    /// Any generated destination (dot segments anywhere, empty segments, odd
+    /// bytes, existing and missing directories, links) is decided in bounded
+    /// time, and an accepted one is inside the root. A walk up a path ending
+    /// in ".." once looped for ever (URL.deletingLastPathComponent is a fixed
+    /// point there): the adversarial suite's seed 8916793287572810049.
+    @Test(.timeLimit(.minutes(1))) func everyDestinationIsDecidedAndConfined() throws {
+        let base = try TestPaths.temporaryDirectory("dataroot-gen")
+        defer { try? FileManager.default.removeItem(at: base) }
+        let rootDir = base.appendingPathComponent("root")
+        try FileManager.default.createDirectory(at: rootDir.appendingPathComponent("out/alice"), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: rootDir.appendingPathComponent("link-out"), withDestinationURL: base)
+        let root = try DataRoot(rootDir.path)
+        var rng = HostileInput.rng(seed: 0xD0D0)
+        let segments = ["..", ".", "", "out", "alice", "missing", "link-out", "\u{1b}[31m", "'", "a b", "%2e%2e", "ü", "x"]
+        for _ in 0..<3000 {
+            let count = Int.random(in: 1...7, using: &rng)
+            let path = (0..<count).map { _ in segments.randomElement(using: &rng)! }.joined(separator: "/")
+            let uri = "file://" + rootDir.path + "/" + path
+            if (try? root.checkDestination(uri)) != nil {
+                let resolved = try root.destinationPath(uri)
+                #expect(resolved.hasPrefix(rootDir.path + "/"), "\(uri) → \(resolved)")
+            }
+        }
+        #expect(throws: FerryError.self) { try root.checkDestination("file://\(rootDir.path)/out/alice//../\u{1b}[31m/'/..") }
+    }
 }
