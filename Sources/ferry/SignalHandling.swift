@@ -7,6 +7,10 @@ import Foundation
 /// `exitWithin` seconds (whatever Kafka, storage or the outbox are doing):
 /// what is unfinished is redelivered, and the outbox drains at the next start.
 func runUntilSignalled(exitWithin bound: Double? = nil, _ body: @escaping @Sendable () async throws -> Void) async throws {
+    // A peer that closes a socket or pipe is an error on that connection, never
+    // the end of the process (libcurl and librdkafka avoid SIGPIPE themselves;
+    // not every writer does).
+    signal(SIGPIPE, SIG_IGN)
     let task = Task { try await body() }
     let sources = [SIGINT, SIGTERM].map { signo -> DispatchSourceSignal in
         signal(signo, SIG_IGN)

@@ -26,9 +26,19 @@ func spawn(_ executable: String, _ arguments: [String], environment: [String: St
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
-    // Own process group, so a stop reaches the child's children too.
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+    // Own process group, so a stop reaches the child's children too. An empty
+    // signal mask and default dispositions: a child inherits the spawning
+    // thread's mask, and Dispatch and Swift's pool threads block signals, so a
+    // server such as moto never saw SIGTERM and each stop waited out its 20 s.
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     posix_spawnattr_setpgroup(&attributes, 0)
+    var noSignals = sigset_t()
+    sigemptyset(&noSignals)
+    posix_spawnattr_setsigmask(&attributes, &noSignals)
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for signal in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGQUIT] { sigaddset(&defaults, signal) }
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
 
     let env = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
     let argv = ([executable] + arguments).map { strdup($0) } + [nil]
