@@ -211,10 +211,15 @@ extension TransferRequest {
                         targetIdentityId: targetIdentityId, destination: destination, options: options)
     }
 
-    /// A copy from `s3://bucket/key` to `bucket`/`key`, inside storage.
+    /// A copy from `s3://bucket/key` to `bucket`/`key`, inside storage. With
+    /// `sourceAccessLevel` the source's key is a user key of that level (owned
+    /// by `sourceIdentityId`, default the caller), as Amplify's `Storage.copy`
+    /// names it; without, it is the full S3 key.
     public static func copy(id: String = UUID().uuidString, from source: String, to bucket: String, key: String,
-                            accessLevel: AccessLevel = .guest, identityId: String? = nil) -> TransferRequest {
-        TransferRequest(id: id, op: .copy, bucket: bucket, key: key, accessLevel: accessLevel, identityId: identityId, source: source)
+                            accessLevel: AccessLevel = .guest, identityId: String? = nil,
+                            sourceAccessLevel: AccessLevel? = nil, sourceIdentityId: String? = nil) -> TransferRequest {
+        TransferRequest(id: id, op: .copy, bucket: bucket, key: key, accessLevel: accessLevel, identityId: identityId, source: source,
+                        sourceAccessLevel: sourceAccessLevel, sourceIdentityId: sourceIdentityId)
     }
 
     /// A delete of `bucket`/`key`.

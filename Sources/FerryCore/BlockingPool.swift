@@ -20,13 +20,24 @@ public final class BlockingPool: @unchecked Sendable {
         precondition(threads > 0, "a pool needs a thread")
         threadCount = threads
         for i in 0..<threads {
-            // Named from inside (Linux takes 15 bytes), so `top -H` and /proc show whose threads these are.
-            let threadName = String("\(name)-\(i)".utf8.prefix(15))!
+            let threadName = "\(name)-\(i)"
             Thread { [self] in
-                Thread.current.name = threadName
+                Self.nameCurrentThread(threadName)
                 self.work()
             }.start()
         }
+    }
+
+    /// Names the calling thread (at most 15 bytes on Linux), so `top -H` and
+    /// /proc show whose threads these are. Not `Thread.current.name`: Foundation
+    /// applies that only once `start()` has recorded the thread, which races
+    /// with the thread's first instructions (seen: one of three pool threads unnamed).
+    static func nameCurrentThread(_ name: String) {
+        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        let bytes = Array(name.utf8.prefix(15))
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     }
 
     /// Runs `body` on one of the pool's threads and returns its result.

@@ -53,6 +53,10 @@ public struct FerryError: Error, Sendable, Hashable, Codable, CustomStringConver
         public static let timedOut = Code(rawValue: "TimedOut")
         /// The storage answered with an error Ferry has no better code for.
         public static let storageError = Code(rawValue: "StorageError")
+        /// Ferry could not obtain credentials for storage (STS, the container or
+        /// instance metadata endpoint, a credential process): tried again, as the
+        /// source of temporary credentials is usually only briefly away.
+        public static let credentialsUnavailable = Code(rawValue: "CredentialsUnavailable")
         /// The connection to storage failed (DNS, refused, reset, timeout).
         public static let connectionError = Code(rawValue: "ConnectionError")
         /// A local file could not be read or written.

@@ -9,11 +9,20 @@ public enum HeaderPolicy {
         "x-amz-server-side-encryption-context", "x-amz-server-side-encryption-bucket-key-enabled",
         "x-amz-server-side-encryption-customer-algorithm", "x-amz-server-side-encryption-customer-key",
         "x-amz-server-side-encryption-customer-key-md5",
+        // A copy's SSE-C source: the key S3 needs to read it.
+        "x-amz-copy-source-server-side-encryption-customer-algorithm",
+        "x-amz-copy-source-server-side-encryption-customer-key",
+        "x-amz-copy-source-server-side-encryption-customer-key-md5",
     ]
 
     /// SSE-C headers: S3 wants them on every request that reads or writes the object's bytes.
     public static func isCustomerKeyHeader(_ name: String) -> Bool {
         name.lowercased().hasPrefix("x-amz-server-side-encryption-customer-")
+    }
+
+    /// SSE-C headers naming a copy's source key (sent on CopyObject and UploadPartCopy only).
+    public static func isCopySourceKeyHeader(_ name: String) -> Bool {
+        name.lowercased().hasPrefix("x-amz-copy-source-server-side-encryption-customer-")
     }
 
     /// The first problem with `headers`, if any: a name not allowed, a name

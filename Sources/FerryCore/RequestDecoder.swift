@@ -68,6 +68,12 @@ public enum RequestDecoder {
            let problem = IdentityRule.violation(of: target, field: "targetIdentityId") {
             return problem
         }
+        if let owner = r.sourceIdentityId, !owner.isEmpty, let problem = IdentityRule.violation(of: owner, field: "sourceIdentityId") {
+            return problem
+        }
+        if r.op != .copy, r.sourceAccessLevel != nil || r.sourceIdentityId != nil {
+            return FerryError(.invalidRequest, "sourceAccessLevel and sourceIdentityId apply to copy requests only")
+        }
         // Who acts must be named for private objects and for writes of protected ones;
         // a protected read may name only the owner (targetIdentityId).
         let level = r.effectiveAccessLevel

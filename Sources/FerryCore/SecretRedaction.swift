@@ -5,7 +5,8 @@ import Foundation
 public enum SecretRedaction {
     public static let placeholder = "<redacted>"
     /// Request headers whose values are secrets.
-    public static let secretHeaders: Set<String> = ["x-amz-server-side-encryption-customer-key"]
+    public static let secretHeaders: Set<String> = ["x-amz-server-side-encryption-customer-key",
+                                                    "x-amz-copy-source-server-side-encryption-customer-key"]
 
     /// The message with the values of `auth` and secret headers replaced by the
     /// placeholder, every other byte unchanged; and the names of the redacted

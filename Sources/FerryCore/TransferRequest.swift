@@ -12,6 +12,12 @@ public struct TransferRequest: Sendable, Codable, Hashable {
     public var identityId: String?
     public var targetIdentityId: String?
     public var source: String?
+    /// Copy only: the level of the source, whose key in `source` is then a
+    /// user key (as Amplify's `Storage.copy` names it); absent, `source` holds
+    /// the full S3 key and its level comes from the layout.
+    public var sourceAccessLevel: AccessLevel?
+    /// Copy only: the owner of a protected or private source (default: the caller).
+    public var sourceIdentityId: String?
     public var destination: String?
     public var contentType: String?
     public var metadata: [String: String]?
@@ -24,13 +30,15 @@ public struct TransferRequest: Sendable, Codable, Hashable {
                 targetIdentityId: String? = nil, source: String? = nil,
                 destination: String? = nil, contentType: String? = nil,
                 metadata: [String: String]? = nil, headers: [String: String]? = nil,
-                options: TransferOptions? = nil, auth: String? = nil) {
+                options: TransferOptions? = nil, auth: String? = nil,
+                sourceAccessLevel: AccessLevel? = nil, sourceIdentityId: String? = nil) {
         self.id = id; self.op = op; self.bucket = bucket; self.key = key
         self.accessLevel = accessLevel; self.identityId = identityId
         self.targetIdentityId = targetIdentityId; self.source = source
         self.destination = destination; self.contentType = contentType
         self.metadata = metadata; self.headers = headers; self.options = options
         self.auth = auth
+        self.sourceAccessLevel = sourceAccessLevel; self.sourceIdentityId = sourceIdentityId
     }
 
     /// The level in force (`guest` when absent).

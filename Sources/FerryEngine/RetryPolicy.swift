@@ -18,7 +18,7 @@ public struct RetryPolicy: Sendable, Hashable {
     /// Authorization and validation failures are final.
     public static func isRetryable(_ error: FerryError) -> Bool {
         switch error.code {
-        case .connectionError, .slowDown, .badDigest: return true
+        case .connectionError, .slowDown, .badDigest, .credentialsUnavailable: return true
         case .storageError:
             return ["HTTP 500", "HTTP 502", "HTTP 503", "HTTP 504", "RequestTimeout", "InternalError"]
                 .contains { error.message.contains($0) }

@@ -75,8 +75,8 @@ public final class TransferEngine: Sendable {
             guard let destination = request.destination else { throw FerryError(.invalidRequest, "download needs a destination") }
             try dataRoot.checkDestination(destination)
         case .copy:
-            guard let source = request.source else { throw FerryError(.invalidRequest, "copy needs a source s3://bucket/key") }
-            _ = try ObjectLocation(s3URI: source)
+            let source = try job.copySourceLocation()
+            try ObjectLocation.checkAddress(bucket: source.bucket, key: source.key)
         case .delete:
             break
         }

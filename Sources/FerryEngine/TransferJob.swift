@@ -6,12 +6,21 @@ public struct TransferJob: Sendable {
     public var request: TransferRequest
     /// The full S3 key (access-level prefix included).
     public var objectKey: String
+    /// For a copy: the source as the access rules resolved it (nil: `request.source` as written).
+    public var copySource: ObjectLocation?
 
-    public init(request: TransferRequest, objectKey: String) {
+    public init(request: TransferRequest, objectKey: String, copySource: ObjectLocation? = nil) {
         self.request = request
         self.objectKey = objectKey
+        self.copySource = copySource
     }
 
+    /// The object a copy reads.
+    public func copySourceLocation() throws(FerryError) -> ObjectLocation {
+        if let copySource { return copySource }
+        guard let source = request.source else { throw FerryError(.invalidRequest, "copy needs a source s3://bucket/key") }
+        return try ObjectLocation(s3URI: source)
+    }
 }
 
 /// Bytes moved so far for one transfer.

@@ -42,13 +42,15 @@ extension S3Client {
     }
 
     public func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
-                               range: ClosedRange<Int64>) async throws(FerryError) -> CompletedPart {
+                               range: ClosedRange<Int64>, headers extra: [String: String]) async throws(FerryError) -> CompletedPart {
         let copySource = try Self.copySourceHeader(source)
+        var headers = [("x-amz-copy-source", copySource), ("x-amz-copy-source-range", "bytes=\(range.lowerBound)-\(range.upperBound)")]
+        // SSE-C: the destination's key and the source's.
+        headers += extra.filter { HeaderPolicy.isCustomerKeyHeader($0.key) }.sorted { $0.key < $1.key }.map { ($0.key.lowercased(), $0.value) }
+        headers += Self.copySourceKeyHeaders(extra)
         let response = try await send("UploadPartCopy", method: "PUT", bucket: location.bucket, key: location.key,
                                       query: [("partNumber", String(partNumber)), ("uploadId", uploadId)],
-                                      headers: [("x-amz-copy-source", copySource),
-                                                ("x-amz-copy-source-range", "bytes=\(range.lowerBound)-\(range.upperBound)")],
-                                      body: .bytes([]))
+                                      headers: headers, body: .bytes([]))
         guard let eTag = try Self.resultETag(response, operation: "UploadPartCopy") else {
             throw FerryError(.storageError, "UploadPartCopy \(partNumber) answered without an ETag")
         }

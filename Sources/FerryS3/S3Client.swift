@@ -10,23 +10,31 @@ public final class S3Client: ObjectStore {
     public struct Configuration: Sendable {
         public var endpoint: S3Endpoint
         public var region: String
-        public var credentials: AWSCredentials
+        /// Asked for every request: temporary credentials renewed mid-transfer are used at once.
+        public var credentials: any CredentialProvider
         public var timeouts: CurlTransport.Timeouts
         public var limits: CurlTransport.Limits
         /// PEM file of CAs to trust for HTTPS (default: the system's).
         public var caBundle: String?
 
+        public init(endpoint: S3Endpoint, region: String, credentialProvider: any CredentialProvider,
+                    timeouts: CurlTransport.Timeouts = .init(), limits: CurlTransport.Limits = .init(),
+                    caBundle: String? = nil) {
+            self.endpoint = endpoint; self.region = region; self.credentials = credentialProvider
+            self.timeouts = timeouts; self.limits = limits; self.caBundle = caBundle
+        }
+
+        /// With fixed keys.
         public init(endpoint: S3Endpoint, region: String, credentials: AWSCredentials,
                     timeouts: CurlTransport.Timeouts = .init(), limits: CurlTransport.Limits = .init(),
                     caBundle: String? = nil) {
-            self.endpoint = endpoint; self.region = region; self.credentials = credentials
-            self.timeouts = timeouts; self.limits = limits; self.caBundle = caBundle
+            self.init(endpoint: endpoint, region: region, credentialProvider: StaticCredentialProvider(credentials),
+                      timeouts: timeouts, limits: limits, caBundle: caBundle)
         }
     }
 
     public let configuration: Configuration
     let transport: CurlTransport
-    let signer: SigV4Signer
 
     /// With `transport`, requests go through it (a worker shares one per
     /// process, so its limits hold across every client); otherwise the client
@@ -35,13 +43,12 @@ public final class S3Client: ObjectStore {
         self.configuration = configuration
         self.transport = transport ?? CurlTransport(timeouts: configuration.timeouts, limits: configuration.limits,
                                                     caBundle: configuration.caBundle)
-        self.signer = SigV4Signer(credentials: configuration.credentials, region: configuration.region)
     }
 
-    /// Requests to storage running now.
-    public var connectionsInUse: Int { transport.connectionsInUse }
-    /// Bytes held in memory by requests now.
-    public var bufferedBytesInUse: Int64 { transport.bufferedBytesInUse }
+    /// A signer with the keys in force now.
+    func signer() async throws(FerryError) -> SigV4Signer {
+        SigV4Signer(credentials: try await configuration.credentials.credentials(), region: configuration.region)
+    }
 
     // MARK: Objects
 
@@ -89,13 +96,23 @@ public final class S3Client: ObjectStore {
         }
     }
 
-    public func copyObject(from source: ObjectLocation, to destination: ObjectLocation) async throws(FerryError) -> ObjectWriteResult {
-        let copySource = try Self.copySourceHeader(source)
-        let response = try await send("CopyObject", method: "PUT", bucket: destination.bucket, key: destination.key,
-                                      headers: [("x-amz-copy-source", copySource)], body: .bytes([]))
+    public func copyObject(_ input: CopyObjectInput) async throws(FerryError) -> ObjectWriteResult {
+        var headers = [("x-amz-copy-source", try Self.copySourceHeader(input.source)), ("x-amz-metadata-directive", "REPLACE")]
+        headers += try Self.objectHeaders(input.destination)
+        if input.destination.headers.keys.contains(where: { $0.lowercased() == "x-amz-tagging" }) {
+            headers.append(("x-amz-tagging-directive", "REPLACE"))
+        }
+        headers += Self.copySourceKeyHeaders(input.sourceHeaders)
+        let response = try await send("CopyObject", method: "PUT", bucket: input.destination.bucket, key: input.destination.key,
+                                      headers: headers, body: .bytes([]))
         var result = writeResult(response)
         result.eTag = try Self.resultETag(response, operation: "CopyObject") ?? result.eTag
         return result
+    }
+
+    /// The source's SSE-C key headers of a copy, sorted (they are signed).
+    static func copySourceKeyHeaders(_ headers: [String: String]) -> [(String, String)] {
+        headers.filter { HeaderPolicy.isCopySourceKeyHeader($0.key) }.sorted { $0.key < $1.key }.map { ($0.key.lowercased(), $0.value) }
     }
 
     public func deleteObject(bucket: String, key: String) async throws(FerryError) -> ObjectWriteResult {
@@ -139,8 +156,9 @@ public final class S3Client: ObjectStore {
 
     /// A URL that performs `method` on the object without credentials until it expires.
     /// `headers` (e.g. content-type for PUT) are signed and must be sent as given.
+    /// With temporary credentials the URL stops working when they expire, whatever `expires` says.
     public func presignedURL(method: String, location: ObjectLocation, expires: Int, headers: [(String, String)] = [],
-                             at date: Date = Date()) throws(FerryError) -> String {
+                             at date: Date = Date()) async throws(FerryError) -> String {
         try Self.checkAddress(bucket: location.bucket, key: location.key)
         for (name, value) in headers {
             if let problem = HeaderValueRule.violation(of: value, field: name) { throw problem }
@@ -150,16 +168,16 @@ public final class S3Client: ObjectStore {
         let path = endpoint.path(bucket: location.bucket, key: location.key)
         let request = SigV4Signer.Request(method: method, host: host, path: path, headers: headers,
                                           payloadHash: SigV4Signer.unsignedPayload)
-        let query = signer.presignedQuery(for: request, at: date, expires: expires)
+        let query = try await signer().presignedQuery(for: request, at: date, expires: expires)
         return Self.url(endpoint: endpoint, host: host, path: path, query: query)
     }
 
     /// Sends ListBuckets: any HTTP answer (even AccessDenied) means the endpoint
-    /// is reachable; only transport failures throw.
+    /// is reachable; only transport failures, and credentials that cannot be had, throw.
     public func probe() async throws(FerryError) {
         do {
             _ = try await send("Probe", method: "GET", bucket: nil, key: nil)
-        } catch where error.code != .connectionError && error.code != .timedOut {
+        } catch where ![.connectionError, .timedOut, .credentialsUnavailable].contains(error.code) {
             return
         }
     }
@@ -178,7 +196,7 @@ public final class S3Client: ObjectStore {
         let hash = payloadHash ?? Self.payloadHash(body)
         let unsigned = SigV4Signer.Request(method: method, host: host, path: path, query: query,
                                            headers: headers, payloadHash: hash)
-        let signed = signer.signedHeaders(for: unsigned, at: Date())
+        let signed = try await signer().signedHeaders(for: unsigned, at: Date())
         let url = Self.url(endpoint: endpoint, host: host, path: path, query: query)
         let started = ContinuousClock.now
         defer {

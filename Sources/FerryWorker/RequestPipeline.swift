@@ -1,6 +1,7 @@
 import FerryCore
 import FerryEngine
 import FerryKafka
+import FerryS3
 import FerryStore
 import Foundation
 import Logging
@@ -18,7 +19,7 @@ struct RequestPipeline: Sendable {
     let publisher: OutcomePublisher
     let events: EventBuilder
     let streams: StreamRecordBuilder
-    let resolver: any PrefixResolver
+    let policy: AccessPolicy
     let identity: IdentityVerifier
     let workerId: String
     let progressInterval: Double
@@ -29,48 +30,61 @@ struct RequestPipeline: Sendable {
         var log = logger
         log[metadataKey: "partition"] = "\(message.partition)"
         log[metadataKey: "offset"] = "\(message.offset)"
+        let watchdog = CheckWatchdog("\(message.topic)/\(message.partition)/\(message.offset)", logger: log)
+        defer { watchdog.disarm() }
         TestTrap.check(message.value)
         switch RequestDecoder.decode(message.value) {
         case .failure(let failure):
+            watchdog.disarm()
             return await reject(message, error: failure.error, id: failure.id, op: failure.op, log: log)
         case .success(let request):
             log[metadataKey: "transfer"] = "\(request.id)"
-            return await run(request, message: message, log: log)
+            return await run(request, message: message, watchdog: watchdog, log: log)
         }
     }
 
-    private func run(_ received: TransferRequest, message: KafkaMessage, log: Logger) async -> Bool {
+    private func run(_ received: TransferRequest, message: KafkaMessage, watchdog: CheckWatchdog, log: Logger) async -> Bool {
         do {
             if let finished = try await state.finishedStatus(id: received.id) {
+                watchdog.disarm()
                 log.info("duplicate request: \(received.id) already finished (\(finished.state.rawValue)); answering from the finished set")
                 Counter(label: "ferry_duplicates_total", dimensions: [("kind", "finished_set")]).increment()
                 return await record("finished status again", [publisher.message(finished)], delivery: message.position, log: log)
             }
         } catch {
+            watchdog.disarm()
             // Without the finished set a duplicate could run twice; leave the message for a retry.
             log.error("cannot read the worker state: \(error)")
             return false
         }
         var request = received
         let sequencer = EventBuilder.sequencer(for: message)
-        if request.op == .upload {
-            // Markers that make a redelivery of this request recognisable on the object.
-            request.metadata = (request.metadata ?? [:]).merging(
-                [TransferMarker.transferId: request.id, TransferMarker.sequencer: sequencer,
-                 TransferMarker.accessLevel: request.effectiveAccessLevel.rawValue]) { _, marker in marker }
-            if let owner = request.identityId { request.metadata?[TransferMarker.owner] = owner }
-        }
         // Before any byte moves: identity proof, the access rules, the S3 key, S3's limits.
-        let objectKey: String
+        let job: TransferJob
         do throws(FerryError) {
-            try await identity.verify(request)
-            try AccessPolicy.authorize(request, resolver: resolver)
-            objectKey = try resolver.objectKey(for: request)
-            if let problem = RequestLimits.violation(of: request, objectKey: objectKey) { throw problem }
-            try engine.preflight(TransferJob(request: request, objectKey: objectKey))
+            let caller = try await identity.caller(of: request)
+            let decision = try policy.authorize(request, caller: caller)
+            if request.op == .upload || request.op == .copy {
+                // Markers that make a redelivery of this request recognisable on the object,
+                // and name who wrote it (the proven caller, never an untrusted claim).
+                var markers = [TransferMarker.transferId: request.id, TransferMarker.sequencer: sequencer,
+                               TransferMarker.accessLevel: request.effectiveAccessLevel.rawValue]
+                if let owner = caller.identityId { markers[TransferMarker.owner] = owner }
+                request.metadata = (request.metadata ?? [:]).merging(markers) { _, marker in marker }
+            }
+            if let problem = RequestLimits.violation(of: request, objectKey: decision.objectKey) { throw problem }
+            var candidate = TransferJob(request: request, objectKey: decision.objectKey)
+            if let bucket = decision.copySourceBucket, let key = decision.copySourceKey {
+                candidate.copySource = ObjectLocation(bucket: bucket, key: key)
+            }
+            try engine.preflight(candidate)
+            job = candidate
+            watchdog.disarm()
         } catch {
+            watchdog.disarm()
             return await reject(message, error: error, id: request.id, op: request.op.rawValue, log: log)
         }
+        let objectKey = job.objectKey
         let base = TransferStatus(id: request.id, op: request.op.rawValue, state: .accepted, attempt: 1, worker: workerId)
         // The `transfers` item: INSERT (accepted), MODIFY (running), one MODIFY per later state;
         // the first two go into the outbox with the journal entry, in one transaction.
@@ -104,7 +118,6 @@ struct RequestPipeline: Sendable {
                 $0.totalBytes = progress.totalBytes
             }
         }
-        let job = TransferJob(request: request, objectKey: objectKey)
         // Pause and resume (from ferry.control) are visible as `paused` and `running` statuses.
         let changes = SerialWrites()
         let control = TransferControl { [reporter, self] state in

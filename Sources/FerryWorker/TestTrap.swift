@@ -1,17 +1,25 @@
 import Foundation
 
-/// For the test suite only: a trap that a test can switch on to prove that a
-/// message crashing the worker ends as one `PoisonMessage` dead letter. When
-/// the environment variable `FERRY_TEST_TRAP_MARKER` is set, a request whose
-/// bytes contain its value stops the process with `fatalError`. Unset (as in
-/// production) it does nothing.
+/// For the test suite only: faults a test can switch on to prove that a
+/// message crashing or wedging the worker ends as one `PoisonMessage` dead
+/// letter. With `FERRY_TEST_TRAP_MARKER` set, a request whose bytes contain
+/// its value stops the process with `fatalError`; with
+/// `FERRY_TEST_HANG_MARKER`, such a request blocks its thread for good (a
+/// loop in synchronous code), and `FERRY_TEST_CHECK_LIMIT_SECONDS` shortens
+/// `CheckWatchdog`'s limit. Unset (as in production) they do nothing.
 enum TestTrap {
-    private static let marker: [UInt8]? = ProcessInfo.processInfo.environment["FERRY_TEST_TRAP_MARKER"]
-        .flatMap { $0.isEmpty ? nil : Array($0.utf8) }
+    private static let environment = ProcessInfo.processInfo.environment
+    private static let marker: [UInt8]? = environment["FERRY_TEST_TRAP_MARKER"].flatMap { $0.isEmpty ? nil : Array($0.utf8) }
+    private static let hangMarker: [UInt8]? = environment["FERRY_TEST_HANG_MARKER"].flatMap { $0.isEmpty ? nil : Array($0.utf8) }
+    static let checkLimitSeconds: Double? = environment["FERRY_TEST_CHECK_LIMIT_SECONDS"].flatMap(Double.init)
 
     static func check(_ bytes: [UInt8]) {
-        guard let marker, contains(bytes, marker) else { return }
-        fatalError("FERRY_TEST_TRAP_MARKER matched: trapping on purpose (test suite)")
+        if let marker, contains(bytes, marker) {
+            fatalError("FERRY_TEST_TRAP_MARKER matched: trapping on purpose (test suite)")
+        }
+        if let hangMarker, contains(bytes, hangMarker) {
+            while true { sleep(3600) }  // stuck on purpose, where no cancellation reaches (test suite)
+        }
     }
 
     private static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {

@@ -67,7 +67,7 @@ public final class TransferWorker: Sendable {
                                    publisher: publisher,
                                    events: EventBuilder(region: configuration.region),
                                    streams: StreamRecordBuilder(region: configuration.region, topics: configuration.topics),
-                                   resolver: configuration.prefixResolver, identity: identity, workerId: configuration.workerId,
+                                   policy: configuration.accessPolicy, identity: identity, workerId: configuration.workerId,
                                    progressInterval: configuration.progressIntervalSeconds, inFlight: inFlight, logger: logger)
         sweeper = UploadSweeper(state: state, store: engine.store, inUse: engine.uploadsInUse,
                                 age: configuration.sweepAfterSeconds, logger: logger)

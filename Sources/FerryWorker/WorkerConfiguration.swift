@@ -34,6 +34,14 @@ public struct WorkerConfiguration: Sendable {
     /// Minimum time between two `running` progress statuses of one transfer.
     public var progressIntervalSeconds: Double
     public var prefixResolver: any PrefixResolver
+    /// Rights of guest and authenticated callers per scope (Amplify's CRUD per role).
+    public var permissions = AccessPermissions.defaults
+    /// Buckets copies may read besides the request's own; nil allows any.
+    public var copySourceBuckets: Set<String>? = []
+    /// The rules every request passes before any byte moves.
+    public var accessPolicy: AccessPolicy {
+        AccessPolicy(permissions: permissions, copySourceBuckets: copySourceBuckets, resolver: prefixResolver)
+    }
     /// Identity proof required of requests (default: none, trusted producers).
     public var auth = AuthConfiguration()
     /// After SIGTERM, transfers in flight get this long to finish before they are stopped.

@@ -78,7 +78,7 @@ struct S3Options: ParsableArguments {
     @Option(name: .customLong("session-token"), help: "Session token (env AWS_SESSION_TOKEN).")
     var sessionToken: String?
 
-    @Option(help: "Profile of ~/.aws/credentials (env AWS_PROFILE; default 'default').")
+    @Option(help: "Profile of ~/.aws/config and ~/.aws/credentials: static keys, role_arn (source_profile, credential_source, web_identity_token_file) or credential_process (env AWS_PROFILE; default 'default').")
     var profile: String?
 
     @Option(name: .customLong("ca-bundle"), help: "PEM file of CAs to trust for HTTPS (env AWS_CA_BUNDLE).")
@@ -88,7 +88,7 @@ struct S3Options: ParsableArguments {
 
     var resolvedRegion: String { region ?? setting(.region) ?? "us-east-1" }
 
-    func configuration() throws -> S3Client.Configuration {
+    func configuration(transport: CurlTransport? = nil) throws -> S3Client.Configuration {
         let region = resolvedRegion
         var endpoint: S3Endpoint
         if let url = self.endpoint ?? setting(.s3Endpoint) {
@@ -102,17 +102,39 @@ struct S3Options: ParsableArguments {
             }
             endpoint.style = parsed
         }
-        // Flags, then the environment, then the shared credentials file (AWS_PROFILE).
-        let fromEnv = AWSCredentials.fromEnvironment() ?? AWSCredentials.fromSharedFile(profile: profile ?? setting(.profile))
-        guard let id = accessKeyId ?? setting(.accessKeyId) ?? fromEnv?.accessKeyId,
-              let secret = secretAccessKey ?? setting(.secretAccessKey) ?? fromEnv?.secretAccessKey else {
-            throw ValidationError("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or pass --access-key-id/--secret-access-key")
+        let caBundle = caBundle ?? setting(.caBundle)
+        let provider = try credentialProvider(transport: transport ?? CurlTransport(limits: .init(maxConnections: 4), caBundle: caBundle))
+        return S3Client.Configuration(endpoint: endpoint, region: region, credentialProvider: provider,
+                                      limits: try limits.transportLimits(), caBundle: caBundle)
+    }
+
+    /// Keys given as flags, `FERRY_*`/`AWS_*` variables or in the configuration
+    /// file come first; then AWS's chain (web identity, profiles, container,
+    /// instance metadata: `CredentialChain`). STS and the container endpoint
+    /// are reached through `transport`.
+    func credentialProvider(transport: CurlTransport) throws -> any CredentialProvider {
+        let id = accessKeyId ?? setting(.accessKeyId)
+        let secret = secretAccessKey ?? setting(.secretAccessKey)
+        var explicit: (AWSCredentials, source: String)?
+        switch (id, secret) {
+        case let (id?, secret?):
+            // Where the key id came from, as the settings layer recorded it (flags fill in from the environment).
+            let origin = ProcessSettings.resolved[.accessKeyId]?.1 ?? (accessKeyId != nil ? .flag : .environment)
+            let label = switch origin {
+            case .environment: "environment"
+            case .file: "static keys (configuration file)"
+            default: "static keys (flags)"
+            }
+            explicit = (AWSCredentials(accessKeyId: id, secretAccessKey: secret, sessionToken: sessionToken ?? setting(.sessionToken)), label)
+        case (nil, nil):
+            explicit = nil
+        default:
+            throw ValidationError("an access key id needs its secret access key and the other way round")
         }
-        let credentials = AWSCredentials(accessKeyId: id, secretAccessKey: secret,
-                                         sessionToken: sessionToken ?? setting(.sessionToken) ?? fromEnv?.sessionToken)
-        return S3Client.Configuration(endpoint: endpoint, region: region, credentials: credentials,
-                                      limits: try limits.transportLimits(),
-                                      caBundle: caBundle ?? setting(.caBundle))
+        return try configured {
+            try CredentialChain(region: resolvedRegion, transport: transport)
+                .provider(explicit: explicit, profile: profile ?? setting(.profile))
+        }
     }
 
     mutating func resolve() throws {

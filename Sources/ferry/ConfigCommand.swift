@@ -1,4 +1,5 @@
 import ArgumentParser
+import FerryCore
 import FerryWorker
 import Foundation
 
@@ -35,6 +36,17 @@ struct ConfigCheckCommand: AsyncParsableCommand {
         let configuration = try configured(options.makeConfiguration)
         // Triggers declared in the file are checked as `ferry worker` would register them.
         let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration))
+        // Which provider supplies the S3 credentials, and that it does (never the secret).
+        var credentials: String?
+        if case .s3(let s3) = configuration.storage {
+            do {
+                let keys = try await s3.credentials.credentials()
+                credentials = "\(s3.credentials.source), access key \(keys.accessKeyId)"
+                    + (keys.expiration.map { ", temporary until \(Timestamp.iso8601($0))" } ?? "")
+            } catch {
+                throw ValidationError("cannot obtain S3 credentials from \(s3.credentials.source): \(error.message)")
+            }
+        }
         let declared = ProcessSettings.sources?.targets.map(\.name) ?? []
         let resolved = ProcessSettings.resolved
         let rows = SettingKey.allCases.map { key -> (String, String, String) in
@@ -47,6 +59,7 @@ struct ConfigCheckCommand: AsyncParsableCommand {
             for (key, value, source) in rows where source != SettingSource.default.rawValue {
                 object[key] = ["value": value, "source": source]
             }
+            if let credentials { object["s3.credentials"] = ["value": credentials, "source": "credential chain"] }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
             print(String(decoding: try encoder.encode(object), as: UTF8.self))
@@ -57,6 +70,8 @@ struct ConfigCheckCommand: AsyncParsableCommand {
                 let padded = key.padding(toLength: width, withPad: " ", startingAt: 0)
                 print("\(padded)  \(source == "default" ? "(default)" : value)  [\(source)]")
             }
+            if let credentials { print("S3 credentials: \(credentials)") }
+            print("access: guests \(configuration.permissions.summary(of: .guest)); authenticated \(configuration.permissions.summary(of: .authenticated))")
             if !declared.isEmpty { print("declared triggers: \(declared.joined(separator: ", ")) (see ferry triggers list)") }
             if !registry.yielded.isEmpty { print("not registered: \(registry.yielded.map { "\($0.name) (\($0.reason))" }.joined(separator: "; "))") }
             print("configuration is valid")

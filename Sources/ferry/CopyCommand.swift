@@ -37,7 +37,7 @@ struct CopyCommand: AsyncParsableCommand {
         var logOptions = log
         logOptions.level = log.level ?? environment("FERRY_LOG_LEVEL") ?? "warning"
         let logger = try logOptions.bootstrap(label: "ferry.cp")
-        let client = S3Client(try configured(s3.configuration))
+        let client = S3Client(try configured { try s3.configuration() })
         var settings = try s3.limits.settings()
         settings.syncDownloads = fsync
         try requireRange(maxTransfers, 1...4096, "--max-transfers")

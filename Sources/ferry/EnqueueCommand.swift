@@ -33,6 +33,8 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Option(name: .customLong("access-level"), help: "guest, protected or private (default guest).") var accessLevel: String?
     @Option(name: .customLong("identity-id"), help: "Who acts.") var identityId: String?
     @Option(name: .customLong("target-identity-id"), help: "Owner of a protected object being read.") var targetIdentityId: String?
+    @Option(name: .customLong("source-access-level"), help: "Copy: the source's level; its key in --source is then a user key.") var sourceAccessLevel: String?
+    @Option(name: .customLong("source-identity-id"), help: "Copy: the owner of a protected or private source.") var sourceIdentityId: String?
     @Option(name: .customLong("content-type"), help: "Content type (default from the file extension).") var contentType: String?
     @Option(name: .customLong("metadata"), parsing: .singleValue, help: "User metadata NAME=VALUE (repeatable).") var metadata: [String] = []
     @Option(help: "Identity proof for workers with --auth-mode jwt (env FERRY_AUTH_TOKEN).") var auth: String?
@@ -75,12 +77,19 @@ struct EnqueueCommand: AsyncParsableCommand {
             }
             level = parsed
         }
+        var sourceLevel: AccessLevel?
+        if let sourceAccessLevel {
+            guard let parsed = AccessLevel(rawValue: sourceAccessLevel) else {
+                throw ValidationError("--source-access-level must be guest, protected or private")
+            }
+            sourceLevel = parsed
+        }
         return TransferRequest(
             id: id ?? UUID().uuidString.lowercased(), op: operation, bucket: bucket, key: key, accessLevel: level,
             identityId: identityId, targetIdentityId: targetIdentityId,
             source: source.map { operation == .copy ? $0 : Self.uri($0) }, destination: destination.map(Self.uri),
             contentType: contentType, metadata: pairs.isEmpty ? nil : pairs,
-            auth: auth ?? environment("FERRY_AUTH_TOKEN"))
+            auth: auth ?? environment("FERRY_AUTH_TOKEN"), sourceAccessLevel: sourceLevel, sourceIdentityId: sourceIdentityId)
     }
 
     /// A local path becomes an absolute file:// URI; URIs pass unchanged.

@@ -32,6 +32,15 @@ struct WorkerCommand: AsyncParsableCommand {
         for path in secretFiles.compactMap({ $0 }) where SecretRedaction.isExposed(path) {
             logger.warning("\(path) holds secrets and is readable by other users: chmod 600 \(path)")
         }
+        if case .s3(let s3) = configuration.storage {
+            // Fail at start, with the reason, rather than on every request.
+            do {
+                let keys = try await s3.credentials.credentials()
+                logger.info("S3 credentials from \(s3.credentials.source): access key \(keys.accessKeyId)")
+            } catch {
+                throw ValidationError("cannot obtain S3 credentials from \(s3.credentials.source): \(error.message)")
+            }
+        }
         let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration))
         try await runUntilSignalled(exitWithin: configuration.shutdownBoundSeconds) {
             try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger)
@@ -104,8 +113,17 @@ struct WorkerOptions: ParsableArguments {
     var prefixProtected: String?
     @Option(name: .customLong("prefix-private"), help: "Template for private objects (default private/{identityId}/).")
     var prefixPrivate: String?
-    @Flag(name: .customLong("prefix-passthrough"), help: "No access-level prefixes: keys are used as written.")
+    @Flag(name: .customLong("prefix-passthrough"), help: "No access-level prefixes: keys are used as written (levels become labels only).")
     var prefixPassthrough = false
+    @Option(name: .customLong("guest-permission"),
+            help: "SCOPE=RIGHTS for guest callers, repeatable: scopes guest, protected, protectedOwn, privateOwn; rights read+write+delete or none (env FERRY_GUEST_PERMISSIONS; defaults in the README).")
+    var guestPermissions: [String] = []
+    @Option(name: .customLong("authenticated-permission"),
+            help: "SCOPE=RIGHTS for authenticated callers, repeatable (env FERRY_AUTHENTICATED_PERMISSIONS).")
+    var authenticatedPermissions: [String] = []
+    @Option(name: .customLong("copy-source-bucket"),
+            help: "A bucket copies may read besides the request's own, repeatable; * allows any (env FERRY_COPY_SOURCE_BUCKETS).")
+    var copySourceBuckets: [String] = []
 
     @Option(name: .customLong("auth-mode"), help: "none (trusted producers) or jwt (env FERRY_AUTH_MODE; default none).")
     var authMode: String?
@@ -122,6 +140,12 @@ struct WorkerOptions: ParsableArguments {
     @Option(name: .customLong("jwt-issuer"), help: "Required iss claim.") var jwtIssuer: String?
     @Option(name: .customLong("jwt-audience"), help: "Required aud claim member.") var jwtAudience: String?
     @Option(name: .customLong("jwt-identity-claim"), help: "Claim that must equal identityId (default sub).") var jwtIdentityClaim: String?
+    @Flag(name: .customLong("allow-guests"),
+          help: "With --auth-mode jwt: serve requests without a token as anonymous guests instead of refusing them (env FERRY_ALLOW_GUESTS).")
+    var allowGuests = false
+    @Option(name: .customLong("jwt-guest-issuer"),
+            help: "With --auth-mode jwt: tokens with this iss prove a guest identity (Cognito's unauthenticated role), not an authenticated one.")
+    var jwtGuestIssuer: String?
 
     @Option(name: .customLong("https-source-max-bytes"), help: "Largest https:// source, e.g. 5GiB (default 5GiB).")
     var httpsSourceMaxBytes: String?
@@ -154,6 +178,11 @@ struct WorkerOptions: ParsableArguments {
         Resolve.string(&prefixProtected, .prefixProtected)
         Resolve.string(&prefixPrivate, .prefixPrivate)
         try Resolve.flag(&prefixPassthrough, .prefixPassthrough)
+        Resolve.list(&guestPermissions, .guestPermissions)
+        Resolve.list(&authenticatedPermissions, .authenticatedPermissions)
+        Resolve.list(&copySourceBuckets, .copySourceBuckets)
+        try Resolve.flag(&allowGuests, .allowGuests)
+        Resolve.string(&jwtGuestIssuer, .jwtGuestIssuer)
         Resolve.string(&authMode, .authMode)
         Resolve.string(&jwtSecretFile, .jwtSecretFile)
         Resolve.string(&jwtPublicKey, .jwtPublicKey)
@@ -168,17 +197,13 @@ struct WorkerOptions: ParsableArguments {
         guard let root = dataRoot else {
             throw ValidationError("no data root: pass --data-root or set FERRY_DATA_ROOT")
         }
+        // One transport for the process: its limits bound storage, https sources, webhooks and STS together.
+        let http = CurlTransport(limits: try s3.limits.transportLimits(), caBundle: s3.caBundle ?? setting(.caBundle))
         let storage: WorkerConfiguration.Storage
         if let local = localStore {
             storage = .local(URL(fileURLWithPath: local))
         } else {
-            storage = .s3(try s3.configuration())
-        }
-        // One transport for the process: its limits bound storage, https sources and webhooks together.
-        let http: CurlTransport
-        switch storage {
-        case .s3(let c): http = CurlTransport(timeouts: c.timeouts, limits: c.limits, caBundle: c.caBundle)
-        case .local: http = CurlTransport(limits: try s3.limits.transportLimits(), caBundle: s3.caBundle)
+            storage = .s3(try s3.configuration(transport: http))
         }
         var engine = TransferEngine.Configuration()
         engine.defaults = try s3.limits.settings()
@@ -236,6 +261,20 @@ struct WorkerOptions: ParsableArguments {
         }
         // triggers/Registrations.swift may substitute its own resolver.
         configuration.prefixResolver = Registrations.prefixResolver(configured: configuration.prefixResolver)
+        do {
+            try configuration.permissions.apply(guestPermissions, to: .guest)
+            try configuration.permissions.apply(authenticatedPermissions, to: .authenticated)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        if copySourceBuckets.contains("*") {
+            configuration.copySourceBuckets = nil
+        } else {
+            for bucket in copySourceBuckets {
+                if let problem = RequestLimits.bucketNameProblem(bucket) { throw ValidationError("--copy-source-bucket: \(problem.message)") }
+            }
+            configuration.copySourceBuckets = Set(copySourceBuckets)
+        }
         return configuration
     }
 
@@ -257,6 +296,11 @@ struct WorkerOptions: ParsableArguments {
         auth.issuer = jwtIssuer
         auth.audience = jwtAudience
         if let claim = jwtIdentityClaim { auth.identityClaim = claim }
+        auth.allowGuests = allowGuests
+        auth.guestIssuer = jwtGuestIssuer
+        if auth.mode == .none && (allowGuests || jwtGuestIssuer != nil) {
+            throw ValidationError("--allow-guests and --jwt-guest-issuer apply to --auth-mode jwt (without it, requests without identityId are guests already)")
+        }
         if auth.mode == .jwt && auth.hmacSecret == nil && auth.publicKeyPEM == nil && auth.jwksJSON == nil {
             throw ValidationError("--auth-mode jwt needs --jwt-secret-file, FERRY_JWT_SECRET, --jwt-public-key or --jwt-jwks")
         }

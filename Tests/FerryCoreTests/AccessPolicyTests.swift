@@ -1,10 +1,12 @@
 import Foundation
 import FerryCore
+import FerryTestSupport
 import Testing
 
 @Suite struct AccessPolicyTests {
     typealias Case = (op: TransferOperation, level: AccessLevel, actor: String?, target: String?, allowed: Bool)
 
+    /// The rules Ferry always had: the default permissions must keep them.
     static let cases: [Case] = [
         (.upload, .guest, nil, nil, true),
         (.download, .guest, nil, nil, true),
@@ -25,13 +27,14 @@ import Testing
     ]
 
     @Test(arguments: cases.indices)
-    func rule(index: Int) {
+    func defaultsKeepTheOriginalRules(index: Int) {
         let c = Self.cases[index]
-        let request = TransferRequest(id: "a\(index)", op: c.op, bucket: "photos", key: "k", accessLevel: c.level,
+        var request = TransferRequest(id: "a\(index)", op: c.op, bucket: "photos", key: "k", accessLevel: c.level,
                                       identityId: c.actor, targetIdentityId: c.target,
                                       source: c.op == .upload ? "file:///x" : nil, destination: c.op == .download ? "file:///y" : nil)
+        let caller = Caller(role: c.actor == nil ? .guest : .authenticated, identityId: c.actor)
         do {
-            try AccessPolicy.authorize(request)
+            _ = try AccessPolicy().authorize(request, caller: caller)
             #expect(c.allowed, "\(c) was allowed")
         } catch {
             #expect(!c.allowed, "\(c) was refused: \(error)")
@@ -39,15 +42,115 @@ import Testing
         }
     }
 
-    @Test func copyingAnotherIdentitysPrivateObjectIsRefused() throws {
-        let theft = TransferRequest(id: "c", op: .copy, bucket: "photos", key: "mine.jpg", identityId: "bob",
-                                    source: "s3://photos/private/alice/secret.jpg")
-        #expect(throws: FerryError.self) { try AccessPolicy.authorize(theft) }
-        let own = TransferRequest(id: "c", op: .copy, bucket: "photos", key: "mine.jpg", identityId: "alice",
-                                  source: "s3://photos/private/alice/secret.jpg")
-        try AccessPolicy.authorize(own)
-        let shared = TransferRequest(id: "c", op: .copy, bucket: "photos", key: "mine.jpg", source: "s3://photos/protected/alice/a.jpg")
-        try AccessPolicy.authorize(shared)
+    /// Every request shape, against random permission tables (seeded): a
+    /// request is allowed exactly when the table grants its role the right in
+    /// the scope the object lies in; another identity's private objects never;
+    /// and an allowed request's key lies in the area the rule was checked for.
+    @Test func decisionsFollowThePermissionTable() throws {
+        var rng = HostileInput.rng(seed: 0xACCE55)
+        let identities: [String?] = [nil, "alice", "bob"]
+        let resolver = DefaultPrefixResolver()
+        var checked = 0, allowed = 0
+        for _ in 0..<40 {
+            var permissions = AccessPermissions.defaults
+            for role in CallerRole.allCases {
+                for scope in AccessScope.allCases {
+                    permissions.set(Set(AccessRight.allCases.filter { _ in Bool.random(using: &rng) }), for: role, in: scope)
+                }
+            }
+            let policy = AccessPolicy(permissions: permissions, resolver: resolver)
+            var shapes: [(TransferOperation, AccessLevel, CallerRole, String?, String?, String?)] = []
+            for op in [TransferOperation.upload, .download, .delete] { for level in AccessLevel.allCases { for role in CallerRole.allCases {
+                for callerId in identities { for stated in identities { for target in identities {
+                    shapes.append((op, level, role, callerId, stated, target))
+                } } }
+            } } }
+            for (op, level, role, callerId, stated, target) in shapes {
+                if role == .authenticated && callerId == nil { continue }
+                let request = TransferRequest(id: "r", op: op, bucket: "b", key: "k.txt", accessLevel: level, identityId: stated,
+                                              targetIdentityId: target)
+                let caller = Caller(role: role, identityId: callerId)
+                // The rule, restated independently of the implementation.
+                let right: AccessRight = op == .download ? .read : op == .delete ? .delete : .write
+                let owner: String? = op == .download && level == .protected ? (target ?? stated) : stated
+                var expected: Bool
+                let namesAnotherOwner = level != .guest && !(op == .download && level == .protected) && target != nil && target != stated
+                switch level {
+                case .guest: expected = permissions.allows(role, right, in: .guest)
+                case .protected:
+                    expected = owner != nil && permissions.allows(role, right, in: owner == callerId ? .protectedOwn : .protected)
+                case .private:
+                    expected = owner != nil && owner == callerId && permissions.allows(role, right, in: .privateOwn)
+                }
+                if namesAnotherOwner { expected = false }
+                checked += 1
+                do {
+                    let decision = try policy.authorize(request, caller: caller)
+                    #expect(expected, "allowed: \(op) \(level) by \(caller) owner \(owner ?? "-") with \(permissions.summary(of: role))")
+                    #expect(resolver.area(of: decision.objectKey) == ObjectArea(level: level, owner: level == .guest ? nil : owner))
+                    allowed += 1
+                } catch {
+                    #expect(!expected, "refused: \(op) \(level) by \(caller): \(error.message)")
+                    #expect(error.code == .accessDenied)
+                }
+            }
+        }
+        #expect(allowed > 0 && allowed < checked)
+    }
+
+    @Test func refusalsNameTheRule() {
+        var permissions = AccessPermissions.defaults
+        permissions.set([.read], for: .guest, in: .guest)
+        let request = TransferRequest(id: "r", op: .delete, bucket: "b", key: "k")
+        do {
+            _ = try AccessPolicy(permissions: permissions).authorize(request, caller: .anonymousGuest)
+            Issue.record("allowed")
+        } catch {
+            #expect(error.message.contains("access.guestPermissions: guest=read"), "\(error.message)")
+        }
+    }
+
+    @Test func copySourcesAreReadsUnderTheSameRules() throws {
+        let policy = AccessPolicy()
+        let alice = Caller(role: .authenticated, identityId: "alice")
+        let bob = Caller(role: .authenticated, identityId: "bob")
+        func copy(_ source: String, level: AccessLevel? = nil, owner: String? = nil, identity: String? = "bob") -> TransferRequest {
+            TransferRequest(id: "c", op: .copy, bucket: "photos", key: "mine.jpg", identityId: identity, source: source,
+                            sourceAccessLevel: level, sourceIdentityId: owner)
+        }
+        // A full key: its area decides.
+        #expect(throws: FerryError.self) { try policy.authorize(copy("s3://photos/private/alice/secret.jpg"), caller: bob) }
+        #expect(try policy.authorize(copy("s3://photos/private/alice/secret.jpg", identity: "alice"), caller: alice)
+            .copySourceKey == "private/alice/secret.jpg")
+        #expect(try policy.authorize(copy("s3://photos/protected/alice/a.jpg"), caller: bob).copySourceKey == "protected/alice/a.jpg")
+        #expect(try policy.authorize(copy("s3://photos/public/a.jpg", identity: nil), caller: .anonymousGuest).copySourceKey == "public/a.jpg")
+        // Outside every area: refused, whoever asks.
+        #expect(throws: FerryError.self) { try policy.authorize(copy("s3://photos/elsewhere/a.jpg"), caller: bob) }
+        // A user key with its level, as Amplify's Storage.copy names it.
+        #expect(try policy.authorize(copy("s3://photos/a.jpg", level: .protected, owner: "alice"), caller: bob)
+            .copySourceKey == "protected/alice/a.jpg")
+        #expect(try policy.authorize(copy("s3://photos/a.jpg", level: .private), caller: bob).copySourceKey == "private/bob/a.jpg")
+        #expect(throws: FerryError.self) { try policy.authorize(copy("s3://photos/a.jpg", level: .private, owner: "alice"), caller: bob) }
+        // A guest may not read a protected object when guests' protected rights are taken away.
+        var strict = AccessPermissions.defaults
+        strict.set([], for: .guest, in: .protected)
+        #expect(throws: FerryError.self) {
+            try AccessPolicy(permissions: strict).authorize(copy("s3://photos/protected/alice/a.jpg", identity: nil), caller: .anonymousGuest)
+        }
+        // Other buckets only when configured.
+        #expect(throws: FerryError.self) { try policy.authorize(copy("s3://victim/public/a.jpg"), caller: bob) }
+        #expect(try AccessPolicy(copySourceBuckets: ["shared"]).authorize(copy("s3://shared/public/a.jpg"), caller: bob).copySourceBucket == "shared")
+        #expect(try AccessPolicy(copySourceBuckets: nil).authorize(copy("s3://any/public/a.jpg"), caller: bob).copySourceBucket == "any")
+    }
+
+    @Test func permissionsParseFromSettings() throws {
+        var permissions = AccessPermissions.defaults
+        try permissions.apply(["guest=read", "protected = none", "privateOwn=read+write"], to: .guest)
+        #expect(permissions.summary(of: .guest) == "guest=read protected=none protectedOwn=none privateOwn=read+write")
+        #expect(permissions.summary(of: .authenticated) == AccessPermissions.defaults.summary(of: .authenticated))
+        #expect(throws: ConfigurationError.self) { try permissions.apply(["private=read"], to: .guest) }
+        #expect(throws: ConfigurationError.self) { try permissions.apply(["guest=list"], to: .guest) }
+        #expect(throws: ConfigurationError.self) { try permissions.apply(["guest"], to: .guest) }
     }
 }
 
@@ -102,9 +205,14 @@ import Testing
         #expect(try resolver.objectKey(for: request) == "users/alice/own/a.txt")
         #expect(resolver.privateOwner(of: "users/alice/own/a.txt") == "alice")
         #expect(resolver.privateOwner(of: "users/alice/pub/a.txt") == nil)
+        #expect(resolver.area(of: "users/alice/pub/a.txt") == ObjectArea(level: .protected, owner: "alice"))
+        #expect(resolver.area(of: "shared/a.txt") == ObjectArea(level: .guest, owner: nil))
+        #expect(resolver.area(of: "other/a.txt") == nil)
         // The copy rule follows the configured layout.
         let theft = TransferRequest(id: "c", op: .copy, bucket: "b", key: "x", identityId: "bob", source: "s3://b/users/alice/own/a.txt")
-        #expect(throws: FerryError.self) { try AccessPolicy.authorize(theft, resolver: resolver) }
+        #expect(throws: FerryError.self) {
+            try AccessPolicy(resolver: resolver).authorize(theft, caller: Caller(role: .authenticated, identityId: "bob"))
+        }
         #expect(throws: ConfigurationError.self) { try TemplatePrefixResolver(private: "private/") }
         #expect(throws: ConfigurationError.self) { try TemplatePrefixResolver(protected: "p/{identityId}/", private: "p/{identityId}/") }
         request.identityId = "a/b"

@@ -22,8 +22,8 @@ final class CountingStore: ObjectStore {
     func headObject(bucket: String, key: String, headers: [String: String]) async throws(FerryError) -> ObjectAttributes? {
         try await base.headObject(bucket: bucket, key: key, headers: headers)
     }
-    func copyObject(from source: ObjectLocation, to destination: ObjectLocation) async throws(FerryError) -> ObjectWriteResult {
-        try await base.copyObject(from: source, to: destination)
+    func copyObject(_ input: CopyObjectInput) async throws(FerryError) -> ObjectWriteResult {
+        try await base.copyObject(input)
     }
     func deleteObject(bucket: String, key: String) async throws(FerryError) -> ObjectWriteResult {
         try await base.deleteObject(bucket: bucket, key: key)
@@ -53,8 +53,9 @@ final class CountingStore: ObjectStore {
 
 extension CountingStore {
     func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
-                        range: ClosedRange<Int64>) async throws(FerryError) -> CompletedPart {
+                        range: ClosedRange<Int64>, headers: [String: String]) async throws(FerryError) -> CompletedPart {
         copiedParts.withLock { $0.append(partNumber) }
-        return try await base.uploadPartCopy(location, uploadId: uploadId, partNumber: partNumber, source: source, range: range)
+        return try await base.uploadPartCopy(location, uploadId: uploadId, partNumber: partNumber, source: source, range: range,
+                                             headers: headers)
     }
 }

@@ -113,7 +113,7 @@ import Testing
             try await tls.createBucket("remote")
             let bytes = (0..<(7 << 20)).map { UInt8(truncatingIfNeeded: $0 >> 3) }
             _ = try await tls.putObject(PutObjectInput(bucket: "remote", key: "origin.bin"), body: .bytes(bytes))
-            let url = try tls.presignedURL(method: "GET", location: ObjectLocation(bucket: "remote", key: "origin.bin"), expires: 300)
+            let url = try await tls.presignedURL(method: "GET", location: ObjectLocation(bucket: "remote", key: "origin.bin"), expires: 300)
             var policy = RemoteSourcePolicy()
             policy.allowedRanges = [try AddressRange("127.0.0.0/8")]
             let engine = try engine(root, store: tls, policy: policy, caBundle: rgw.caBundle)

@@ -4,6 +4,7 @@ import FerryS3
 import FerryTestSupport
 import Foundation
 import Logging
+import Synchronization
 import Testing
 
 /// Only regular files are transferred, and nothing a transfer waits on can hold
@@ -68,11 +69,13 @@ import Testing
     @Test func theTimeoutEndsATransferThatIgnoresCancellation() async throws {
         let control = TransferControl()
         let started = ContinuousClock.now
+        // Stuck where no cancellation reaches: a continuation resumed only after the test is done.
+        let stuck = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        defer { stuck.withLock { $0?.resume(); $0 = nil } }
         do {
             _ = try await TransferEngine.withTimeout(0.3, control: control, logger: Logger(label: "test.timeout"), cleanupSeconds: 0.3) {
                 () async throws(FerryError) -> TransferOutcome in
-                // Stuck for good where no cancellation reaches (a continuation nobody resumes).
-                await withCheckedContinuation { (_: CheckedContinuation<Void, Never>) in }
+                await withCheckedContinuation { continuation in stuck.withLock { $0 = continuation } }
                 throw FerryError(.internalError, "should have been abandoned")
             }
             Issue.record("returned a result")

@@ -102,6 +102,36 @@ import Testing
         #expect(row("s3.secretAccessKey").contains("<redacted>") && !out.contains("very-secret"))
         #expect(row("worker.stateDir").hasSuffix("[default]"))
         #expect(out.contains("configuration is valid"))
+        // Which provider supplies the S3 keys, never the secret; the access rules in force.
+        #expect(out.contains("S3 credentials: environment, access key a"), "\(out)")
+        #expect(out.contains("access: guests guest=read+write+delete protected=read protectedOwn=none privateOwn=none"), "\(out)")
+        let home = dir.appendingPathComponent("home")
+        try FileManager.default.createDirectory(at: home.appendingPathComponent(".aws"), withIntermediateDirectories: true)
+        try "[ops]\naws_access_key_id = AKIAOPS\naws_secret_access_key = ops-secret\n"
+            .write(to: home.appendingPathComponent(".aws/credentials"), atomically: true, encoding: .utf8)
+        try "kafka: {bootstrapServers: 'k:9092'}\nworker: {dataRoot: \(dir.path)}\n".write(to: file, atomically: true, encoding: .utf8)
+        let profiled = try await runChecked(ferry, ["config", "check", "--config", file.path, "--guest-permission", "guest=read"],
+                                            environment: ["HOME": home.path, "AWS_PROFILE": "ops", "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""])
+        #expect(profiled.contains("S3 credentials: profile ops, access key AKIAOPS") && !profiled.contains("ops-secret"), "\(profiled)")
+        #expect(profiled.contains("access: guests guest=read protected=read"), "\(profiled)")
+        let noKeys = try await runCommand(ferry, ["config", "check", "--config", file.path],
+                                          environment: ["HOME": home.path, "AWS_PROFILE": "nobody", "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""])
+        #expect(noKeys.status == 64 && noKeys.stderr.contains("profile 'nobody' has no credentials"), "\(noKeys.stderr)")
+        try """
+            kafka:
+              bootstrapServers: kafka:9092
+              properties: {security.protocol: SASL_SSL, sasl.mechanism: PLAIN}
+            worker:
+              dataRoot: \(dir.path)
+              maxTransfers: 4
+              shutdownGrace: 12
+            transfers:
+              partSize: 16MiB
+            s3:
+              secretAccessKey: very-secret
+            http:
+              address: 127.0.0.1:9090
+            """.write(to: file, atomically: true, encoding: .utf8)
         // A flag beats the variable.
         let flagged = try await runChecked(ferry, ["config", "check", "--config", file.path, "--max-transfers", "7", "--format", "json"],
                                            environment: env)

@@ -16,13 +16,19 @@ import Testing
     /// Runs a "supervisor": whenever the worker dies, a new one is started,
     /// with a fresh state directory when `freshState` (a pod that comes back
     /// empty, or another machine) or the same one (a restarted process).
-    func supervise(freshState: Bool, maxStarts: Int) async throws {
+    enum Fault { case trap, hang }
+
+    func supervise(freshState: Bool, maxStarts: Int, fault: Fault = .trap) async throws {
         let moto = try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("breaker-moto"))
         do {
             let base = try TestPaths.temporaryDirectory("breaker-\(freshState ? "fresh" : "same")")
             let env = try EndToEndTests.Environment.oneBroker(base: base, server: moto, bucket: "breaker", logger: logger)
             try await Boto3(moto)("create-bucket", "breaker")
             let marker = "TRAP-\(UUID().uuidString.prefix(8))"
+            // A trap, or a hang the check watchdog (shortened to 3 s here) turns into an exit.
+            let faultEnvironment = fault == .trap ? ["FERRY_TEST_TRAP_MARKER": marker]
+                : ["FERRY_TEST_HANG_MARKER": marker, "FERRY_TEST_CHECK_LIMIT_SECONDS": "3"]
+            let deathSign = fault == .trap ? "FERRY_TEST_TRAP_MARKER matched" : "stuck where nothing can stop them"
             var workers: [BackgroundProcess] = []
             func start() throws -> BackgroundProcess {
                 let n = workers.count
@@ -32,7 +38,7 @@ import Testing
                                 "--region", "us-east-1", "--data-root", env.dataRoot.path, "--worker-id", "breaker-\(n)",
                                 "--state-dir", base.appendingPathComponent(freshState ? "state-\(n)" : "state").path,
                                 "--max-starts", "\(maxStarts)", "--kafka-property", "session.timeout.ms=6000"],
-                    environment: moto.clientEnvironment.merging(["FERRY_TEST_TRAP_MARKER": marker]) { $1 }, logDirectory: base)
+                    environment: moto.clientEnvironment.merging(faultEnvironment) { $1 }, logDirectory: base)
                 workers.append(worker)
                 return worker
             }
@@ -53,7 +59,7 @@ import Testing
                 if done.contains(where: { $0.id == "poison" }) && (1...5).allSatisfy({ n in done.contains { $0.id == "after-\(n)" } }) { break }
                 if !current.isRunning {
                     deaths += 1
-                    #expect(current.log.contains("FERRY_TEST_TRAP_MARKER matched"), "died for another reason:\n\(current.log.suffix(3000))")
+                    #expect(current.log.contains(deathSign), "died for another reason:\n\(current.log.suffix(3000))")
                     await current.stop()
                     #expect(deaths <= maxStarts, "more deaths than --max-starts")
                     if deaths > maxStarts + 1 { break }
@@ -80,9 +86,9 @@ import Testing
             try await env.kcat.produce(topic: "ferry.requests", key: "breaker/one", value: upload("late"))
             #expect(try await env.terminalStatus(of: "late", timeout: 60)?.state == .completed)
             #expect(try await env.kcat.consumeAll(topic: "ferry.requests.dlq").count == 1)
-            #expect(!late.log.contains("FERRY_TEST_TRAP_MARKER matched"))
+            #expect(!late.log.contains(deathSign))
             await late.stop()
-            print("crash-loop breaker (\(freshState ? "fresh state each time" : "same state dir")): \(deaths) deaths, then one PoisonMessage dead letter; 8 neighbours completed")
+            print("crash-loop breaker (\(fault), \(freshState ? "fresh state each time" : "same state dir")): \(deaths) deaths, then one PoisonMessage dead letter; 8 neighbours completed")
             try? FileManager.default.removeItem(at: base)
         } catch {
             await moto.stop()
@@ -100,5 +106,11 @@ import Testing
     /// The same worker restarted with its state directory.
     @Test func poisonIsQuarantinedByARestartedWorker() async throws {
         try await supervise(freshState: false, maxStarts: 3)
+    }
+
+    /// A message that wedges its worker in synchronous code (no crash, nothing
+    /// to cancel) is ended by the check watchdog and quarantined the same way.
+    @Test func aHangingMessageIsQuarantinedToo() async throws {
+        try await supervise(freshState: true, maxStarts: 2, fault: .hang)
     }
 }

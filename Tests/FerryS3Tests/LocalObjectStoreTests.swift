@@ -45,7 +45,8 @@ import Testing
         // The replaced blob is gone: one blob left.
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("bkt/blobs").path).count == 1)
 
-        let copy = try await store.copyObject(from: ObjectLocation(bucket: "bkt", key: "k"), to: ObjectLocation(bucket: "ccc", key: "k2"))
+        let copy = try await store.copyObject(CopyObjectInput(source: ObjectLocation(bucket: "bkt", key: "k"),
+                                                                  destination: PutObjectInput(bucket: "ccc", key: "k2")))
         #expect(copy.eTag == "\"\(Digest.md5([2, 2]).hexString)\"")
 
         _ = try await store.deleteObject(bucket: "bkt", key: "k")

@@ -44,8 +44,8 @@ import Testing
         #expect(attributes.size == Int64(bytes.count))
         #expect(try Data(contentsOf: out) == Data(bytes.reversed()))
 
-        let copied = try await s3.copyObject(from: ObjectLocation(bucket: "ferry-client", key: key),
-                                             to: ObjectLocation(bucket: "ferry-client", key: "copy"))
+        let copied = try await s3.copyObject(CopyObjectInput(source: ObjectLocation(bucket: "ferry-client", key: key),
+                                                             destination: PutObjectInput(bucket: "ferry-client", key: "copy")))
         #expect(copied.eTag == put.eTag)
 
         #expect(try await s3.headObject(bucket: "ferry-client", key: key)?.size == Int64(bytes.count))

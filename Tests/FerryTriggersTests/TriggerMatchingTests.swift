@@ -84,7 +84,31 @@ import Triggers
             }
             return "\(owner)/\(level.rawValue)/"
         }
-        func privateOwner(of key: String) -> String? { nil }
+        func area(of key: String) -> ObjectArea? { nil }
+    }
+
+    /// Refuses changes by guests: it sees the whole request through `AccessContext`.
+    struct SignedInWrites: PrefixResolver {
+        let base = DefaultPrefixResolver()
+        func prefix(for level: AccessLevel, owner identityId: String?) throws(FerryError) -> String {
+            try base.prefix(for: level, owner: identityId)
+        }
+        func area(of key: String) -> ObjectArea? { base.area(of: key) }
+        func prefix(for level: AccessLevel, owner identityId: String?, context: AccessContext) throws(FerryError) -> String {
+            if !context.isAuthenticated && context.operation != .download {
+                throw FerryError(.accessDenied, "sign in to change objects in \(context.bucket)")
+            }
+            return try prefix(for: level, owner: identityId)
+        }
+    }
+
+    @Test func resolversSeeTheRequestContext() throws {
+        let policy = AccessPolicy(resolver: SignedInWrites())
+        let upload = TransferRequest(id: "u", op: .upload, bucket: "b", key: "k", source: "file:///x")
+        #expect(throws: FerryError.self) { try policy.authorize(upload, caller: .anonymousGuest) }
+        #expect(try policy.authorize(upload, caller: Caller(role: .authenticated, identityId: "alice")).objectKey == "public/k")
+        let read = TransferRequest(id: "d", op: .download, bucket: "b", key: "k", destination: "file:///y")
+        #expect(try policy.authorize(read, caller: .anonymousGuest).objectKey == "public/k")
     }
 
     @Test func shippedHookKeepsTheConfiguredResolver() throws {

@@ -6,7 +6,9 @@ A FAULT_RATE fraction of requests (seeded, so runs repeat) is answered with
 CORRUPT_GETS successful GET bodies get one byte flipped. Headers pass
 unchanged (the Host header too, so signatures stay valid). Each fault adds a
 line to COUNT_FILE; with `log`, so does every forwarded request
-("METHOD PATH STATUS"), for tests that count requests.
+("METHOD PATH STATUS"), for tests that count requests, and a line
+"sse-c METHOD PATH name=md5 …" naming the SSE-C key MD5s a request carried,
+and "signed-by KEYID METHOD PATH" naming the access key id that signed it.
 """
 import http.client
 import random
@@ -65,6 +67,14 @@ class Proxy(BaseHTTPRequestHandler):
         data = response.read()
         if log_requests:
             record(f"{self.command} {self.path} {response.status}")
+            # SSE-C: which keys a request carried, by their MD5 (never the key itself).
+            sse = {k.lower(): v for k, v in self.headers.items() if k.lower().endswith("server-side-encryption-customer-key-md5")}
+            if sse:
+                record("sse-c " + self.command + " " + self.path + " " + " ".join(f"{k}={v}" for k, v in sorted(sse.items())))
+            # Which access key signed it (the key id only).
+            auth = self.headers.get("Authorization", "")
+            if "Credential=" in auth:
+                record("signed-by " + auth.split("Credential=", 1)[1].split("/", 1)[0] + " " + self.command + " " + self.path)
         if self.command == "GET" and response.status in (200, 206) and data:
             with lock:
                 corrupt = corrupt_left[0] > 0
@@ -76,7 +86,9 @@ class Proxy(BaseHTTPRequestHandler):
         for k, v in response.getheaders():
             if k.lower() not in ("transfer-encoding", "connection", "content-length"):
                 self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
+        # A HEAD answer's length is the object's, not its (empty) body's.
+        length = response.getheader("Content-Length", "0") if self.command == "HEAD" else str(len(data))
+        self.send_header("Content-Length", length)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)

@@ -2,7 +2,7 @@
 
 usage: s3_client.py ENDPOINT create-bucket BUCKET
        s3_client.py ENDPOINT get BUCKET KEY OUTFILE      (prints JSON: ETag, ContentLength, ContentType, Metadata)
-       s3_client.py ENDPOINT put BUCKET KEY INFILE
+       s3_client.py ENDPOINT put BUCKET KEY INFILE [METADATA_JSON]
        s3_client.py ENDPOINT head BUCKET KEY
        s3_client.py ENDPOINT list-uploads BUCKET PREFIX    (prints JSON: keys with uploads in progress)
        s3_client.py ENDPOINT sha256-all BUCKET PREFIX      (prints JSON: key -> SHA-256 of its bytes)
@@ -65,7 +65,8 @@ elif command == "list-all":
     print(json.dumps(everything))
 elif command == "put":
     with open(args[2], "rb") as f:
-        response = s3.put_object(Bucket=args[0], Key=args[1], Body=f.read())
+        metadata = json.loads(args[3]) if len(args) > 3 else {}
+        response = s3.put_object(Bucket=args[0], Key=args[1], Body=f.read(), Metadata=metadata)
     print(json.dumps({"ETag": response["ETag"]}))
 else:
     sys.exit(f"unknown command {command}")

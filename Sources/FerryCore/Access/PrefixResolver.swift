@@ -1,24 +1,39 @@
-/// Maps a request's user key to the S3 key it lives at, by access level.
-/// A resolver may also refuse a request (Amplify's client-side validation, server-side).
+/// Maps a request's user key to the S3 key it lives at, by access level, and
+/// tells which level and owner a full key belongs to. A resolver may also
+/// refuse a request (Amplify's client-side validation, server-side).
 public protocol PrefixResolver: Sendable {
     /// The prefix for objects of `level` owned by `identityId`, or a `FerryError` refusing the request.
     func prefix(for level: AccessLevel, owner identityId: String?) throws(FerryError) -> String
-    /// The owner of `key` when it lies in some identity's private area (nil otherwise);
-    /// used to keep copies from reading other identities' private objects.
-    func privateOwner(of key: String) -> String?
+    /// The same, knowing the request: the operation, the caller (and whether
+    /// they are authenticated), the bucket and the user key. The default calls
+    /// `prefix(for:owner:)`; implement it to refuse by context.
+    func prefix(for level: AccessLevel, owner identityId: String?, context: AccessContext) throws(FerryError) -> String
+    /// The level and owner of a full S3 key, or nil when it lies in no level's
+    /// area. Copy sources given as full keys are judged by it.
+    func area(of key: String) -> ObjectArea?
 }
 
 extension PrefixResolver {
-    /// The full S3 key of the object a request names. Reads of protected
-    /// objects use the owner named by `targetIdentityId`.
-    public func objectKey(for request: TransferRequest) throws(FerryError) -> String {
+    public func prefix(for level: AccessLevel, owner identityId: String?, context: AccessContext) throws(FerryError) -> String {
+        try prefix(for: level, owner: identityId)
+    }
+
+    /// The owner of `key` when it lies in some identity's private area (nil otherwise).
+    public func privateOwner(of key: String) -> String? {
+        guard let area = area(of: key), area.level == .private else { return nil }
+        return area.owner
+    }
+
+    /// The full S3 key of the object a request names, as `caller` places it.
+    public func objectKey(for request: TransferRequest, caller: Caller) throws(FerryError) -> String {
         let level = request.effectiveAccessLevel
-        let owner: String?
-        switch (request.op, level) {
-        case (.download, .protected): owner = request.targetIdentityId ?? request.identityId
-        default: owner = request.identityId
-        }
-        return try prefix(for: level, owner: owner) + request.key
+        let context = AccessContext(operation: request.op, accessLevel: level, caller: caller, bucket: request.bucket, key: request.key)
+        return try prefix(for: level, owner: AccessPolicy.owner(of: request), context: context) + request.key
+    }
+
+    /// The full S3 key of the object a request names, for a caller whose stated identity is trusted.
+    public func objectKey(for request: TransferRequest) throws(FerryError) -> String {
+        try objectKey(for: request, caller: .trusted(request))
     }
 }
 
@@ -85,13 +100,20 @@ public struct TemplatePrefixResolver: PrefixResolver, Hashable {
         return (level == .protected ? protected : `private`).replacingOccurrences(of: "{identityId}", with: identityId)
     }
 
-    public func privateOwner(of key: String) -> String? {
-        let parts = `private`.components(separatedBy: "{identityId}")
-        guard parts.count == 2, key.hasPrefix(parts[0]) else { return nil }
-        let rest = key.dropFirst(parts[0].count)
-        guard let end = parts[1].isEmpty ? rest.endIndex : rest.range(of: parts[1])?.lowerBound else { return nil }
-        let owner = String(rest[..<end])
-        return owner.isEmpty ? nil : owner
+    public func area(of key: String) -> ObjectArea? {
+        if key.hasPrefix(guest) { return ObjectArea(level: .guest, owner: nil) }
+        for (level, template) in [(AccessLevel.protected, protected), (.private, `private`)] {
+            let parts = template.components(separatedBy: "{identityId}")
+            guard parts.count == 2, key.hasPrefix(parts[0]) else { continue }
+            let rest = key.dropFirst(parts[0].count)
+            // An identity holds no '/': the shortest one inside the first segment that the tail follows.
+            let segment = rest.prefix { $0 != "/" }
+            for length in stride(from: 1, through: segment.count, by: 1) where rest.dropFirst(length).hasPrefix(parts[1]) {
+                let owner = String(segment.prefix(length))
+                if IdentityRule.violation(of: owner, field: "identityId") == nil { return ObjectArea(level: level, owner: owner) }
+            }
+        }
+        return nil
     }
 }
 
@@ -102,12 +124,13 @@ public struct DefaultPrefixResolver: PrefixResolver {
     public func prefix(for level: AccessLevel, owner identityId: String?) throws(FerryError) -> String {
         try templates.prefix(for: level, owner: identityId)
     }
-    public func privateOwner(of key: String) -> String? { templates.privateOwner(of: key) }
+    public func area(of key: String) -> ObjectArea? { templates.area(of: key) }
 }
 
-/// No prefix at all: keys are used as written, and no key is anyone's private area.
+/// No prefix at all: keys are used as written. Levels are labels only: every
+/// key is in one shared area, judged as the guest level.
 public struct PassThroughPrefixResolver: PrefixResolver {
     public init() {}
     public func prefix(for level: AccessLevel, owner identityId: String?) throws(FerryError) -> String { "" }
-    public func privateOwner(of key: String) -> String? { nil }
+    public func area(of key: String) -> ObjectArea? { ObjectArea(level: .guest, owner: nil) }
 }

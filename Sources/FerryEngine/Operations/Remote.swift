@@ -19,28 +19,50 @@ extension TransferRun {
     }
 
     /// A copy inside storage (no bytes pass through the worker): CopyObject up
-    /// to `copyThreshold`, multipart copy (UploadPartCopy) above it.
+    /// to `copyThreshold`, multipart copy (UploadPartCopy) above it. The new
+    /// object gets the source's content type and user metadata unless the
+    /// request gives its own (`contentType`; `metadata` replaces all of the
+    /// source's), the request's headers, and this transfer's markers; the
+    /// source's Ferry markers are never carried over. An SSE-C source is read
+    /// with the request's `x-amz-copy-source-server-side-encryption-customer-*`.
     func copy() async throws(FerryError) -> TransferOutcome {
-        guard let sourceURI = request.source else { throw FerryError(.invalidRequest, "copy needs a source s3://bucket/key") }
-        let source = try ObjectLocation(s3URI: sourceURI)
+        let source = try job.copySourceLocation()
         let destination = location
+        let headers = request.headers ?? [:]
+        let sourceKey = headers.filter { HeaderPolicy.isCopySourceKeyHeader($0.key) }
+        let destinationHeaders = headers.filter { !HeaderPolicy.isCopySourceKeyHeader($0.key) }
+        // A HEAD of the source carries its SSE-C key under the plain names.
+        let sourceHeadHeaders = Dictionary(sourceKey.map { ("x-amz-" + $0.key.lowercased().dropFirst("x-amz-copy-source-".count), $0.value) },
+                                           uniquingKeysWith: { a, _ in a })
         let head = try await attempt("HeadObject") { () async throws(FerryError) -> ObjectAttributes? in
-            try await store.headObject(bucket: source.bucket, key: source.key)
+            try await store.headObject(bucket: source.bucket, key: source.key, headers: sourceHeadHeaders)
         }
         guard let head else { throw FerryError(.noSuchKey, "copy source \(source) does not exist") }
         setTotal(head.size)
         let previous = try await attempt("HeadObject") { () async throws(FerryError) -> ObjectAttributes? in
-            try await store.headObject(bucket: destination.bucket, key: destination.key)
+            try await store.headObject(bucket: destination.bucket, key: destination.key, headers: destinationHeaders)
+        }
+        let requested = request.metadata ?? [:]
+        let markers = requested.filter { TransferMarker.isMarker($0.key) }
+        let userMetadata = requested.filter { !TransferMarker.isMarker($0.key) }
+        let metadata = (userMetadata.isEmpty ? head.metadata.filter { !TransferMarker.isMarker($0.key) } : userMetadata)
+            .merging(markers) { _, marker in marker }
+        let input = PutObjectInput(bucket: destination.bucket, key: destination.key, contentType: request.contentType ?? head.contentType,
+                                   metadata: metadata, headers: destinationHeaders)
+        if let id = markers[TransferMarker.transferId], let previous, previous.metadata[TransferMarker.transferId] == id,
+           previous.size == head.size {
+            return alreadyCopied(input, head: previous)
         }
         let result: ObjectWriteResult
         let eventName: String
         if head.size <= settings.copyThreshold {
+            let copy = CopyObjectInput(source: source, destination: input, sourceHeaders: sourceKey)
             result = try await attempt("CopyObject") { () async throws(FerryError) -> ObjectWriteResult in
-                try await store.copyObject(from: source, to: destination)
+                try await store.copyObject(copy)
             }
             eventName = "ObjectCreated:Copy"
         } else {
-            result = try await multipartCopy(from: source, attributes: head)
+            result = try await multipartCopy(from: source, size: head.size, input: input, sourceKey: sourceKey)
             eventName = "ObjectCreated:CompleteMultipartUpload"
         }
         meter.add(head.size - meter.value)
@@ -49,21 +71,37 @@ extension TransferRun {
                                       eventName: eventName, requestId: result.requestId, hostId: result.hostId,
                                       bytesTransferred: head.size, attempts: 1)
         outcome.previous = previous
+        outcome.contentType = input.contentType
+        outcome.metadata = input.metadata
+        return outcome
+    }
+
+    /// A redelivered copy whose object already carries this transfer's id: not copied again.
+    private func alreadyCopied(_ input: PutObjectInput, head: ObjectAttributes) -> TransferOutcome {
+        logger.info("object already carries this transfer id: not copying again", metadata: ["eTag": "\(head.eTag ?? "-")"])
+        var outcome = TransferOutcome(object: .init(bucket: input.bucket, key: input.key, size: head.size, eTag: head.eTag,
+                                                    versionId: head.versionId),
+                                      eventName: head.size > settings.copyThreshold ? "ObjectCreated:CompleteMultipartUpload" : "ObjectCreated:Copy",
+                                      requestId: "", hostId: "", bytesTransferred: 0, attempts: 1)
+        outcome.alreadyStored = true
+        outcome.storedMetadata = head.metadata
+        outcome.previousKnown = false
         outcome.contentType = head.contentType
         outcome.metadata = head.metadata
         return outcome
     }
 
-    private func multipartCopy(from source: ObjectLocation, attributes: ObjectAttributes) async throws(FerryError) -> ObjectWriteResult {
-        let plan = try PartPlan(size: attributes.size, requestedPartSize: settings.copyPartSize)
-        let input = PutObjectInput(bucket: location.bucket, key: location.key, contentType: attributes.contentType,
-                                   metadata: attributes.metadata)
+    private func multipartCopy(from source: ObjectLocation, size: Int64, input: PutObjectInput,
+                               sourceKey: [String: String]) async throws(FerryError) -> ObjectWriteResult {
+        let plan = try PartPlan(size: size, requestedPartSize: settings.copyPartSize)
         let run = self
         let destination = location
+        // The destination's SSE-C key (from the request's headers) and the source's.
+        let partHeaders = input.headers.filter { HeaderPolicy.isCustomerKeyHeader($0.key) }.merging(sourceKey) { a, _ in a }
         return try await multipart(input, plan: plan) { (uploadId, part) async throws(FerryError) -> CompletedPart in
             let copied = try await run.attempt("UploadPartCopy \(part.number)") { () async throws(FerryError) -> CompletedPart in
                 try await run.store.uploadPartCopy(destination, uploadId: uploadId, partNumber: part.number,
-                                                   source: source, range: part.range)
+                                                   source: source, range: part.range, headers: partHeaders)
             }
             run.meter.add(part.length)
             return copied

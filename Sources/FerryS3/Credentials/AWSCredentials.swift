@@ -1,19 +1,25 @@
+import FerryCore
 import Foundation
 
-/// An access key pair, optionally with a session token. `description` never shows the secret.
+/// An access key pair, optionally with a session token and an expiry
+/// (temporary credentials). `description` never shows the secret.
 public struct AWSCredentials: Sendable, Hashable, CustomStringConvertible {
     public var accessKeyId: String
     public var secretAccessKey: String
     public var sessionToken: String?
+    /// When temporary credentials stop working; nil for long-term keys.
+    public var expiration: Date?
 
-    public init(accessKeyId: String, secretAccessKey: String, sessionToken: String? = nil) {
+    public init(accessKeyId: String, secretAccessKey: String, sessionToken: String? = nil, expiration: Date? = nil) {
         self.accessKeyId = accessKeyId
         self.secretAccessKey = secretAccessKey
         self.sessionToken = sessionToken
+        self.expiration = expiration
     }
 
     public var description: String {
-        "AWSCredentials(accessKeyId: \(accessKeyId), secretAccessKey: <redacted>\(sessionToken == nil ? "" : ", sessionToken: <redacted>"))"
+        "AWSCredentials(accessKeyId: \(accessKeyId), secretAccessKey: <redacted>\(sessionToken == nil ? "" : ", sessionToken: <redacted>")"
+            + "\(expiration.map { ", expiration: \(Timestamp.iso8601($0))" } ?? ""))"
     }
 
     /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`; nil when the pair is incomplete.

@@ -58,7 +58,7 @@ extension LocalObjectStore {
     }
 
     public func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
-                               range: ClosedRange<Int64>) async throws(FerryError) -> CompletedPart {
+                               range: ClosedRange<Int64>, headers: [String: String]) async throws(FerryError) -> CompletedPart {
         let sourceDir = try bucketDirectory(source.bucket, create: false)
         guard let entry = readIndex(key: source.key, bucketDir: sourceDir) else {
             throw FerryError(.noSuchKey, "UploadPartCopy: no object \(source)")

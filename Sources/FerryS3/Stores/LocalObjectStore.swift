@@ -87,7 +87,8 @@ public final class LocalObjectStore: ObjectStore {
         return readIndex(key: key, bucketDir: bucketDir).map(attributes)
     }
 
-    public func copyObject(from source: ObjectLocation, to destination: ObjectLocation) async throws(FerryError) -> ObjectWriteResult {
+    public func copyObject(_ input: CopyObjectInput) async throws(FerryError) -> ObjectWriteResult {
+        let source = input.source
         try ObjectLocation.checkAddress(bucket: source.bucket, key: source.key)
         let sourceDir = try bucketDirectory(source.bucket, create: false)
         guard let entry = readIndex(key: source.key, bucketDir: sourceDir) else {
@@ -96,9 +97,7 @@ public final class LocalObjectStore: ObjectStore {
         let blob = open(sourceDir.appendingPathComponent("blobs/\(entry.blob)").path, O_RDONLY | O_CLOEXEC)
         guard blob >= 0 else { throw FerryError(.noSuchKey, "CopyObject: object \(source) was removed while it was copied") }
         defer { close(blob) }
-        return try await putObject(PutObjectInput(bucket: destination.bucket, key: destination.key,
-                                                  contentType: entry.contentType, metadata: entry.metadata),
-                                   body: .file(descriptor: blob, offset: 0, length: entry.size), progress: nil)
+        return try await putObject(input.destination, body: .file(descriptor: blob, offset: 0, length: entry.size), progress: nil)
     }
 
     public func deleteObject(bucket: String, key: String) async throws(FerryError) -> ObjectWriteResult {

@@ -15,9 +15,10 @@ public protocol ObjectStore: Sendable {
     /// The object's attributes, or nil when there is none. `headers` may carry
     /// the SSE-C key (S3 refuses a HEAD of an SSE-C object without it); other headers are ignored.
     func headObject(bucket: String, key: String, headers: [String: String]) async throws(FerryError) -> ObjectAttributes?
-    /// Copies `source` to `destination` inside storage (no bytes pass through Ferry).
-    /// The copy keeps the source's content type and metadata.
-    func copyObject(from source: ObjectLocation, to destination: ObjectLocation) async throws(FerryError) -> ObjectWriteResult
+    /// Copies `input.source` inside storage (no bytes pass through Ferry) to the
+    /// object `input.destination` describes: its content type, metadata and
+    /// headers replace the source's (S3's `x-amz-metadata-directive: REPLACE`).
+    func copyObject(_ input: CopyObjectInput) async throws(FerryError) -> ObjectWriteResult
     /// Removes the object; removing an absent object succeeds, as in S3.
     func deleteObject(bucket: String, key: String) async throws(FerryError) -> ObjectWriteResult
 
@@ -30,8 +31,10 @@ public protocol ObjectStore: Sendable {
     func uploadPart(_ location: ObjectLocation, uploadId: String, partNumber: Int, body: ObjectBody,
                     checksum: ChecksumAlgorithm?, headers: [String: String], progress: TransferMeter?) async throws(FerryError) -> CompletedPart
     /// Copies `range` of `source` into one part, inside storage (UploadPartCopy).
+    /// Of `headers`, the SSE-C ones (the destination's key, and the source's
+    /// as `x-amz-copy-source-server-side-encryption-customer-*`) are sent.
     func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
-                        range: ClosedRange<Int64>) async throws(FerryError) -> CompletedPart
+                        range: ClosedRange<Int64>, headers: [String: String]) async throws(FerryError) -> CompletedPart
     /// Assembles the parts, in part-number order, into the object.
     func completeMultipartUpload(_ location: ObjectLocation, uploadId: String,
                                  parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult
@@ -151,6 +154,21 @@ public struct PutObjectInput: Sendable {
             if let problem = HeaderValueRule.violation(of: value, field: name) { throw problem }
         }
         return fields
+    }
+}
+
+/// A copy inside storage.
+public struct CopyObjectInput: Sendable {
+    public var source: ObjectLocation
+    /// The new object: bucket, key, content type, metadata and headers (SSE-C
+    /// of the destination among them). Nothing of the source's metadata is kept
+    /// unless it is here.
+    public var destination: PutObjectInput
+    /// The source's SSE-C key, as `x-amz-copy-source-server-side-encryption-customer-*`.
+    public var sourceHeaders: [String: String]
+
+    public init(source: ObjectLocation, destination: PutObjectInput, sourceHeaders: [String: String] = [:]) {
+        self.source = source; self.destination = destination; self.sourceHeaders = sourceHeaders
     }
 }
 

@@ -170,6 +170,11 @@ public struct ConfigurationSources: Sendable {
             }
             var result: [String: String] = [:]
             for (k, v) in map {
+                // A list value (permissions: `guest: [read, write]`) is its items joined by '+'.
+                if let items = v as? [Any], case let strings = items.compactMap(scalar), strings.count == items.count {
+                    result[k] = strings.joined(separator: "+")
+                    continue
+                }
                 guard let s = scalar(v) else { throw ConfigurationError("\(name): '\(key.rawValue).\(k)' must be a single value") }
                 result[k] = s
             }

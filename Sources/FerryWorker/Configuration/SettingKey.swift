@@ -41,6 +41,9 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case prefixProtected = "access.prefixProtected"
     case prefixPrivate = "access.prefixPrivate"
     case prefixPassthrough = "access.prefixPassthrough"
+    case guestPermissions = "access.guestPermissions"
+    case authenticatedPermissions = "access.authenticatedPermissions"
+    case copySourceBuckets = "access.copySourceBuckets"
     case authMode = "auth.mode"
     case jwtSecretFile = "auth.jwtSecretFile"
     case jwtPublicKey = "auth.jwtPublicKey"
@@ -48,6 +51,8 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case jwtIssuer = "auth.jwtIssuer"
     case jwtAudience = "auth.jwtAudience"
     case jwtIdentityClaim = "auth.jwtIdentityClaim"
+    case allowGuests = "auth.allowGuests"
+    case jwtGuestIssuer = "auth.jwtGuestIssuer"
     case httpAddress = "http.address"
     case adminTokenFile = "http.adminTokenFile"
     case logLevel = "log.level"
@@ -57,9 +62,9 @@ public enum SettingKey: String, CaseIterable, Sendable {
 
     public var kind: Kind {
         switch self {
-        case .kafkaProperties: return .map
-        case .httpsSourceHosts, .httpsSourceAllowRanges: return .list
-        case .httpsSources, .prefixPassthrough: return .flag
+        case .kafkaProperties, .guestPermissions, .authenticatedPermissions: return .map
+        case .httpsSourceHosts, .httpsSourceAllowRanges, .copySourceBuckets: return .list
+        case .httpsSources, .prefixPassthrough, .allowGuests: return .flag
         default: return .scalar
         }
     }
@@ -82,6 +87,9 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .jwtJWKS: return "--jwt-jwks"
         case .authMode: return "--auth-mode"
         case .httpAddress: return "--http-address"
+        case .guestPermissions: return "--guest-permission"
+        case .authenticatedPermissions: return "--authenticated-permission"
+        case .copySourceBuckets: return "--copy-source-bucket"
         case .logLevel: return "--log-level"
         case .logFormat: return "--log-format"
         default: return "--" + Self.kebab(String(rawValue.split(separator: ".").last!))
@@ -102,6 +110,9 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .kafkaProperties: return ["FERRY_KAFKA_PROPERTIES"]
         case .httpsSourceHosts: return ["FERRY_HTTPS_SOURCE_HOSTS"]
         case .httpsSourceAllowRanges: return ["FERRY_HTTPS_SOURCE_ALLOW_RANGES"]
+        case .guestPermissions: return ["FERRY_GUEST_PERMISSIONS"]
+        case .authenticatedPermissions: return ["FERRY_AUTHENTICATED_PERMISSIONS"]
+        case .copySourceBuckets: return ["FERRY_COPY_SOURCE_BUCKETS"]
         default: return [own]
         }
     }

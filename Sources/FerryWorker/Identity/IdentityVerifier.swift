@@ -3,8 +3,12 @@ import Foundation
 import JWTKit
 
 /// How a worker learns who sends a request. `none` trusts the producer's
-/// `identityId` (trusted producers only); `jwt` needs the request's `auth` to
-/// be a token, signed by a configured key, whose identity claim equals `identityId`.
+/// `identityId` (trusted producers only): a request naming one is an
+/// authenticated caller, one without is a guest. `jwt` needs the request's
+/// `auth` to be a token, signed by a configured key, whose identity claim
+/// equals `identityId`; with `allowGuests`, a request without a token is
+/// served as an anonymous guest (its `identityId` is not trusted), and a token
+/// from `guestIssuer` proves a guest identity (Cognito's unauthenticated role).
 public struct AuthConfiguration: Sendable {
     public enum Mode: String, Sendable { case none, jwt }
 
@@ -23,6 +27,12 @@ public struct AuthConfiguration: Sendable {
     public var identityClaim = "sub"
     /// Clock skew tolerated on `exp` and `nbf`.
     public var leewaySeconds: Double = 60
+    /// With `jwt`: requests without a token are served as anonymous guests
+    /// (otherwise refused).
+    public var allowGuests = false
+    /// With `jwt`: tokens whose `iss` is this prove a guest identity, not an
+    /// authenticated one (e.g. a separate issuer for unauthenticated identities).
+    public var guestIssuer: String?
 
     public init() {}
 }
@@ -38,6 +48,9 @@ public final class IdentityVerifier: Sendable {
         self.configuration = configuration
         keys = JWTKeyCollection()
         guard configuration.mode == .jwt else { return }
+        if configuration.guestIssuer != nil, configuration.guestIssuer == configuration.issuer {
+            throw ConfigurationError("auth.guestIssuer must differ from auth.jwtIssuer: tokens of one issuer cannot be both guests and authenticated")
+        }
         do {
             var added = false
             if let secret = configuration.hmacSecret {
@@ -64,11 +77,13 @@ public final class IdentityVerifier: Sendable {
         }
     }
 
-    /// Throws `AccessDenied` unless `request` proves its `identityId`.
-    public func verify(_ request: TransferRequest, now: Date = Date()) async throws(FerryError) {
-        guard configuration.mode == .jwt else { return }
+    /// Who sent `request`, or `AccessDenied` when its proof is missing or wrong.
+    /// A token that is present but invalid is refused, never downgraded to a guest.
+    public func caller(of request: TransferRequest, now: Date = Date()) async throws(FerryError) -> Caller {
+        guard configuration.mode == .jwt else { return .trusted(request) }
         guard let token = request.auth, !token.isEmpty else {
-            throw FerryError(.accessDenied, "this worker requires identity proof: a JWT in 'auth'")
+            if configuration.allowGuests { return .anonymousGuest }
+            throw FerryError(.accessDenied, "this worker requires identity proof: a JWT in 'auth' (guests are not allowed: auth.allowGuests)")
         }
         guard let identityId = request.identityId, !identityId.isEmpty else {
             throw FerryError(.accessDenied, "identityId is required with identity proof")
@@ -85,7 +100,8 @@ public final class IdentityVerifier: Sendable {
         if let nbf = claims.nbf, nbf.value.addingTimeInterval(-skew) > now {
             throw FerryError(.accessDenied, "identity token refused: not valid yet (nbf)")
         }
-        if let issuer = configuration.issuer, claims.iss?.value != issuer {
+        let isGuestToken = configuration.guestIssuer != nil && claims.iss?.value == configuration.guestIssuer
+        if !isGuestToken, let issuer = configuration.issuer, claims.iss?.value != issuer {
             throw FerryError(.accessDenied, "identity token refused: issuer is not \(issuer)")
         }
         if let audience = configuration.audience, !(claims.aud?.value.contains(audience) ?? false) {
@@ -94,6 +110,7 @@ public final class IdentityVerifier: Sendable {
         guard claims.strings[configuration.identityClaim] == identityId else {
             throw FerryError(.accessDenied, "identity token is for another identity than \(identityId)")
         }
+        return Caller(role: isGuestToken ? .guest : .authenticated, identityId: identityId)
     }
 
     /// A short reason, never the token itself.
