@@ -15,5 +15,8 @@ public final class AsyncSemaphore: Sendable {
 
     public func acquire() async { _ = await budget.reserve(1) }
 
+    /// Takes a unit unless the calling task is cancelled while it waits; false when cancelled (nothing held).
+    public func acquireUnlessCancelled() async -> Bool { await budget.reserveUnlessCancelled(1) != nil }
+
     public func release() { budget.release(1) }
 }

@@ -2,11 +2,14 @@ import FerryCore
 import FerryS3
 import Synchronization
 
-/// Pause, resume and cancel for one running transfer. Pausing stops new parts
-/// from starting (parts in flight finish) and keeps what the transfer has done
-/// (a multipart upload keeps its upload id and completed parts); resuming
+/// Pause, resume and cancel for one transfer, from before it starts until it
+/// ends. Pausing stops every byte: requests in flight are aborted (a single
+/// PUT or GET starts again on resume, a part is sent again) and nothing new
+/// starts, while what the transfer has done is kept (a multipart upload keeps
+/// its upload id and completed parts, a download its ranges on disk); resuming
 /// continues from there; cancelling aborts requests in flight, and the engine
-/// aborts the multipart upload and removes partial files.
+/// aborts the multipart upload and removes partial files. The engine's
+/// timeout counts only the time the transfer is not paused.
 public final class TransferControl: Sendable {
     public enum State: String, Sendable { case running, paused, cancelled }
 
@@ -15,6 +18,10 @@ public final class TransferControl: Sendable {
         var reason: FerryError?
         var handedOff = false
         var waiters: [CheckedContinuation<Void, Never>] = []
+        /// Woken when the state leaves `running` (or their task is cancelled).
+        var interruptWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var observers: [UInt64: @Sendable (State) -> Void] = [:]
+        var nextId: UInt64 = 0
     }
     private let inner = Mutex(Inner())
     /// Aborts the transfer's requests in flight on cancel.
@@ -38,17 +45,52 @@ public final class TransferControl: Sendable {
 
     /// Stops the transfer for good; `reason` defaults to `Cancelled`.
     public func cancel(_ reason: FerryError = FerryError(.cancelled, "transfer cancelled")) {
-        let waiters: [CheckedContinuation<Void, Never>]? = inner.withLock { i in
+        let woken: (waiters: [CheckedContinuation<Void, Never>], interrupted: [CheckedContinuation<Void, Never>],
+                    observers: [@Sendable (State) -> Void])? = inner.withLock { i in
             guard i.state != .cancelled else { return nil }
             i.state = .cancelled
             i.reason = reason
-            defer { i.waiters = [] }
-            return i.waiters
+            defer { i.waiters = []; i.interruptWaiters = [:] }
+            return (i.waiters, Array(i.interruptWaiters.values), Array(i.observers.values))
         }
-        guard let waiters else { return }
+        guard let woken else { return }
         meter.abort()
-        waiters.forEach { $0.resume() }
+        woken.waiters.forEach { $0.resume() }
+        woken.interrupted.forEach { $0.resume() }
+        woken.observers.forEach { $0(.cancelled) }
         onChange(.cancelled)
+    }
+
+    /// Returns once the transfer is paused or cancelled (at once if it is), or
+    /// when the calling task is cancelled.
+    public func untilInterrupted() async {
+        let id = inner.withLock { i in defer { i.nextId += 1 }; return i.nextId }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = inner.withLock { i in
+                    if i.state != .running || Task.isCancelled { return true }
+                    i.interruptWaiters[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            inner.withLock { $0.interruptWaiters.removeValue(forKey: id) }?.resume()
+        }
+    }
+
+    /// Calls `observer` after every state change until removed (the engine's
+    /// timeout stops counting while paused).
+    func addObserver(_ observer: @escaping @Sendable (State) -> Void) -> UInt64 {
+        inner.withLock { i in
+            defer { i.nextId += 1 }
+            i.observers[i.nextId] = observer
+            return i.nextId
+        }
+    }
+
+    func removeObserver(_ id: UInt64) {
+        _ = inner.withLock { $0.observers.removeValue(forKey: id) }
     }
 
     /// Stops the transfer so that another run can continue it: unlike `cancel`,
@@ -83,14 +125,19 @@ public final class TransferControl: Sendable {
     var cancellationReason: FerryError? { inner.withLock { $0.state == .cancelled ? $0.reason : nil } }
 
     private func transition(from: State, to: State) -> Bool {
-        let waiters: [CheckedContinuation<Void, Never>]? = inner.withLock { i in
+        let woken: (waiters: [CheckedContinuation<Void, Never>], interrupted: [CheckedContinuation<Void, Never>],
+                    observers: [@Sendable (State) -> Void])? = inner.withLock { i in
             guard i.state == from else { return nil }
             i.state = to
-            defer { if to == .running { i.waiters = [] } }
-            return to == .running ? i.waiters : []
+            let waiters = to == .running ? i.waiters : []
+            let interrupted = to != .running ? Array(i.interruptWaiters.values) : []
+            if to == .running { i.waiters = [] } else { i.interruptWaiters = [:] }
+            return (waiters, interrupted, Array(i.observers.values))
         }
-        guard let waiters else { return false }
-        waiters.forEach { $0.resume() }
+        guard let woken else { return false }
+        woken.waiters.forEach { $0.resume() }
+        woken.interrupted.forEach { $0.resume() }
+        woken.observers.forEach { $0(to) }
         onChange(to)
         return true
     }

@@ -98,11 +98,12 @@ public final class TransferEngine: Sendable {
             }
             store = accelerated
         }
-        await slots.acquire()
-        defer { slots.release() }
         let id = job.request.id
+        // Steerable from now on, while it waits for a slot too.
         active.withLock { $0[id] = control }
         defer { active.withLock { if $0[id] === control { $0[id] = nil } } }
+        try await takeSlot(control)
+        defer { slots.release() }
 
         let run = TransferRun(job: job, settings: settings, control: control, store: store, dataRoot: dataRoot,
                               remoteSources: configuration.remoteSources, journal: journal, uploadsInUse: uploadsInUse,
@@ -117,6 +118,27 @@ public final class TransferEngine: Sendable {
             case .delete: return try await run.delete()
             case .copy: return try await run.copy()
             }
+        }
+    }
+
+    /// Waits for a transfer slot as long as the transfer is running: a paused
+    /// transfer waits for its resume without holding a slot, and a cancelled
+    /// one leaves the queue at once with its cancel reason.
+    private func takeSlot(_ control: TransferControl) async throws(FerryError) {
+        while true {
+            try await control.checkpoint()
+            let slots = self.slots
+            let acquired = await withTaskGroup(of: Bool?.self) { group in
+                group.addTask { await slots.acquireUnlessCancelled() }
+                group.addTask { await control.untilInterrupted(); return nil }
+                var acquired = false
+                if let first = await group.next(), first == true { acquired = true }
+                group.cancelAll()
+                while let more = await group.next() { if more == true { acquired = true } }
+                return acquired
+            }
+            if acquired && control.state == .running { return }
+            if acquired { slots.release() }
         }
     }
 
@@ -139,8 +161,8 @@ public final class TransferEngine: Sendable {
         // Dispatch timers, not Task.sleep: almost every transfer ends long before its
         // timeout, and a cancelled sleep keeps its timer in memory until the deadline.
         let cleanup = Mutex<DeadlineTimer?>(nil)
-        let timer = DeadlineTimer.start(after: seconds) {
-            let reason = FerryError(.timedOut, "transfer did not finish within \(seconds.clampedInt()) s")
+        let timer = RunningTimeDeadline.start(seconds: seconds, control: control) {
+            let reason = FerryError(.timedOut, "transfer did not finish within \(seconds.clampedInt()) s of running time")
             control.cancel(reason)
             let abandon = DeadlineTimer.start(after: cleanupSeconds) {
                 if first.offer(.failure(reason)) {

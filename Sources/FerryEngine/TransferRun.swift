@@ -5,6 +5,12 @@ import Logging
 import Metrics
 import Synchronization
 
+/// How a request raced against a pause ended.
+enum PausableOutcome<T: Sendable>: Sendable {
+    case finished(Result<T, FerryError>)
+    case interrupted
+}
+
 /// One transfer while it runs: its settings, control and progress. The
 /// operations live in extensions (Operations/).
 struct TransferRun: Sendable {
@@ -45,8 +51,13 @@ struct TransferRun: Sendable {
     }
 
     /// Runs one storage request with the transfer's retry policy; a cancelled
-    /// transfer fails with its cancel reason instead of retrying.
-    func attempt<T: Sendable>(_ what: String, _ body: () async throws(FerryError) -> T) async throws(FerryError) -> T {
+    /// transfer fails with its cancel reason instead of retrying. A pause
+    /// aborts the request at once (no byte moves while paused) and sends it
+    /// again on resume, without counting a retry; `interruptible: false` is
+    /// for server-side work a pause cannot stop (CopyObject, completing or
+    /// aborting an upload), which is paused only before it starts.
+    func attempt<T: Sendable>(_ what: String, interruptible: Bool = true,
+                              _ body: @escaping @Sendable () async throws(FerryError) -> T) async throws(FerryError) -> T {
         do {
             return try await settings.retryPolicy.run(onRetry: { n, error in
                 logger.warning("retrying \(what)", metadata: ["retry": "\(n)", "error": "\(error)"])
@@ -54,11 +65,40 @@ struct TransferRun: Sendable {
                 let operation = what.split(separator: " ").first.map(String.init) ?? what
                 Counter(label: "ferry_retries_total", dimensions: [("operation", operation), ("code", error.code.rawValue)]).increment()
             }) { () async throws(FerryError) -> T in
-                try await control.checkpoint()
-                return try await body()
+                while true {
+                    try await control.checkpoint()
+                    guard interruptible else { return try await body() }
+                    if let value = try await untilPaused(body) { return value }
+                    logger.info("\(what) stopped by a pause; it is sent again on resume")
+                }
             }
         } catch {
             throw control.cancellationReason ?? error
+        }
+    }
+
+    /// Runs `body` until it ends or the transfer is paused or cancelled,
+    /// whichever comes first; nil when interrupted (the body's task is
+    /// cancelled, which aborts its HTTP request, and awaited).
+    private func untilPaused<T: Sendable>(_ body: @escaping @Sendable () async throws(FerryError) -> T) async throws(FerryError) -> T? {
+        let control = self.control
+        let outcome = await withTaskGroup(of: PausableOutcome<T>.self) { group in
+            group.addTask {
+                do throws(FerryError) { return .finished(.success(try await body())) } catch { return .finished(.failure(error)) }
+            }
+            group.addTask { await control.untilInterrupted(); return .interrupted }
+            var outcome = await group.next()!
+            group.cancelAll()
+            // The aborted request has ended before anything else starts; if it got its
+            // answer after all (the pause came as it finished), that answer is kept.
+            while let late = await group.next() {
+                if case .finished(.success) = late { outcome = late }
+            }
+            return outcome
+        }
+        switch outcome {
+        case .finished(let result): return try result.get()
+        case .interrupted: return nil
         }
     }
 
@@ -127,7 +167,7 @@ struct TransferRun: Sendable {
                 return done
             }
             try await control.checkpoint()
-            let result = try await attempt("CompleteMultipartUpload") { () async throws(FerryError) -> ObjectWriteResult in
+            let result = try await attempt("CompleteMultipartUpload", interruptible: false) { () async throws(FerryError) -> ObjectWriteResult in
                 try await store.completeMultipartUpload(location, uploadId: uploadId,
                                                         parts: (Array(stored.values) + sent).sorted { $0.partNumber < $1.partNumber })
             }

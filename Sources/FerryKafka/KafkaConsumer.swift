@@ -50,6 +50,16 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         return consumer
     }
 
+    /// Reads every partition of `topic` from its beginning, without a group,
+    /// then keeps following it. Returns each partition's end offset at the
+    /// start, so the caller can tell when it has caught up with the past.
+    public static func replaying(topic: String, configuration: KafkaConfiguration,
+                                 logger: Logger) async throws(KafkaError) -> (consumer: KafkaConsumer, ends: [Int32: Int64]) {
+        let consumer = try KafkaConsumer(configuration: configuration, bufferCapacity: 4096, rebalance: nil, logger: logger)
+        let ends = try await consumer.assignAll(topic, from: Int64(RD_KAFKA_OFFSET_BEGINNING))
+        return (consumer, ends)
+    }
+
     /// A consumer of `group` that joins nothing and reads nothing: for asking
     /// the group's committed offsets and the topics' watermarks.
     public static func observer(bootstrapServers: String, group: String, logger: Logger) throws(KafkaError) -> KafkaConsumer {

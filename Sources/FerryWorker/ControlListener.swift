@@ -1,32 +1,60 @@
 import FerryCore
 import FerryEngine
 import FerryKafka
+import FerryStore
 import Foundation
 import Logging
+import Synchronization
 
-/// Reads `<prefix>.control` in a consumer group of its own (so every worker
-/// sees every message, from the time it starts) and pauses, resumes or cancels
-/// the named transfer if it runs here. Any other id is a logged no-op.
+/// Reads `<prefix>.control` from its beginning (every worker reads all of it,
+/// in no group) into the `ControlBook`, then follows it. A decision reaches
+/// the transfer it names when it runs here, and any request of that id this
+/// worker reaches later; one for an id that already finished here is logged
+/// and has no effect. `caughtUp()` returns once the past has been read, so a
+/// worker applies old decisions before it takes its first request.
 final class ControlListener: Sendable {
     private let consumer: KafkaConsumer
-    private let engine: TransferEngine
+    private let ends: [Int32: Int64]
+    private let book: ControlBook
+    private let state: WorkerStateStore
     private let logger: Logger
+    private let replayed = OneShot()
 
-    init(configuration: WorkerConfiguration, engine: TransferEngine, logger: Logger) throws(KafkaError) {
-        var kafka = configuration.kafka
-        kafka["group.id"] = "\(configuration.topics.prefix)-control-\(configuration.workerId)"
-        kafka["auto.offset.reset"] = "latest"
-        consumer = try KafkaConsumer(configuration: kafka, subscribing: [configuration.topics.control], logger: logger)
-        self.engine = engine
+    /// The longest a worker waits for the control topic's past before it starts anyway.
+    static let catchUpSeconds: Double = 30
+
+    init(configuration: WorkerConfiguration, book: ControlBook, state: WorkerStateStore, logger: Logger) async throws(KafkaError) {
+        (consumer, ends) = try await KafkaConsumer.replaying(topic: configuration.topics.control, configuration: configuration.kafka,
+                                                             logger: logger)
+        self.book = book
+        self.state = state
         self.logger = logger
+        if ends.values.allSatisfy({ $0 <= 0 }) { replayed.fire() }
+    }
+
+    /// Returns when the decisions sent before this worker started are in the
+    /// book (or after `catchUpSeconds`, with a warning).
+    func caughtUp() async {
+        let timer = DeadlineTimer.start(after: Self.catchUpSeconds) { [replayed, logger] in
+            if replayed.fire() { logger.warning("the control topic's past was not read within \(Int(Self.catchUpSeconds)) s; taking requests anyway") }
+        }
+        await replayed.wait()
+        timer.cancel()
     }
 
     func run() async {
+        var remaining = ends.filter { $0.value > 0 }
         await withTaskCancellationHandler {
             for await message in consumer {
-                apply(message)
-                try? await consumer.commit([TopicPartitionOffset(topic: message.topic, partition: message.partition,
-                                                                 offset: message.offset + 1)])
+                let live = remaining.isEmpty
+                await apply(message, live: live)
+                if let end = remaining[message.partition], message.offset >= end - 1 {
+                    remaining[message.partition] = nil
+                    if remaining.isEmpty {
+                        replayed.fire()
+                        logger.info("control decisions read: \(book.count) in force")
+                    }
+                }
             }
             await consumer.close()
         } onCancel: {
@@ -34,23 +62,50 @@ final class ControlListener: Sendable {
         }
     }
 
-    func apply(_ message: KafkaMessage) {
+    func apply(_ message: KafkaMessage, live: Bool) async {
         guard let command = try? JSONDecoder().decode(ControlMessage.self, from: Data(message.value)) else {
             logger.warning("ignoring undecodable control message",
                            metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
             return
         }
-        guard let control = engine.control(for: command.id) else {
-            logger.info("control \(command.action.rawValue) for \(command.id): not running on this worker (no-op)")
-            return
+        let sent = message.timestampMs.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? Date()
+        let after = book.record(command, at: sent)
+        guard live else { return }
+        if let after {
+            logger.info("control \(command.action.rawValue) applied (now \(after.rawValue))", metadata: ["transfer": "\(command.id)"])
+        } else if let finished = try? await state.finishedStatus(id: command.id) {
+            logger.info("control \(command.action.rawValue) for \(command.id): already finished here (\(finished.state.rawValue)); no effect")
+        } else {
+            logger.info("control \(command.action.rawValue) for \(command.id): not running on this worker; remembered for when its request is reached")
         }
-        let applied: Bool
-        switch command.action {
-        case .pause: applied = control.pause()
-        case .resume: applied = control.resume()
-        case .cancel: control.cancel(); applied = true
+    }
+}
+
+/// A signal that fires once; waiters before or after are released.
+final class OneShot: Sendable {
+    private let state = Mutex<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    /// True for the call that fired it.
+    @discardableResult
+    func fire() -> Bool {
+        let waiters: [CheckedContinuation<Void, Never>]? = state.withLock { s in
+            guard !s.fired else { return nil }
+            s.fired = true
+            defer { s.waiters = [] }
+            return s.waiters
         }
-        logger.info("control \(command.action.rawValue) \(applied ? "applied" : "ignored (state \(control.state.rawValue))")",
-                    metadata: ["transfer": "\(command.id)"])
+        waiters?.forEach { $0.resume() }
+        return waiters != nil
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { s in
+                if s.fired { return true }
+                s.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
     }
 }

@@ -45,7 +45,7 @@ public enum FerryRuntime {
                                         configuration: engineConfiguration, logger: logger)
             let state = try WorkerStateStore(directory: configuration.stateDirectory)
             let identity = try await IdentityVerifier(configuration.auth)
-            let worker = try TransferWorker(configuration: configuration, engine: engine, state: state, producer: producer,
+            let worker = try await TransferWorker(configuration: configuration, engine: engine, state: state, producer: producer,
                                             identity: identity, inFlight: inFlight, health: health, logger: logger)
             roles.append { await worker.run() }
             engineForAdmin = engine

@@ -23,13 +23,15 @@ final class ProgressReporter: Sendable {
     }
 
     private let last = Mutex(TransferProgress(bytesTransferred: 0, totalBytes: nil))
-    /// While paused, parts in flight still report bytes: no `running` status then.
-    private let paused = Mutex(false)
+    /// While paused: the bytes the last `paused` status gave. Requests the pause
+    /// aborted take their bytes back; the status then says what is kept.
+    private let paused = Mutex<Int64?>(nil)
 
     /// Publishes `paused` or `running` for a pause or resume.
     func stateChanged(_ state: TransferStatus.State) {
-        paused.withLock { $0 = state == .paused }
-        observe(state, last.withLock { $0 })
+        let progress = last.withLock { $0 }
+        paused.withLock { $0 = state == .paused ? progress.bytesTransferred : nil }
+        observe(state, progress)
         publisher.post(snapshot(state))
     }
 
@@ -46,9 +48,18 @@ final class ProgressReporter: Sendable {
 
     func report(_ progress: TransferProgress) {
         last.withLock { $0 = progress }
-        let isPaused = paused.withLock { $0 }
-        observe(isPaused ? .paused : .running, progress)
-        guard !isPaused else { return }
+        let pausedAt = paused.withLock { $0 }
+        observe(pausedAt == nil ? .running : .paused, progress)
+        if let pausedAt {
+            // Bytes of aborted requests came back: a single PUT or GET starts over on resume.
+            let dropped = paused.withLock { p -> Bool in
+                guard let shown = p, progress.bytesTransferred < shown else { return false }
+                p = progress.bytesTransferred
+                return true
+            }
+            if dropped && progress.bytesTransferred < pausedAt { publisher.post(snapshot(.paused)) }
+            return
+        }
         let now = Date()
         let due = lastSent.withLock { last in
             guard last.map({ now.timeIntervalSince($0) >= interval }) ?? true else { return false }

@@ -21,6 +21,8 @@ struct RequestPipeline: Sendable {
     let streams: StreamRecordBuilder
     let policy: AccessPolicy
     let identity: IdentityVerifier
+    /// Pause and cancel decisions of the fleet, applied from the moment a request is reached.
+    let controls: ControlBook
     let workerId: String
     let progressInterval: Double
     let inFlight: InFlightTransfers
@@ -134,6 +136,11 @@ struct RequestPipeline: Sendable {
             let change = streams.message(item.record(status))
             changes.append { _ = await record("\(next.rawValue) stream record", [change], log: log) }
         }
+        // From here the fleet's decisions reach it: one sent before its request was
+        // reached (a cancel of a queued request, a pause that outlived a restart or a
+        // rebalance) applies now, before any byte moves.
+        controls.attach(request.id, control)
+        defer { controls.detach(request.id, control) }
         var final = base
         var messages: [OutboxMessage] = []
         do {

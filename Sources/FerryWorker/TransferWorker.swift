@@ -22,6 +22,8 @@ public final class TransferWorker: Sendable {
     private let breaker: CrashLoopBreaker
     private let gate = IsolationGate()
     private let slots: AsyncSemaphore
+    /// Requests a worker holds at once per transfer slot: running, waiting or paused.
+    public static let messagesPerTransferSlot = 4
     private let drainer: OutboxDrainer
     private let state: WorkerStateStore
     private let sweeper: UploadSweeper
@@ -31,7 +33,7 @@ public final class TransferWorker: Sendable {
     private let logger: Logger
 
     init(configuration: WorkerConfiguration, engine: TransferEngine, state: WorkerStateStore, producer: KafkaProducer,
-         identity: IdentityVerifier, inFlight: InFlightTransfers, health: WorkerHealth, logger: Logger) throws(KafkaError) {
+         identity: IdentityVerifier, inFlight: InFlightTransfers, health: WorkerHealth, logger: Logger) async throws(KafkaError) {
         var kafka = configuration.kafka
         kafka["group.id"] = configuration.topics.workerGroup
         let maxTransfers = configuration.engine.maxTransfers
@@ -57,8 +59,12 @@ public final class TransferWorker: Sendable {
         breaker = CrashLoopBreaker(maxStarts: configuration.maxStarts, tracker: tracker, committer: committer,
                                    consumer: consumer, state: state, logger: logger)
         forget.install(breaker)
-        slots = AsyncSemaphore(limit: maxTransfers)
-        controls = try ControlListener(configuration: configuration, engine: engine, logger: logger)
+        // Messages in process: the transfers that run (the engine's --max-transfers
+        // slots), and as many again three times over that wait for a slot or are
+        // paused, which hold no transfer slot.
+        slots = AsyncSemaphore(limit: maxTransfers * Self.messagesPerTransferSlot)
+        let book = ControlBook(retention: configuration.finishedRetentionSeconds)
+        controls = try await ControlListener(configuration: configuration, book: book, state: state, logger: logger)
         var publisher = OutcomePublisher(producer: producer, topics: configuration.topics, logger: logger)
         publisher.deadLetterMaxBytes = DeadLetterRecord.maxBytes(producerProperties: configuration.kafka.properties)
         drainer = OutboxDrainer(state: state, producer: producer, deadLetterTopic: configuration.topics.requestsDLQ,
@@ -67,7 +73,7 @@ public final class TransferWorker: Sendable {
                                    publisher: publisher,
                                    events: EventBuilder(region: configuration.region),
                                    streams: StreamRecordBuilder(region: configuration.region, topics: configuration.topics),
-                                   policy: configuration.accessPolicy, identity: identity, workerId: configuration.workerId,
+                                   policy: configuration.accessPolicy, identity: identity, controls: book, workerId: configuration.workerId,
                                    progressInterval: configuration.progressIntervalSeconds, inFlight: inFlight, logger: logger)
         sweeper = UploadSweeper(state: state, store: engine.store, inUse: engine.uploadsInUse,
                                 age: configuration.sweepAfterSeconds, logger: logger)
@@ -85,6 +91,8 @@ public final class TransferWorker: Sendable {
         await withTaskCancellationHandler {
             await reportLeftovers()
             let controlTask = Task { [controls] in await controls.run() }
+            // Pauses and cancels sent before this worker started apply to the first requests it takes.
+            await controls.caughtUp()
             let drainTask = Task { [drainer] in await drainer.run() }
             let maintenance = Task { [self] in await maintain() }
             let periodicCommits = Task { [committer] in

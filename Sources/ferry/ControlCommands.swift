@@ -17,7 +17,7 @@ struct ControlCommand {
 }
 
 struct PauseCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "pause", abstract: "Pause a running transfer (parts in flight finish; no new part starts).",
+    static let configuration = CommandConfiguration(commandName: "pause", abstract: "Pause a transfer, running or not yet started: no byte moves until it is resumed (remembered across restarts and rebalances).",
                                                     discussion: "Example:\n  ferry pause job-42 --bootstrap-servers kafka:9092")
     @Argument(help: "Transfer id.") var id: String
     @OptionGroup var kafka: KafkaOptions
@@ -35,7 +35,7 @@ struct ResumeCommand: AsyncParsableCommand {
 }
 
 struct CancelCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "cancel", abstract: "Cancel a transfer: abort its multipart upload, remove partial files.",
+    static let configuration = CommandConfiguration(commandName: "cancel", abstract: "Cancel a transfer, running, queued or not yet consumed: abort its multipart upload, remove partial files.",
                                                     discussion: "Example:\n  ferry cancel job-42 --bootstrap-servers kafka:9092")
     @Argument(help: "Transfer id.") var id: String
     @OptionGroup var kafka: KafkaOptions

@@ -87,6 +87,37 @@ import Testing
     }
 }
 
+/// A transfer's timeout counts the time it runs, not the time it is paused.
+@Suite struct RunningTimeDeadlineTests {
+    @Test func pausesStopTheClock() async throws {
+        let control = TransferControl()
+        let fired = Mutex<ContinuousClock.Instant?>(nil)
+        let started = ContinuousClock.now
+        let deadline = RunningTimeDeadline.start(seconds: 1, control: control) { fired.withLock { $0 = .now } }
+        defer { deadline.cancel() }
+        try await Task.sleep(for: .milliseconds(500))
+        control.pause()
+        try await Task.sleep(for: .seconds(2))
+        #expect(fired.withLock { $0 } == nil, "fired while paused")
+        control.resume()
+        #expect(await eventually(timeout: 5, every: 0.05) { fired.withLock { $0 } != nil })
+        let after = started.duration(to: fired.withLock { $0 }!)
+        #expect(after >= .milliseconds(2400) && after < .seconds(4), "fired after \(after)")
+    }
+
+    @Test func aTransferPausedBeforeItStartsHasItsWholeBudget() async throws {
+        let control = TransferControl()
+        control.pause()
+        let fired = Mutex(false)
+        let deadline = RunningTimeDeadline.start(seconds: 0.3, control: control) { fired.withLock { $0 = true } }
+        defer { deadline.cancel() }
+        try await Task.sleep(for: .seconds(1))
+        #expect(!fired.withLock { $0 })
+        control.resume()
+        #expect(await eventually(timeout: 3, every: 0.05) { fired.withLock { $0 } })
+    }
+}
+
 /// A finished transfer leaves nothing behind: its control (and what hangs off
 /// it: the meter's observer, the run, the progress reporter) is freed.
 @Suite struct FinishedTransferMemoryTests {

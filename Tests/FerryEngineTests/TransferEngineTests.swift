@@ -116,23 +116,24 @@ import Testing
                 }
             }
             #expect(await eventually(timeout: 60) { control.state == .paused })
-            try await Task.sleep(for: .milliseconds(500))   // the part in flight finishes; no new one starts
-            let sentWhilePaused = counting.uploadedParts.withLock { $0.count }
+            try await Task.sleep(for: .milliseconds(500))   // the part in flight is aborted; no new one starts
+            let startedBeforePause = counting.uploadedParts.withLock { $0.count }
             try await Task.sleep(for: .milliseconds(700))
-            #expect(counting.uploadedParts.withLock { $0.count } == sentWhilePaused, "a part started while paused")
+            #expect(counting.uploadedParts.withLock { $0.count } == startedBeforePause, "a part started while paused")
 
-            // The upload is visible in storage with its completed parts.
+            // The upload is visible in storage with its completed parts; the one in flight at the
+            // pause was aborted (or had just finished), never left half-sent.
             let uploads = try await f.store.listMultipartUploads(bucket: "engine", prefix: "paused.bin")
             let inProgress = try #require(uploads.first, "\(f.name): no upload in progress")
             let stored = try await f.store.listParts(ObjectLocation(bucket: "engine", key: "paused.bin"), uploadId: inProgress.uploadId)
-            #expect(stored.count == sentWhilePaused)
-            #expect(stored.count < 5)
+            #expect(stored.count >= 2 && stored.count <= startedBeforePause && stored.count < 5, "\(stored.count) of \(startedBeforePause)")
 
             #expect(control.resume())
             let outcome = try await task.value
             #expect(outcome.object.eTag?.hasSuffix("-5\"") == true)
-            // Every part sent exactly once.
-            #expect(counting.uploadedParts.withLock { $0.sorted() } == [1, 2, 3, 4, 5], "\(f.name)")
+            // Stored parts are not sent again; only the part the pause aborted is.
+            let sent = counting.uploadedParts.withLock { $0.sorted() }
+            #expect(Set(sent) == [1, 2, 3, 4, 5] && sent.count == 5 + (startedBeforePause - stored.count), "\(f.name): \(sent)")
             let check = f.root.appendingPathComponent("paused.check")
             _ = try await engine.run(download(key: "paused.bin", to: check, id: "pcheck-\(f.name)"))
             #expect(try Data(contentsOf: check) == bytes)

@@ -8,7 +8,8 @@ unchanged (the Host header too, so signatures stay valid). Each fault adds a
 line to COUNT_FILE; with `log`, so does every forwarded request
 ("METHOD PATH STATUS"), for tests that count requests, and a line
 "sse-c METHOD PATH name=md5 …" naming the SSE-C key MD5s a request carried,
-and "signed-by KEYID METHOD PATH" naming the access key id that signed it.
+"signed-by KEYID METHOD PATH" naming the access key id that signed it, and
+"aborted METHOD PATH RECEIVED/LENGTH" for a body the client cut short.
 """
 import http.client
 import random
@@ -43,6 +44,12 @@ class Proxy(BaseHTTPRequestHandler):
     def handle_any(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
+        if body is not None and len(body) < length:
+            # The client gave up mid-body (an aborted request): nothing is forwarded.
+            if log_requests:
+                record(f"aborted {self.command} {self.path} {len(body)}/{length}")
+            self.close_connection = True
+            return
         with lock:
             roll = rng.random()
         if roll < rate / 2:

@@ -57,7 +57,7 @@ extension TransferRun {
         let eventName: String
         if head.size <= settings.copyThreshold {
             let copy = CopyObjectInput(source: source, destination: input, sourceHeaders: sourceKey)
-            result = try await attempt("CopyObject") { () async throws(FerryError) -> ObjectWriteResult in
+            result = try await attempt("CopyObject", interruptible: false) { () async throws(FerryError) -> ObjectWriteResult in
                 try await store.copyObject(copy)
             }
             eventName = "ObjectCreated:Copy"

@@ -1,0 +1,77 @@
+import FerryCore
+import FerryEngine
+import Foundation
+import Synchronization
+
+/// The fleet's pause and cancel decisions, as every worker rebuilds them
+/// from `<prefix>.control` (read from its beginning at start, then followed):
+/// the latest action per transfer id, for `retention` seconds after it was
+/// sent. Transfers of this worker are attached to it from the moment their
+/// request is reached until they end, so a decision reaches them whether it
+/// came before their request (a cancel of a queued request, a pause that
+/// outlived a crash or a rebalance) or while they wait or run.
+final class ControlBook: Sendable {
+    struct Decision: Sendable {
+        var action: ControlMessage.Action
+        var at: Date
+    }
+
+    private struct State {
+        var decisions: [String: Decision] = [:]
+        var attached: [String: TransferControl] = [:]
+    }
+    private let state = Mutex(State())
+    let retention: Double
+
+    init(retention: Double) { self.retention = retention }
+
+    /// Records a decision and applies it to the transfer if it is attached
+    /// here; returns the transfer's state after it, or nil when not attached.
+    @discardableResult
+    func record(_ message: ControlMessage, at: Date, now: Date = Date()) -> TransferControl.State? {
+        state.withLock { s in
+            guard now.timeIntervalSince(at) < retention else { return nil }
+            if let current = s.decisions[message.id], current.at > at { return s.attached[message.id]?.state }
+            s.decisions[message.id] = Decision(action: message.action, at: at)
+            guard let control = s.attached[message.id] else { return nil }
+            // Applied under the lock, so decisions reach a transfer in the order they were made.
+            Self.apply(message.action, to: control)
+            return control.state
+        }
+    }
+
+    /// The decision in force for `id`, if any.
+    func decision(for id: String, now: Date = Date()) -> Decision? {
+        state.withLock { s in s.decisions[id].flatMap { now.timeIntervalSince($0.at) < retention ? $0 : nil } }
+    }
+
+    /// Attaches a transfer of this worker and applies the decision in force:
+    /// a paused transfer starts paused, a cancelled one cancelled.
+    func attach(_ id: String, _ control: TransferControl, now: Date = Date()) {
+        state.withLock { s in
+            s.attached[id] = control
+            if let decision = s.decisions[id], now.timeIntervalSince(decision.at) < retention {
+                Self.apply(decision.action, to: control)
+            }
+        }
+    }
+
+    func detach(_ id: String, _ control: TransferControl) {
+        state.withLock { s in if s.attached[id] === control { s.attached[id] = nil } }
+    }
+
+    /// Forgets decisions older than the retention.
+    func prune(now: Date = Date()) {
+        state.withLock { s in s.decisions = s.decisions.filter { now.timeIntervalSince($0.value.at) < retention } }
+    }
+
+    var count: Int { state.withLock { $0.decisions.count } }
+
+    private static func apply(_ action: ControlMessage.Action, to control: TransferControl) {
+        switch action {
+        case .pause: control.pause()
+        case .resume: control.resume()
+        case .cancel: control.cancel(FerryError(.cancelled, "cancelled by a control message"))
+        }
+    }
+}
