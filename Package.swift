@@ -70,7 +70,7 @@ let package = Package(
         ]),
         // For producers: enqueue requests, follow their statuses.
         .target(name: "FerryClient", dependencies: [
-            "FerryCore", "FerryKafka",
+            "FerryCore", "FerryKafka", "CFerryOpenSSL",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Users' trigger handlers and their registration.

@@ -29,6 +29,48 @@ public final class TransferClient: Sendable {
         try await producer.send(topic: topics.requests, key: request.kafkaKey, value: value)
     }
 
+    /// Uploads `bytes` without a shared filesystem (TransferUtility's
+    /// `uploadData`): they go to `<prefix>.uploads` as chunks of at most
+    /// 512 KiB, then `request` is enqueued with a `kafka-chunks://` source that
+    /// names them (a claim check, valid as long as the topic keeps them).
+    /// `request` is an upload whose `source` is replaced; returns the request
+    /// as sent. Up to 5 GiB.
+    @discardableResult
+    public func uploadData(_ bytes: [UInt8], _ request: TransferRequest,
+                           chunkSize: Int = ChunkedSource.maxChunkBytes) async throws -> TransferRequest {
+        guard request.op == .upload else { throw TransferClientError.invalidRequest(FerryError(.invalidRequest, "uploadData needs an upload request")) }
+        guard Int64(bytes.count) <= ChunkedSource.maxBytes, (1...ChunkedSource.maxChunkBytes).contains(chunkSize) else {
+            throw TransferClientError.invalidRequest(FerryError(.requestTooLarge, "uploadData takes up to \(ChunkedSource.maxBytes) bytes in chunks of 1…\(ChunkedSource.maxChunkBytes)"))
+        }
+        let count = (bytes.count + chunkSize - 1) / chunkSize
+        let topic = topics.uploads
+        // Chunks go out in parallel (each to the partition its key hashes to); positions come back in order.
+        let positions = try await withThrowingTaskGroup(of: (Int, KafkaPosition).self) { group in
+            var positions = [ChunkedSource.Position](repeating: .init(partition: 0, offset: 0), count: count)
+            var next = 0
+            func start() {
+                let index = next
+                next += 1
+                let chunk = Array(bytes[(index * chunkSize)..<min((index + 1) * chunkSize, bytes.count)])
+                group.addTask { [producer] in
+                    (index, try await producer.sendReturningPosition(topic: topic, key: Array(ChunkedSource.key(transferId: request.id, index: index).utf8),
+                                                                     value: chunk))
+                }
+            }
+            while next < min(count, 16) { start() }
+            while let (index, position) = try await group.next() {
+                positions[index] = .init(partition: position.partition, offset: position.offset)
+                if next < count { start() }
+            }
+            return positions
+        }
+        let digest = SHA256Hex.of(bytes)
+        var sent = request
+        sent.source = ChunkedSource(topic: topic, size: Int64(bytes.count), sha256: digest, chunkSize: chunkSize, positions: positions).uri
+        try await enqueue(sent)
+        return sent
+    }
+
     /// The request as a worker reads it, or `TransferClientError.invalidRequest`.
     static func encoded(_ request: TransferRequest) throws(TransferClientError) -> [UInt8] {
         if let problem = RequestDecoder.validate(request) { throw .invalidRequest(problem) }
@@ -56,10 +98,53 @@ public final class TransferClient: Sendable {
         return Self.statuses(of: request.id, from: consumer)
     }
 
-    /// Follows the statuses of an already enqueued transfer, from now on.
+    /// Follows the statuses of an enqueued transfer: first its latest status
+    /// so far (so a transfer that already finished is found at once: the
+    /// stream then holds its terminal status only), then the ones that follow.
     public func follow(id: String) async throws(KafkaError) -> AsyncStream<TransferStatus> {
+        // Tail first, then read the past: nothing published in between is missed (a repeat is harmless).
         let consumer = try await KafkaConsumer.tailing(topic: topics.status, configuration: kafka, logger: logger)
-        return Self.statuses(of: id, from: consumer)
+        let latest = try await status(of: id)
+        if let latest, latest.state.isTerminal {
+            consumer.stopFetching()
+            return AsyncStream { continuation in
+                continuation.yield(latest)
+                continuation.finish()
+            }
+        }
+        return Self.statuses(of: id, from: consumer, first: latest)
+    }
+
+    /// Every transfer of the fleet with its latest status, read from
+    /// `<prefix>.status` (a table keyed by transfer id), newest first;
+    /// `states` keeps only those (e.g. `[.running, .paused]`).
+    public func list(states: Set<TransferStatus.State>? = nil, timeout: Double = 30) async throws(KafkaError) -> [TransferStatus] {
+        let messages = try await KafkaConsumer.snapshot(topic: topics.status, configuration: kafka, timeout: timeout, logger: logger)
+        let decoder = JSONDecoder()
+        var latest: [String: TransferStatus] = [:]
+        // One id's statuses share a partition, in order: the last one read is its latest.
+        for message in messages {
+            guard let status = try? decoder.decode(TransferStatus.self, from: Data(message.value)) else { continue }
+            latest[status.id] = status
+        }
+        return latest.values.filter { states?.contains($0.state) ?? true }.sorted { $0.time > $1.time }
+    }
+
+    /// Pauses a transfer, running or not yet started: no byte moves until `resume`.
+    /// The decision is kept by every worker (README, "Transfer control").
+    public func pause(id: String) async throws(KafkaError) { try await control(.pause, id: id) }
+
+    /// Resumes a paused transfer without re-sending what it stored.
+    public func resume(id: String) async throws(KafkaError) { try await control(.resume, id: id) }
+
+    /// Cancels a transfer, running, queued or not yet consumed.
+    public func cancel(id: String) async throws(KafkaError) { try await control(.cancel, id: id) }
+
+    private func control(_ action: ControlMessage.Action, id: String) async throws(KafkaError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let value = (try? encoder.encode(ControlMessage(id: id, action: action))).map(Array.init) ?? []
+        try await producer.send(topic: topics.control, key: id, value: value)
     }
 
     /// The latest status of `id` on `<prefix>.status` (the topic is read to its end), or nil.
@@ -94,9 +179,10 @@ public final class TransferClient: Sendable {
         }
     }
 
-    private static func statuses(of id: String, from consumer: KafkaConsumer) -> AsyncStream<TransferStatus> {
+    private static func statuses(of id: String, from consumer: KafkaConsumer, first: TransferStatus? = nil) -> AsyncStream<TransferStatus> {
         AsyncStream { continuation in
             let task = Task {
+                if let first { continuation.yield(first) }
                 let decoder = JSONDecoder()
                 for await message in consumer where message.keyString == id {
                     guard let status = try? decoder.decode(TransferStatus.self, from: Data(message.value)) else { continue }
@@ -124,7 +210,8 @@ extension TransferClient {
         return try await Self.terminal(of: statuses, id: request.id, timeout: timeout, progress: progress)
     }
 
-    /// Waits for the terminal status of an enqueued transfer, from now on.
+    /// Waits for the terminal status of an enqueued transfer; one that already
+    /// finished is answered at once.
     public func result(of id: String, timeout: Double = 3600,
                        progress: @escaping @Sendable (TransferStatus) -> Void = { _ in }) async throws -> TransferStatus {
         try await Self.terminal(of: try await follow(id: id), id: id, timeout: timeout, progress: progress)
@@ -164,6 +251,31 @@ extension TransferClient {
             group.cancelAll()
             guard let first else { throw TransferClientError.timedOut(id: id, seconds: timeout) }
             return first
+        }
+    }
+}
+
+/// How a transfer ended, typed: what a completion handler of TransferUtility gets.
+public enum TransferResult: Sendable, Hashable {
+    /// The object as stored (for downloads, the object read).
+    case completed(TransferStatus.ObjectInfo?)
+    case failed(FerryError)
+    case cancelled(FerryError)
+    /// Refused before any byte moved (validation, access rules, a poison message).
+    case rejected(FerryError)
+}
+
+extension TransferStatus {
+    /// The typed outcome of a terminal status; nil while the transfer is not over.
+    public var result: TransferResult? {
+        let error = self.error.map { FerryError(FerryError.Code(rawValue: $0.code), $0.message) }
+            ?? FerryError(.internalError, "no error given")
+        switch state {
+        case .completed: return .completed(object)
+        case .failed: return .failed(error)
+        case .cancelled: return .cancelled(error)
+        case .rejected: return .rejected(error)
+        case .accepted, .running, .paused: return nil
         }
     }
 }

@@ -97,6 +97,9 @@ public enum RequestDecoder {
         if let metadata = r.metadata, let problem = MetadataRule.violation(of: metadata) { return problem }
         if let headers = r.headers, let problem = HeaderPolicy.violation(in: headers) { return problem }
         if let options = r.options, let problem = TransferOptionRanges.violation(of: options) { return problem }
+        if let callback = r.callback {
+            do { _ = try CompletionCallback(callback) } catch { return error }
+        }
         return nil
     }
 
@@ -104,6 +107,10 @@ public enum RequestDecoder {
     /// the size limit) and its media type must be a valid header value. Other
     /// schemes are checked by the worker against its data root and remote-source policy.
     static func sourceProblem(_ source: String) -> FerryError? {
+        if ChunkedSource.isChunked(source) {
+            do { _ = try ChunkedSource(parsing: source) } catch { return error }
+            return nil
+        }
         guard source.utf8.count >= 5, source.prefix(5).lowercased() == "data:" else { return nil }
         do {
             _ = try DataURI.decode(source, limit: RequestLimits.maxDataURIBytes)

@@ -10,9 +10,17 @@ public struct Topics: Sendable, Hashable {
     public var streams: String { "\(prefix).streams" }
     public var control: String { "\(prefix).control" }
     public var triggersDLQ: String { "\(prefix).triggers.dlq" }
+    /// HTTPS completion callbacks waiting for delivery, and the ones that could not be delivered.
+    public var callbacks: String { "\(prefix).callbacks" }
+    public var callbacksDLQ: String { "\(prefix).callbacks.dlq" }
+    /// Bytes of uploads sent through Kafka (`ChunkedSource`); its retention bounds how long they can be taken.
+    public var uploads: String { "\(prefix).uploads" }
 
     /// Every topic Ferry reads or writes, for creating them up front.
-    public var all: [String] { [requests, requestsDLQ, status, events, streams, control, triggersDLQ] }
+    public var all: [String] { [requests, requestsDLQ, status, events, streams, control, triggersDLQ, callbacks, callbacksDLQ, uploads] }
+
+    /// The consumer group of callback deliveries.
+    public var callbackGroup: String { "\(prefix)-callbacks" }
 
     /// The consumer group of transfer workers.
     public var workerGroup: String { "\(prefix)-workers" }

@@ -24,6 +24,8 @@ public struct TransferRequest: Sendable, Codable, Hashable {
     public var headers: [String: String]?
     public var options: TransferOptions?
     public var auth: String?
+    /// Where the terminal status is also delivered: `kafka:<topic>` or an https URL (`CompletionCallback`).
+    public var callback: String?
 
     public init(id: String, op: TransferOperation, bucket: String, key: String,
                 accessLevel: AccessLevel? = nil, identityId: String? = nil,
@@ -31,7 +33,7 @@ public struct TransferRequest: Sendable, Codable, Hashable {
                 destination: String? = nil, contentType: String? = nil,
                 metadata: [String: String]? = nil, headers: [String: String]? = nil,
                 options: TransferOptions? = nil, auth: String? = nil,
-                sourceAccessLevel: AccessLevel? = nil, sourceIdentityId: String? = nil) {
+                sourceAccessLevel: AccessLevel? = nil, sourceIdentityId: String? = nil, callback: String? = nil) {
         self.id = id; self.op = op; self.bucket = bucket; self.key = key
         self.accessLevel = accessLevel; self.identityId = identityId
         self.targetIdentityId = targetIdentityId; self.source = source
@@ -39,6 +41,7 @@ public struct TransferRequest: Sendable, Codable, Hashable {
         self.metadata = metadata; self.headers = headers; self.options = options
         self.auth = auth
         self.sourceAccessLevel = sourceAccessLevel; self.sourceIdentityId = sourceIdentityId
+        self.callback = callback
     }
 
     /// The level in force (`guest` when absent).

@@ -19,6 +19,8 @@ public final class TransferEngine: Sendable {
         public var acceleratedStore: (any ObjectStore)?
         /// Fetches `https://` upload sources; nil disables them (the default).
         public var remoteSources: RemoteSourceFetcher?
+        /// Reads `kafka-chunks://` upload sources (the worker's Kafka); nil refuses them.
+        public var chunks: (any ChunkFetcher)?
         public init() {}
     }
 
@@ -60,7 +62,12 @@ public final class TransferEngine: Sendable {
         case .upload:
             guard let source = request.source else { throw FerryError(.invalidRequest, "upload needs a source") }
             let lowered = source.lowercased()
-            if lowered.hasPrefix("data:") {
+            if ChunkedSource.isChunked(source) {
+                _ = try ChunkedSource(parsing: source)
+                guard configuration.chunks != nil else {
+                    throw FerryError(.forbiddenSource, "kafka-chunks sources need a worker that reads Kafka")
+                }
+            } else if lowered.hasPrefix("data:") {
                 _ = try DataURI.decode(source, limit: configuration.defaults.maxDataURIBytes)
             } else if lowered.hasPrefix("https://") || lowered.hasPrefix("http://") {
                 guard let fetcher = configuration.remoteSources else {
@@ -106,7 +113,8 @@ public final class TransferEngine: Sendable {
         defer { slots.release() }
 
         let run = TransferRun(job: job, settings: settings, control: control, store: store, dataRoot: dataRoot,
-                              remoteSources: configuration.remoteSources, journal: journal, uploadsInUse: uploadsInUse,
+                              remoteSources: configuration.remoteSources, chunks: configuration.chunks,
+                              journal: journal, uploadsInUse: uploadsInUse,
                               progress: progress, logger: runLogger ?? logger.with(transfer: id))
         control.meter.observe { [run] _ in run.report() }
         // The observer holds the run, the run the control, the control this meter: break the cycle at the end.

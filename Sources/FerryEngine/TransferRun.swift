@@ -20,6 +20,7 @@ struct TransferRun: Sendable {
     let store: any ObjectStore
     let dataRoot: DataRoot
     let remoteSources: RemoteSourceFetcher?
+    let chunks: (any ChunkFetcher)?
     let journal: (any TransferJournal)?
     let uploadsInUse: UploadsInUse
     let progress: @Sendable (TransferProgress) -> Void

@@ -60,6 +60,29 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         return (consumer, ends)
     }
 
+    /// Reads the given partitions of `topic` from the given offsets, without a
+    /// group (claim-checked uploads are read by position). An offset below a
+    /// partition's log start is an error librdkafka reports as out of range:
+    /// `auto.offset.reset` is `error`, so nothing else is read in its place.
+    public static func reading(topic: String, from offsets: [Int32: Int64], configuration: KafkaConfiguration,
+                               logger: Logger) async throws(KafkaError) -> KafkaConsumer {
+        var configuration = configuration
+        configuration["auto.offset.reset"] = "error"
+        let consumer = try KafkaConsumer(configuration: configuration, bufferCapacity: 64, rebalance: nil, logger: logger)
+        let handle = consumer.handle
+        let result = await BlockingPool.shared.run {
+            Result { () throws(KafkaError) in
+                let list = rd_kafka_topic_partition_list_new(Int32(offsets.count))
+                defer { rd_kafka_topic_partition_list_destroy(list) }
+                for (partition, offset) in offsets { rd_kafka_topic_partition_list_add(list, topic, partition).pointee.offset = offset }
+                let err = rd_kafka_assign(handle.rk, list)
+                guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err, context: "assign \(topic)") }
+            }
+        }
+        try result.get()
+        return consumer
+    }
+
     /// A consumer of `group` that joins nothing and reads nothing: for asking
     /// the group's committed offsets and the topics' watermarks.
     public static func observer(bootstrapServers: String, group: String, logger: Logger) throws(KafkaError) -> KafkaConsumer {

@@ -34,6 +34,20 @@ public final class KafkaProducer: Sendable {
     /// Messages posted in order to one partition are delivered in that order.
     public func post(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)] = [],
                      onDelivery: @escaping @Sendable (Result<Void, KafkaError>) -> Void) {
+        postReporting(topic: topic, key: key, value: value, headers: headers) { onDelivery($0.map { _ in () }) }
+    }
+
+    /// Sends one message and returns where the broker stored it.
+    public func sendReturningPosition(topic: String, key: [UInt8]?, value: [UInt8],
+                                      headers: [(String, String)] = []) async throws(KafkaError) -> KafkaPosition {
+        let result: Result<KafkaPosition, KafkaError> = await withCheckedContinuation { continuation in
+            postReporting(topic: topic, key: key, value: value, headers: headers) { continuation.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
+    private func postReporting(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)],
+                               onDelivery: @escaping @Sendable (Result<KafkaPosition, KafkaError>) -> Void) {
         let box = Unmanaged.passRetained(DeliveryBox(onDelivery))
         if let error = enqueue(topic: topic, key: key, value: value, headers: headers, opaque: box.toOpaque()) {
             box.release()
@@ -189,10 +203,17 @@ private final class ResultCollector: Sendable {
     }
 }
 
+/// Where a delivered message is.
+public struct KafkaPosition: Sendable, Hashable {
+    public var partition: Int32
+    public var offset: Int64
+    public init(partition: Int32, offset: Int64) { self.partition = partition; self.offset = offset }
+}
+
 /// Carries a delivery callback through librdkafka's per-message opaque.
 private final class DeliveryBox {
-    let onDelivery: @Sendable (Result<Void, KafkaError>) -> Void
-    init(_ onDelivery: @escaping @Sendable (Result<Void, KafkaError>) -> Void) { self.onDelivery = onDelivery }
+    let onDelivery: @Sendable (Result<KafkaPosition, KafkaError>) -> Void
+    init(_ onDelivery: @escaping @Sendable (Result<KafkaPosition, KafkaError>) -> Void) { self.onDelivery = onDelivery }
 }
 
 private let deliveryReportCallback: @convention(c) (OpaquePointer?, UnsafePointer<rd_kafka_message_t>?, UnsafeMutableRawPointer?) -> Void = { _, message, _ in
@@ -200,7 +221,7 @@ private let deliveryReportCallback: @convention(c) (OpaquePointer?, UnsafePointe
     let box = Unmanaged<DeliveryBox>.fromOpaque(opaque).takeRetainedValue()
     let err = message.pointee.err
     if err == RD_KAFKA_RESP_ERR_NO_ERROR {
-        box.onDelivery(.success(()))
+        box.onDelivery(.success(KafkaPosition(partition: message.pointee.partition, offset: message.pointee.offset)))
     } else {
         let topic = message.pointee.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? "?"
         box.onDelivery(.failure(KafkaError(err, context: "delivery to \(topic)")))

@@ -24,6 +24,23 @@ struct OutcomePublisher: Sendable {
         OutboxMessage(topic: topics.status, key: Array(status.id.utf8), value: Self.encoded(status))
     }
 
+    /// The deliveries of a terminal status to the request's callback: onto its
+    /// reply topic directly, or onto `<prefix>.callbacks` for the
+    /// `CallbackDispatcher` to POST. They ride the outbox with the outcome, so
+    /// each outcome is delivered once (a crash between Kafka's acknowledgement
+    /// and the outbox's delete can repeat it, with the same id and state).
+    func callbackMessages(_ status: TransferStatus, callback: String?) -> [OutboxMessage] {
+        guard let callback, let target = try? CompletionCallback(callback) else { return [] }
+        let headers = [OutboxMessage.Header(CallbackHeader.transferId, status.id), OutboxMessage.Header(CallbackHeader.state, status.state.rawValue)]
+        switch target {
+        case .kafka(let topic):
+            return [OutboxMessage(topic: topic, key: Array(status.id.utf8), value: Self.encoded(status), headers: headers)]
+        case .https(let url):
+            let delivery = CallbackDelivery(url: url, status: status)
+            return [OutboxMessage(topic: topics.callbacks, key: Array(status.id.utf8), value: Self.encoded(delivery), headers: headers)]
+        }
+    }
+
     /// An S3 event, keyed by `bucket/key`.
     func message(_ event: S3Event, bucket: String, key: String) -> OutboxMessage {
         OutboxMessage(topic: topics.events, key: Array("\(bucket)/\(key)".utf8), value: Self.encoded(event))

@@ -23,6 +23,8 @@ struct RequestPipeline: Sendable {
     let identity: IdentityVerifier
     /// Pause and cancel decisions of the fleet, applied from the moment a request is reached.
     let controls: ControlBook
+    /// Whether a request's https callback may be accepted.
+    let callbacks: CallbackSettings
     let workerId: String
     let progressInterval: Double
     let inFlight: InFlightTransfers
@@ -75,6 +77,7 @@ struct RequestPipeline: Sendable {
                 request.metadata = (request.metadata ?? [:]).merging(markers) { _, marker in marker }
             }
             if let problem = RequestLimits.violation(of: request, objectKey: decision.objectKey) { throw problem }
+            if let callback = request.callback { try checkCallback(callback) }
             var candidate = TransferJob(request: request, objectKey: decision.objectKey)
             if let bucket = decision.copySourceBucket, let key = decision.copySourceKey {
                 candidate.copySource = ObjectLocation(bucket: bucket, key: key)
@@ -84,7 +87,9 @@ struct RequestPipeline: Sendable {
             watchdog.disarm()
         } catch {
             watchdog.disarm()
-            return await reject(message, error: error, id: request.id, op: request.op.rawValue, log: log)
+            // A refused callback is not called; any other refusal is reported to it.
+            let callback = (try? checkCallback(request.callback ?? "")) != nil ? request.callback : nil
+            return await reject(message, error: error, id: request.id, op: request.op.rawValue, callback: callback, log: log)
         }
         let objectKey = job.objectKey
         let base = TransferStatus(id: request.id, op: request.op.rawValue, state: .accepted, attempt: 1, worker: workerId)
@@ -178,6 +183,7 @@ struct RequestPipeline: Sendable {
         }
         final.time = Timestamp.iso8601(Date())
         messages.append(publisher.message(final))
+        messages += publisher.callbackMessages(final, callback: request.callback)
         await changes.settle()  // pause/resume records first: one item's records stay in order
         messages.append(streams.message(item.record(final)))
         Counter(label: "ferry_transfers_total", dimensions: [("op", request.op.rawValue), ("outcome", final.state.rawValue)]).increment()
@@ -187,7 +193,8 @@ struct RequestPipeline: Sendable {
     }
 
     /// Dead-letters a request that cannot run and publishes `rejected` when its id is known.
-    private func reject(_ message: KafkaMessage, error: FerryError, id: String?, op: String?, log: Logger) async -> Bool {
+    private func reject(_ message: KafkaMessage, error: FerryError, id: String?, op: String?, callback: String? = nil,
+                        log: Logger) async -> Bool {
         log.warning("request rejected: \(error)")
         Counter(label: "ferry_transfers_total", dimensions: [("op", op ?? "unknown"), ("outcome", "rejected")]).increment()
         Counter(label: "ferry_dlq_messages_total", dimensions: [("topic", publisher.topics.requestsDLQ)]).increment()
@@ -196,8 +203,28 @@ struct RequestPipeline: Sendable {
             let status = TransferStatus(id: id, op: op, state: .rejected, worker: workerId, error: error)
             messages.append(publisher.message(status))
             messages.append(streams.message(streams.transferRecord(status, previous: nil, offset: message.offset, step: 0)))
+            messages += publisher.callbackMessages(status, callback: callback)
         }
         return await record("rejection", messages, delivery: message.position, log: log)
+    }
+
+    /// A callback this worker can deliver: a reply topic outside Ferry's own
+    /// (no loops into requests or control), or an https URL the callback
+    /// policy allows, with a signing secret configured.
+    private func checkCallback(_ text: String) throws(FerryError) {
+        switch try CompletionCallback(text) {
+        case .kafka(let topic):
+            let own = publisher.topics
+            if topic.hasPrefix(own.prefix + ".") || own.all.contains(topic) {
+                throw FerryError(.invalidRequest, "callback topic \(topic) is one of Ferry's own (\(own.prefix).*); name a reply topic of yours")
+            }
+        case .https(let url):
+            guard callbacks.secret != nil else {
+                throw FerryError(.invalidRequest, "https callbacks are off on this worker (they need --callback-secret-file to be signed)")
+            }
+            guard let components = URLComponents(string: url) else { throw FerryError(.invalidRequest, "callback is not a valid URL") }
+            if let refusal = callbacks.policy.refusal(of: components) { throw refusal }
+        }
     }
 
     /// Dead-letters a message the crash-loop breaker quarantined (it was started

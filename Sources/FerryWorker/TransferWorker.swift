@@ -16,6 +16,7 @@ import Synchronization
 public final class TransferWorker: Sendable {
     private let consumer: KafkaConsumer
     private let controls: ControlListener
+    private let callbacks: CallbackDispatcher
     private let pipeline: RequestPipeline
     private let tracker: OffsetTracker
     private let committer: OffsetCommitter
@@ -63,6 +64,7 @@ public final class TransferWorker: Sendable {
         // slots), and as many again three times over that wait for a slot or are
         // paused, which hold no transfer slot.
         slots = AsyncSemaphore(limit: maxTransfers * Self.messagesPerTransferSlot)
+        callbacks = try CallbackDispatcher(configuration: configuration, producer: producer, logger: logger)
         let book = ControlBook(retention: configuration.finishedRetentionSeconds)
         controls = try await ControlListener(configuration: configuration, book: book, state: state, logger: logger)
         var publisher = OutcomePublisher(producer: producer, topics: configuration.topics, logger: logger)
@@ -73,7 +75,8 @@ public final class TransferWorker: Sendable {
                                    publisher: publisher,
                                    events: EventBuilder(region: configuration.region),
                                    streams: StreamRecordBuilder(region: configuration.region, topics: configuration.topics),
-                                   policy: configuration.accessPolicy, identity: identity, controls: book, workerId: configuration.workerId,
+                                   policy: configuration.accessPolicy, identity: identity, controls: book,
+                                   callbacks: configuration.callbacks, workerId: configuration.workerId,
                                    progressInterval: configuration.progressIntervalSeconds, inFlight: inFlight, logger: logger)
         sweeper = UploadSweeper(state: state, store: engine.store, inUse: engine.uploadsInUse,
                                 age: configuration.sweepAfterSeconds, logger: logger)
@@ -94,6 +97,7 @@ public final class TransferWorker: Sendable {
             // Pauses and cancels sent before this worker started apply to the first requests it takes.
             await controls.caughtUp()
             let drainTask = Task { [drainer] in await drainer.run() }
+            let callbackTask = Task { [callbacks] in await callbacks.run() }
             let maintenance = Task { [self] in await maintain() }
             let periodicCommits = Task { [committer] in
                 while !Task.isCancelled {
@@ -126,6 +130,7 @@ public final class TransferWorker: Sendable {
             }
             periodicCommits.cancel()
             controlTask.cancel()
+            callbackTask.cancel()
             maintenance.cancel()
             drainTask.cancel()
             await drainTask.value

@@ -38,6 +38,8 @@ public struct WorkerConfiguration: Sendable {
     public var permissions = AccessPermissions.defaults
     /// Buckets copies may read besides the request's own; nil allows any.
     public var copySourceBuckets: Set<String>? = []
+    /// HTTPS completion callbacks: signing secret, reachable addresses, attempts.
+    public var callbacks = CallbackSettings()
     /// The rules every request passes before any byte moves.
     public var accessPolicy: AccessPolicy {
         AccessPolicy(permissions: permissions, copySourceBuckets: copySourceBuckets, resolver: prefixResolver)

@@ -38,6 +38,11 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Option(name: .customLong("content-type"), help: "Content type (default from the file extension).") var contentType: String?
     @Option(name: .customLong("metadata"), parsing: .singleValue, help: "User metadata NAME=VALUE (repeatable).") var metadata: [String] = []
     @Option(help: "Identity proof for workers with --auth-mode jwt (env FERRY_AUTH_TOKEN).") var auth: String?
+    @Option(help: "Where the terminal status is also delivered: kafka:<topic> or an https URL (the worker signs the POST).")
+    var callback: String?
+    @Flag(name: .customLong("through-kafka"),
+          help: "Upload: read --source here and send its bytes through Kafka (a claim check on <prefix>.uploads), for workers that cannot read the file.")
+    var throughKafka = false
     @Flag(help: "Follow the transfer's statuses until it ends.") var wait = false
     @Option(help: "With --wait: give up after this many seconds (default 600).") var timeout: Double = 600
 
@@ -46,13 +51,26 @@ struct EnqueueCommand: AsyncParsableCommand {
         guard let operation = TransferOperation(rawValue: op) else {
             throw ValidationError("unknown operation '\(op)': use upload, download, delete or copy")
         }
-        let request = try makeRequest(operation)
+        var request = try makeRequest(operation)
+        var bytes: [UInt8]?
+        if throughKafka {
+            guard operation == .upload, let source else { throw ValidationError("--through-kafka needs an upload with --source") }
+            guard let data = FileManager.default.contents(atPath: source.hasPrefix("file://") ? URL(string: source)?.path ?? source : source) else {
+                throw ValidationError("cannot read \(source)")
+            }
+            bytes = Array(data)
+            // Checked as a worker will see it; the real positions replace this placeholder.
+            request.source = ChunkedSource(topic: kafka.topics.uploads, size: Int64(data.count), sha256: String(repeating: "0", count: 64),
+                                           chunkSize: ChunkedSource.maxChunkBytes,
+                                           positions: Array(repeating: .init(partition: 0, offset: 0),
+                                                            count: (data.count + ChunkedSource.maxChunkBytes - 1) / ChunkedSource.maxChunkBytes)).uri
+        }
         if let problem = RequestDecoder.validate(request) { throw ValidationError(problem.message) }
         let configuration = try kafka.configuration()
         let client = try TransferClient(bootstrapServers: configuration.properties["bootstrap.servers"]!,
                                         properties: try kafka.properties(), topics: kafka.topics, logger: logger)
         guard wait else {
-            try await client.enqueue(request)
+            if let bytes { try await client.uploadData(bytes, request) } else { try await client.enqueue(request) }
             print(request.id)
             return
         }
@@ -60,7 +78,12 @@ struct EnqueueCommand: AsyncParsableCommand {
         let display = ProgressDisplay(label: "\(op) \(bucket)/\(key)")
         let final: TransferStatus
         do {
-            final = try await client.run(request, timeout: timeout) { display.show($0) }
+            if let bytes {
+                try await client.uploadData(bytes, request)
+                final = try await client.result(of: request.id, timeout: timeout) { display.show($0) }
+            } else {
+                final = try await client.run(request, timeout: timeout) { display.show($0) }
+            }
         } catch TransferClientError.timedOut {
             display.finish(message: "timed out after \(timeout.clampedInt()) s waiting for \(request.id)")
             throw ExitCode(FerryExit.timedOut)
@@ -87,9 +110,10 @@ struct EnqueueCommand: AsyncParsableCommand {
         return TransferRequest(
             id: id ?? UUID().uuidString.lowercased(), op: operation, bucket: bucket, key: key, accessLevel: level,
             identityId: identityId, targetIdentityId: targetIdentityId,
-            source: source.map { operation == .copy ? $0 : Self.uri($0) }, destination: destination.map(Self.uri),
+            source: source.map { operation == .copy || throughKafka ? $0 : Self.uri($0) }, destination: destination.map(Self.uri),
             contentType: contentType, metadata: pairs.isEmpty ? nil : pairs,
-            auth: auth ?? environment("FERRY_AUTH_TOKEN"), sourceAccessLevel: sourceLevel, sourceIdentityId: sourceIdentityId)
+            auth: auth ?? environment("FERRY_AUTH_TOKEN"), sourceAccessLevel: sourceLevel, sourceIdentityId: sourceIdentityId,
+            callback: callback)
     }
 
     /// A local path becomes an absolute file:// URI; URIs pass unchanged.

@@ -82,6 +82,62 @@ struct WatchCommand: AsyncParsableCommand {
     }
 }
 
+/// `ferry transfers`: every transfer of the fleet with its latest state.
+struct TransfersCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "transfers",
+        abstract: "List the fleet's transfers with their latest state (read from the status topic).",
+        discussion: """
+            One line per transfer id, newest first: id, state, op, bytes, worker, time, and the
+            error of a failed one. Every worker's transfers are listed, finished ones too
+            (as long as the status topic holds them).
+
+            Examples:
+              ferry transfers --state running,paused --bootstrap-servers kafka:9092
+              ferry transfers --json | jq -r 'select(.state=="failed") | .id'
+            """)
+
+    @Option(help: "Only these states, comma-separated: accepted, running, paused, completed, failed, cancelled, rejected.")
+    var state: String?
+    @Flag(help: "One status JSON per line, as published.") var json = false
+    @OptionGroup var kafka: KafkaOptions
+    @OptionGroup var log: LogOptions
+
+    func run() async throws {
+        var wanted: Set<TransferStatus.State>?
+        if let state {
+            var parsed: Set<TransferStatus.State> = []
+            for name in state.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+                guard let value = TransferStatus.State(rawValue: name) else {
+                    throw ValidationError("unknown state '\(name)': use accepted, running, paused, completed, failed, cancelled or rejected")
+                }
+                parsed.insert(value)
+            }
+            wanted = parsed
+        }
+        let client = try statusClient(kafka: kafka, log: log, label: "ferry.transfers")
+        let transfers = try await client.list(states: wanted)
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            for status in transfers { print(String(decoding: try encoder.encode(status), as: UTF8.self)) }
+            return
+        }
+        print("ID".padding(toLength: 28, withPad: " ", startingAt: 0) + " STATE      OP        BYTES             WORKER               TIME")
+        for status in transfers {
+            let bytes = status.totalBytes.map { "\(status.bytesTransferred ?? 0)/\($0)" } ?? "\(status.bytesTransferred ?? 0)"
+            let line = [status.id.padding(toLength: 28, withPad: " ", startingAt: 0),
+                        status.state.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0),
+                        (status.op ?? "-").padding(toLength: 9, withPad: " ", startingAt: 0),
+                        bytes.padding(toLength: 17, withPad: " ", startingAt: 0),
+                        (status.worker ?? "-").padding(toLength: 20, withPad: " ", startingAt: 0),
+                        status.time].joined(separator: " ")
+            print(line + (status.error.map { "  \($0.code): \($0.message)" } ?? ""))
+        }
+        print("\(transfers.count) transfer(s)")
+    }
+}
+
 /// A producer-side client for the status commands; they log only warnings unless told otherwise.
 private func statusClient(kafka: KafkaOptions, log: LogOptions, label: String) throws -> TransferClient {
     var log = log

@@ -147,6 +147,16 @@ struct WorkerOptions: ParsableArguments {
             help: "With --auth-mode jwt: tokens with this iss prove a guest identity (Cognito's unauthenticated role), not an authenticated one.")
     var jwtGuestIssuer: String?
 
+    @Option(name: .customLong("callback-secret-file"),
+            help: "File holding the HMAC secret that signs https completion callbacks (or env FERRY_CALLBACK_SECRET); without one, https callbacks are refused.")
+    var callbackSecretFile: String?
+    @Option(name: .customLong("callback-host"), parsing: .singleValue,
+            help: "A host https callbacks may reach, repeatable (.example.com for subdomains; default: any public host).")
+    var callbackHosts: [String] = []
+    @Option(name: .customLong("callback-allow-range"), parsing: .singleValue,
+            help: "An internal address range (CIDR) https callbacks may reach anyway, repeatable.")
+    var callbackRanges: [String] = []
+
     @Option(name: .customLong("https-source-max-bytes"), help: "Largest https:// source, e.g. 5GiB (default 5GiB).")
     var httpsSourceMaxBytes: String?
 
@@ -167,6 +177,9 @@ struct WorkerOptions: ParsableArguments {
         Resolve.string(&role, .role)
         try Resolve.flag(&httpsSources, .httpsSources)
         Resolve.list(&httpsSourceHosts, .httpsSourceHosts)
+        Resolve.string(&callbackSecretFile, .callbackSecretFile)
+        Resolve.list(&callbackHosts, .callbackHosts)
+        Resolve.list(&callbackRanges, .callbackAllowRanges)
         Resolve.list(&httpsSourceRanges, .httpsSourceAllowRanges)
         Resolve.string(&httpsSourceMaxBytes, .httpsSourceMaxBytes)
         try Resolve.number(&shutdownGrace, .shutdownGrace)
@@ -233,6 +246,7 @@ struct WorkerOptions: ParsableArguments {
             workerId: workerId ?? WorkerConfiguration.defaultWorkerId,
             region: s3.resolvedRegion, engine: engine, roles: roles)
         configuration.http = http
+        configuration.callbacks = try callbackSettings()
         configuration.auth = try authConfiguration()
         configuration.httpAddress = httpAddress
         configuration.adminToken = try AdminToken.load(file: adminTokenFile, environment: environment("FERRY_ADMIN_TOKEN"))
@@ -276,6 +290,29 @@ struct WorkerOptions: ParsableArguments {
             configuration.copySourceBuckets = Set(copySourceBuckets)
         }
         return configuration
+    }
+
+    /// The callback secret (file, or FERRY_CALLBACK_SECRET) and policy.
+    func callbackSettings() throws -> CallbackSettings {
+        var settings = CallbackSettings()
+        if let file = callbackSecretFile {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw ValidationError("cannot read the callback secret file \(file)")
+            }
+            settings.secret = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        } else if let secret = environment("FERRY_CALLBACK_SECRET") {
+            settings.secret = secret
+        }
+        if let secret = settings.secret, secret.utf8.count < 16 {
+            throw ValidationError("the callback secret must be at least 16 bytes")
+        }
+        settings.policy.allowedHosts = callbackHosts
+        do {
+            settings.policy.allowedRanges = try callbackRanges.map { range throws(ConfigurationError) in try AddressRange(range) }
+        } catch {
+            throw ValidationError(error.description)
+        }
+        return settings
     }
 
     func authConfiguration() throws -> AuthConfiguration {

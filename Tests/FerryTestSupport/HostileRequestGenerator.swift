@@ -130,8 +130,8 @@ public struct HostileRequestGenerator {
 
     private mutating func mutate(_ fields: inout [String: String]) -> String {
         let schema = ["id", "op", "bucket", "key", "accessLevel", "identityId", "targetIdentityId", "source", "destination",
-                      "contentType", "metadata", "headers", "options", "auth", "unknown"]
-        switch Int.random(in: 0..<14, using: &rng) {
+                      "contentType", "metadata", "headers", "options", "auth", "callback", "sourceAccessLevel", "sourceIdentityId", "unknown"]
+        switch Int.random(in: 0..<17, using: &rng) {
         case 0:
             let field = schema.randomElement(using: &rng)!
             let value = HostileInput.jsonValue(&rng)
@@ -203,6 +203,34 @@ public struct HostileRequestGenerator {
             let size = [600_000, 899_000, 905_000, 950_000].randomElement(using: &rng)!
             fields["pad"] = HostileInput.jsonString(String(repeating: "p", count: size))
             return "padded to \(size) bytes"
+        case 14:
+            // Callbacks: Ferry's own topics (loops), SSRF targets, credentials, odd bytes, oversized.
+            let callback = ["kafka:ferry.requests", "kafka:ferry.control", "kafka:", "kafka:a b", "kafka:" + String(repeating: "t", count: 250),
+                            "kafka:../x", "https://169.254.169.254/latest", "https://127.0.0.1:1/cb", "https://[::1]/cb", "http://example.com/cb",
+                            "https://user:pass@example.com/cb", "https://example.com/cb\r\ninjected: yes", "ftp://example.com", "",
+                            "https://example.com/" + String(repeating: "p", count: 3000), "kafka:app.replies"].randomElement(using: &rng)!
+            fields["callback"] = HostileInput.jsonString(callback)
+            return "callback=\(callback.debugDescription.prefix(60))"
+        case 15:
+            // Copies naming their source by level and owner, including levels and owners they may not read.
+            let level = ["guest", "protected", "private", "Private", "admin", ""].randomElement(using: &rng)!
+            fields["op"] = HostileInput.jsonString(["copy", "copy", "upload"].randomElement(using: &rng)!)
+            fields["source"] = HostileInput.jsonString("s3://\(sandbox.bucket)/" + ["doc.txt", "secret.txt", "../secret.txt", HostileInput.key(&rng)]
+                .randomElement(using: &rng)!)
+            fields["sourceAccessLevel"] = HostileInput.jsonString(level)
+            if Bool.random(using: &rng) { fields["sourceIdentityId"] = HostileInput.jsonString(["alice", HostileInput.identity(&rng)].randomElement(using: &rng)!) }
+            return "sourceAccessLevel=\(level)"
+        case 16:
+            // Claim checks that do not add up: wrong counts, positions, sizes, digests, topics.
+            let source = ["kafka-chunks://ferry.uploads?size=10&sha256=\(String(repeating: "a", count: 64))&chunk=4&at=0:0",
+                          "kafka-chunks://ferry.uploads?size=-1&sha256=x&chunk=0&at=",
+                          "kafka-chunks://ferry.uploads?size=99999999999&sha256=\(String(repeating: "b", count: 64))&chunk=524288&at=0:0",
+                          "kafka-chunks://ferry.uploads?size=4&sha256=\(String(repeating: "c", count: 64))&chunk=4&at=0:999999999",
+                          "kafka-chunks://../etc?size=1&sha256=\(String(repeating: "d", count: 64))&chunk=1&at=0:0",
+                          "kafka-chunks://ferry.uploads?size=1&size=2", "kafka-chunks://"].randomElement(using: &rng)!
+            fields["op"] = HostileInput.jsonString("upload")
+            fields["source"] = HostileInput.jsonString(source)
+            return "claimCheck=\(source.prefix(60))"
         default:
             let id = ["", String(repeating: "i", count: 129), "a b", "x/../y", "é", "id\n"].randomElement(using: &rng)!
             fields["id"] = HostileInput.jsonString(id)

@@ -2,15 +2,22 @@
 ({"path", "headers", "body"}) to LOG and answers with the next status of
 STATUSES (comma-separated, the last one repeats) and BODY (may be empty).
 
-usage: webhook_server.py PORT LOG STATUSES [BODY]
+usage: webhook_server.py PORT LOG STATUSES [BODY] [--tls CERT KEY]
+With --tls it serves HTTPS with that certificate.
 """
 import json
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-port, log, statuses = int(sys.argv[1]), sys.argv[2], [int(s) for s in sys.argv[3].split(",")]
-reply = sys.argv[4].encode() if len(sys.argv) > 4 else b""
+args = sys.argv[1:]
+tls = None
+if "--tls" in args:
+    at = args.index("--tls")
+    tls = (args[at + 1], args[at + 2])
+    args = args[:at] + args[at + 3:]
+port, log, statuses = int(args[0]), args[1], [int(s) for s in args[2].split(",")]
+reply = args[3].encode() if len(args) > 3 else b""
 lock = threading.Lock()
 count = [0]
 
@@ -38,4 +45,10 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
-ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+if tls:
+    import ssl
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tls[0], tls[1])
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+server.serve_forever()

@@ -10,6 +10,9 @@ extension TransferRun {
         let input = PutObjectInput(bucket: request.bucket, key: job.objectKey,
                                    contentType: request.contentType, metadata: request.metadata ?? [:],
                                    headers: request.headers ?? [:], checksum: settings.checksum)
+        if ChunkedSource.isChunked(source) {
+            return try await uploadChunked(try ChunkedSource(parsing: source), input: input)
+        }
         if source.lowercased().hasPrefix("data:") {
             let bytes = try DataURI.decode(source, limit: settings.maxDataURIBytes)
             var typed = input
@@ -56,6 +59,27 @@ extension TransferRun {
         if typed.contentType == nil, let path = URLComponents(string: source)?.path {
             typed.contentType = ContentType.forFileName(path)
         }
+        return try await uploadBody(typed, body: .file(descriptor: fd, offset: 0, length: fetched))
+    }
+
+    /// Reads a claim-checked upload from Kafka into a temp file under the data
+    /// root (its bytes do not count as upload progress), then uploads that file.
+    private func uploadChunked(_ source: ChunkedSource, input: PutObjectInput) async throws(FerryError) -> TransferOutcome {
+        guard let chunks else { throw FerryError(.forbiddenSource, "kafka-chunks sources need a worker that reads Kafka") }
+        let directory = URL(fileURLWithPath: dataRoot.path).appendingPathComponent(".ferry-fetch")
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let temp = directory.appendingPathComponent("\(request.id)-\(UUID().uuidString)").path
+        let fd = open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw FerryError(.localIOError, "cannot create \(temp): \(String(cString: strerror(errno)))") }
+        defer { close(fd); unlink(temp) }
+        let id = request.id
+        let fetched = try await attempt("read chunks") { () async throws(FerryError) -> Int64 in
+            let before = meter.value
+            defer { meter.add(before - meter.value) }
+            return try await chunks.fetch(source, transferId: id, into: fd, progress: meter)
+        }
+        var typed = input
+        typed.contentType = typed.contentType ?? ContentType.fallback
         return try await uploadBody(typed, body: .file(descriptor: fd, offset: 0, length: fetched))
     }
 

@@ -37,6 +37,9 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case httpsSourceHosts = "sources.hosts"
     case httpsSourceAllowRanges = "sources.allowRanges"
     case httpsSourceMaxBytes = "sources.maxBytes"
+    case callbackSecretFile = "callbacks.secretFile"
+    case callbackHosts = "callbacks.hosts"
+    case callbackAllowRanges = "callbacks.allowRanges"
     case prefixGuest = "access.prefixGuest"
     case prefixProtected = "access.prefixProtected"
     case prefixPrivate = "access.prefixPrivate"
@@ -63,7 +66,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     public var kind: Kind {
         switch self {
         case .kafkaProperties, .guestPermissions, .authenticatedPermissions: return .map
-        case .httpsSourceHosts, .httpsSourceAllowRanges, .copySourceBuckets: return .list
+        case .httpsSourceHosts, .httpsSourceAllowRanges, .copySourceBuckets, .callbackHosts, .callbackAllowRanges: return .list
         case .httpsSources, .prefixPassthrough, .allowGuests: return .flag
         default: return .scalar
         }
@@ -90,6 +93,8 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .guestPermissions: return "--guest-permission"
         case .authenticatedPermissions: return "--authenticated-permission"
         case .copySourceBuckets: return "--copy-source-bucket"
+        case .callbackHosts: return "--callback-host"
+        case .callbackAllowRanges: return "--callback-allow-range"
         case .logLevel: return "--log-level"
         case .logFormat: return "--log-format"
         default: return "--" + Self.kebab(String(rawValue.split(separator: ".").last!))
@@ -113,6 +118,8 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .guestPermissions: return ["FERRY_GUEST_PERMISSIONS"]
         case .authenticatedPermissions: return ["FERRY_AUTHENTICATED_PERMISSIONS"]
         case .copySourceBuckets: return ["FERRY_COPY_SOURCE_BUCKETS"]
+        case .callbackHosts: return ["FERRY_CALLBACK_HOSTS"]
+        case .callbackAllowRanges: return ["FERRY_CALLBACK_ALLOW_RANGES"]
         default: return [own]
         }
     }

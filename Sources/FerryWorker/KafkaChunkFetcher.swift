@@ -1,0 +1,80 @@
+import FerryCore
+import FerryEngine
+import FerryKafka
+import FerryS3
+import Foundation
+import Logging
+
+/// Reads a claim-checked upload's chunks from Kafka by position (no group):
+/// each chunk must carry its transfer's key and its planned length, the whole
+/// its size and SHA-256. A chunk that left the topic (retention) is a clear
+/// error, never a wait.
+struct KafkaChunkFetcher: ChunkFetcher {
+    let kafka: KafkaConfiguration
+    let logger: Logger
+    /// The longest a fetch waits for its chunks.
+    static let timeoutSeconds: Double = 120
+
+    func fetch(_ source: ChunkedSource, transferId: String, into descriptor: Int32,
+               progress: TransferMeter) async throws(FerryError) -> Int64 {
+        var wanted: [Int32: [Int64: Int]] = [:]
+        for (index, position) in source.positions.enumerated() { wanted[position.partition, default: [:]][position.offset] = index }
+        if !wanted.isEmpty {
+            let consumer: KafkaConsumer
+            do {
+                consumer = try await KafkaConsumer.reading(topic: source.topic, from: wanted.mapValues { $0.keys.min()! },
+                                                           configuration: kafka, logger: logger)
+            } catch {
+                throw FerryError(.kafkaError, "cannot read \(source.topic): \(error)")
+            }
+            defer { consumer.close() }
+            for partition in wanted.keys {
+                let first = wanted[partition]!.keys.min()!
+                if let start = await consumer.logStart(of: TopicPartition(topic: source.topic, partition: partition)), start > first {
+                    throw FerryError(.noSuchKey, "chunks of \(transferId) are gone from \(source.topic)/\(partition) (its log starts at \(start), a chunk was at \(first)): the topic's retention ended the claim check")
+                }
+            }
+            try await read(consumer, wanted: wanted, source: source, transferId: transferId, into: descriptor, progress: progress)
+        }
+        // The whole, as the producer hashed it.
+        let size = source.size
+        let digest = try await BlockingPool.shared.run { () throws(FerryError) -> String in
+            let hasher = Digest.Hasher.sha256()
+            try ObjectBody.file(descriptor: descriptor, offset: 0, length: size).readAll { hasher.update($0) }
+            return hasher.finish().hexString
+        }
+        guard digest == source.sha256 else {
+            throw FerryError(.badDigest, "the chunks of \(transferId) do not hash to the SHA-256 the request gives")
+        }
+        return size
+    }
+
+    private func read(_ consumer: KafkaConsumer, wanted: [Int32: [Int64: Int]], source: ChunkedSource, transferId: String,
+                      into descriptor: Int32, progress: TransferMeter) async throws(FerryError) {
+        var missing = wanted
+        let timer = DeadlineTimer.start(after: Self.timeoutSeconds) { consumer.stopFetching() }
+        defer { timer.cancel() }
+        let outcome: FerryError? = await withTaskCancellationHandler {
+            for await message in consumer {
+                guard let index = missing[message.partition]?.removeValue(forKey: message.offset) else { continue }
+                let range = source.range(of: index)
+                guard message.keyString == ChunkedSource.key(transferId: transferId, index: index), Int64(message.value.count) == Int64(range.count) else {
+                    return FerryError(.invalidRequest, "the message at \(source.topic)/\(message.partition)/\(message.offset) is not chunk \(index) of \(transferId)")
+                }
+                let value = message.value
+                let written = await BlockingPool.shared.run { () -> Bool in
+                    value.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, off_t(range.lowerBound)) == $0.count }
+                }
+                guard written else { return FerryError(.localIOError, "cannot write chunk \(index) of \(transferId)") }
+                progress.add(Int64(value.count))
+                if missing[message.partition]?.isEmpty == true { missing[message.partition] = nil }
+                if missing.isEmpty { return nil }
+            }
+            return Task.isCancelled ? FerryError(.cancelled, "reading the chunks was interrupted")
+                : FerryError(.noSuchKey, "\(missing.values.map(\.count).reduce(0, +)) chunk(s) of \(transferId) were not found on \(source.topic) within \(Int(Self.timeoutSeconds)) s")
+        } onCancel: {
+            consumer.stopFetching()
+        }
+        if let outcome { throw outcome }
+    }
+}
