@@ -13,12 +13,16 @@ public struct Topics: Sendable, Hashable {
     /// HTTPS completion callbacks waiting for delivery, and the ones that could not be delivered.
     public var callbacks: String { "\(prefix).callbacks" }
     public var callbacksDLQ: String { "\(prefix).callbacks.dlq" }
+    /// Stores' own bucket notifications as they arrived (the ingest role's input).
+    public var ingest: String { "\(prefix).ingest" }
     /// Bytes of uploads sent through Kafka (`ChunkedSource`); its retention bounds how long they can be taken.
     public var uploads: String { "\(prefix).uploads" }
 
     /// Every topic Ferry reads or writes, for creating them up front.
-    public var all: [String] { [requests, requestsDLQ, status, events, streams, control, triggersDLQ, callbacks, callbacksDLQ, uploads] }
+    public var all: [String] { [requests, requestsDLQ, status, events, streams, control, triggersDLQ, callbacks, callbacksDLQ, uploads, ingest] }
 
+    /// The consumer group of notification ingest.
+    public var ingestGroup: String { "\(prefix)-ingest" }
     /// The consumer group of callback deliveries.
     public var callbackGroup: String { "\(prefix)-callbacks" }
 

@@ -64,11 +64,14 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     /// group (claim-checked uploads are read by position). An offset below a
     /// partition's log start is an error librdkafka reports as out of range:
     /// `auto.offset.reset` is `error`, so nothing else is read in its place.
+    /// `bufferCapacity` messages are held before fetching pauses: small for
+    /// large messages (upload chunks), large for small ones (a full buffer
+    /// pauses and refetches, which costs the mock cluster a fetch wait each time).
     public static func reading(topic: String, from offsets: [Int32: Int64], configuration: KafkaConfiguration,
-                               logger: Logger) async throws(KafkaError) -> KafkaConsumer {
+                               bufferCapacity: Int = 64, logger: Logger) async throws(KafkaError) -> KafkaConsumer {
         var configuration = configuration
         configuration["auto.offset.reset"] = "error"
-        let consumer = try KafkaConsumer(configuration: configuration, bufferCapacity: 64, rebalance: nil, logger: logger)
+        let consumer = try KafkaConsumer(configuration: configuration, bufferCapacity: bufferCapacity, rebalance: nil, logger: logger)
         let handle = consumer.handle
         let result = await BlockingPool.shared.run {
             Result { () throws(KafkaError) in
@@ -81,6 +84,15 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         }
         try result.get()
         return consumer
+    }
+
+    /// Each partition's end offset (high watermark) of `topic`, now.
+    public func endOffsets(of topic: String) async throws(KafkaError) -> [Int32: Int64] {
+        let handle = self.handle
+        let result = await BlockingPool.shared.run {
+            Result { () throws(KafkaError) -> [Int32: Int64] in Dictionary(uniqueKeysWithValues: try KafkaConsumer.endOffsets(rk: handle.rk, topic: topic)) }
+        }
+        return try result.get()
     }
 
     /// A consumer of `group` that joins nothing and reads nothing: for asking

@@ -152,6 +152,27 @@ public final class S3Client: ObjectStore {
         return objects
     }
 
+    public func listObjects(bucket: String, prefix: String, continuation: String?, maxKeys: Int) async throws(FerryError) -> ObjectListing {
+        // encoding-type=url: keys with any character survive the XML (as botocore asks for them).
+        var query: [(String, String)] = [("encoding-type", "url"), ("list-type", "2"), ("max-keys", String(min(max(maxKeys, 1), 1000))),
+                                         ("prefix", prefix)]
+        if let continuation { query.append(("continuation-token", continuation)) }
+        let response = try await send("ListObjectsV2", method: "GET", bucket: bucket, key: nil, query: query.sorted { $0.0 < $1.0 })
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        var items: [ObjectListing.Item] = []
+        for record in XMLRecords.parse(response.body, record: "Contents") {
+            // Form encoding: AWS writes a space as '+' (botocore decodes with unquote_plus), others as %20.
+            guard let encoded = record["Key"] else { continue }
+            let key = FormURLEncoding.decode(encoded)
+            let eTag = record["ETag"].map { $0.count >= 2 && $0.hasPrefix("\"") && $0.hasSuffix("\"") ? String($0.dropFirst().dropLast()) : $0 }
+            items.append(ObjectListing.Item(key: key, size: Int64(record["Size"] ?? "") ?? 0, eTag: eTag,
+                                            lastModified: record["LastModified"].flatMap { formatter.date(from: $0) ?? ISO8601DateFormatter().date(from: $0) }))
+        }
+        let fields = XMLFields.parse(response.body, wanted: ["IsTruncated", "NextContinuationToken"])
+        return ObjectListing(items: items, next: fields["IsTruncated"] == "true" ? fields["NextContinuationToken"] : nil)
+    }
+
     // MARK: Presigning
 
     /// A URL that performs `method` on the object without credentials until it expires.

@@ -59,14 +59,26 @@ public enum FerryRuntime {
                                                    kafka: configuration.kafka, producer: producer, logger: logger)
             roles.append { await dispatcher.run() }
         }
+        var notifications: NotificationEndpoint?
+        if configuration.roles.ingest {
+            let ingest = try await IngestProcessor(configuration: configuration, store: try makeStore(configuration.storage, http: configuration.http),
+                                                   producer: producer, logger: logger)
+            roles.append { await ingest.run() }
+            if let token = configuration.ingest.token {
+                notifications = NotificationEndpoint(token: token, producer: producer, topics: configuration.topics, logger: logger)
+            } else {
+                logger.warning("role ingest without an ingest token: POST /notifications/s3 is off; only topics are read (\([configuration.topics.ingest] + configuration.ingest.topics))")
+            }
+        }
         logger.info("ferry worker \(configuration.workerId) running",
                     metadata: ["transfers": "\(configuration.roles.transfers)", "triggers": "\(configuration.roles.triggers)",
-                               "triggerCount": "\(registry.names.count)"])
+                               "ingest": "\(configuration.roles.ingest)", "triggerCount": "\(registry.names.count)"])
         var server: AdminServer?
         if let address = configuration.httpAddress, let metrics {
-            let router = AdminRouter(workerId: configuration.workerId, health: health, metrics: metrics,
+            var router = AdminRouter(workerId: configuration.workerId, health: health, metrics: metrics,
                                      inFlight: inFlight, engine: engineForAdmin, state: stateForAdmin,
                                      adminToken: configuration.adminToken)
+            router.notifications = notifications
             server = try await AdminServer.start(address: address, router: router, logger: logger)
         }
         await withTaskGroup(of: Void.self) { group in

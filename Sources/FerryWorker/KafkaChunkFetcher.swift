@@ -22,8 +22,9 @@ struct KafkaChunkFetcher: ChunkFetcher {
         if !wanted.isEmpty {
             let consumer: KafkaConsumer
             do {
+                // 512 KiB chunks: 16 held at most (8 MiB).
                 consumer = try await KafkaConsumer.reading(topic: source.topic, from: wanted.mapValues { $0.keys.min()! },
-                                                           configuration: kafka, logger: logger)
+                                                           configuration: kafka, bufferCapacity: 16, logger: logger)
             } catch {
                 throw FerryError(.kafkaError, "cannot read \(source.topic): \(error)")
             }

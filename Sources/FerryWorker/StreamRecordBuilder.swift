@@ -108,6 +108,12 @@ struct StreamRecordBuilder: Sendable {
 
     // MARK: records and messages
 
+    /// A record of the `objects` table.
+    func objectsRecord(name: DynamoDBEvent.EventName, keys: AttributeMap, new: AttributeMap?, old: AttributeMap?,
+                       sequence: String, time: Date) -> DynamoDBEvent.Record {
+        record(table: Self.objectsTable, name: name, keys: keys, new: new, old: old, sequence: sequence, time: time)
+    }
+
     private func record(table: String, name: DynamoDBEvent.EventName, keys: AttributeMap, new: AttributeMap?, old: AttributeMap?,
                         sequence: String, time: Date, userIdentity: DynamoDBEvent.UserIdentity? = nil) -> DynamoDBEvent.Record {
         let stream = StreamRecord(approximateCreationDateTime: (time.timeIntervalSince1970 * 1000).rounded() / 1000,

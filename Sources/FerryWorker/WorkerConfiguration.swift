@@ -18,7 +18,37 @@ public struct WorkerConfiguration: Sendable {
     public struct Roles: Sendable, Hashable {
         public var transfers: Bool
         public var triggers: Bool
-        public init(transfers: Bool = true, triggers: Bool = true) { self.transfers = transfers; self.triggers = triggers }
+        /// Turns the store's own notifications into events (`IngestProcessor`).
+        public var ingest: Bool
+        public init(transfers: Bool = true, triggers: Bool = true, ingest: Bool = false) {
+            self.transfers = transfers; self.triggers = triggers; self.ingest = ingest
+        }
+
+        /// `all`, or a comma-separated list of `transfers`, `triggers`, `ingest`.
+        public init(parsing text: String) throws(ConfigurationError) {
+            if text == "all" { self.init(transfers: true, triggers: true, ingest: false); return }
+            self.init(transfers: false, triggers: false, ingest: false)
+            for name in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+                switch name {
+                case "transfers": transfers = true
+                case "triggers": triggers = true
+                case "ingest": ingest = true
+                default: throw ConfigurationError("--role takes all, or a comma-separated list of transfers, triggers, ingest; got '\(name)'")
+                }
+            }
+            guard transfers || triggers || ingest else { throw ConfigurationError("--role names no role") }
+        }
+    }
+
+    /// The ingest role's inputs and its rule for Ferry's own removals.
+    public struct IngestSettings: Sendable {
+        /// The secret stores present on `POST /notifications/s3`; nil turns the endpoint off.
+        public var token: String?
+        /// Further topics where a store already sends its notifications (MinIO's or RGW's Kafka targets).
+        public var topics: [String] = []
+        /// How long a removal is held for a worker's own announcement of it.
+        public var settleSeconds: Double = 5
+        public init() {}
     }
 
     public var kafka: KafkaConfiguration
@@ -38,6 +68,8 @@ public struct WorkerConfiguration: Sendable {
     public var permissions = AccessPermissions.defaults
     /// Buckets copies may read besides the request's own; nil allows any.
     public var copySourceBuckets: Set<String>? = []
+    /// The store's own notifications (role ingest).
+    public var ingest = IngestSettings()
     /// HTTPS completion callbacks: signing secret, reachable addresses, attempts.
     public var callbacks = CallbackSettings()
     /// The rules every request passes before any byte moves.

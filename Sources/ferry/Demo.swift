@@ -1,6 +1,10 @@
 import FerryClient
 import FerryCore
 import FerryEngine
+import FerryKafka
+import FerryS3
+import FerryStore
+import FerryWorker
 import Foundation
 import Logging
 
@@ -9,6 +13,9 @@ import Logging
 struct Demo {
     let bootstrapServers: String
     let dataRoot: DataRoot
+    /// The embedded object store and the worker's state (the catalog), for the write behind Ferry's back.
+    let storeDirectory: URL
+    let stateDirectory: URL
     let logger: Logger
 
     let bucket = "demo"
@@ -62,6 +69,7 @@ struct Demo {
             ok = false
         }
         ok = try await manifestStep(root: root, client: client) && ok
+        ok = try await outsideWriteStep(auditFile: auditFile) && ok
         print(ok ? "\nDemo finished: all transfers completed and the triggers ran." : "\nDemo FAILED (see above).")
         return ok
     }
@@ -89,6 +97,35 @@ struct Demo {
             }
         }
         print("expected the checksum manifest of incoming/notes.txt within 60 s")
+        return false
+    }
+
+    /// Every write is an event: an object put straight into the store (as any
+    /// S3 client, or a presigned PUT, would) is announced by `ferry reconcile`,
+    /// and the audit trigger runs for it. (With Ceph, MinIO or AWS the store's
+    /// own notifications announce it at once: README, "Every write is an event".)
+    private func outsideWriteStep(auditFile: URL) async throws -> Bool {
+        print("\n== A write behind Ferry's back: public/outside/elsewhere.txt put straight into the store, then ferry reconcile ==")
+        let store = try LocalObjectStore(root: storeDirectory)
+        let key = "public/outside/elsewhere-\(UUID().uuidString.prefix(6)).txt"
+        _ = try await store.putObject(PutObjectInput(bucket: bucket, key: key, contentType: "text/plain"),
+                                      body: .bytes(Array("written by another client\n".utf8)), progress: nil)
+        let kafka = KafkaConfiguration(bootstrapServers: bootstrapServers)
+        let reconciler = Reconciler(store: store, catalog: try ObjectCatalog(directory: stateDirectory),
+                                    producer: try KafkaProducer(configuration: kafka, logger: logger), kafka: kafka, topics: Topics(),
+                                    region: "us-east-1", resolver: DefaultPrefixResolver(), logger: logger)
+        try await reconciler.catchUp()
+        let report = try await reconciler.reconcile(bucket: bucket, prefix: "public/outside/")
+        print("reconcile: \(report)")
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            if let line = Self.lines(auditFile).first(where: { $0.contains(key) }) {
+                print(line)
+                return true
+            }
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        print("expected an audit line for \(key) within 60 s")
         return false
     }
 

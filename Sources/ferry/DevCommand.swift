@@ -81,6 +81,13 @@ struct DevCommand: AsyncParsableCommand {
         devConfiguration.prefixResolver = Registrations.prefixResolver(configured: devConfiguration.prefixResolver)
         devConfiguration.httpAddress = httpAddress
         devConfiguration.adminToken = try configured { try AdminToken.load(file: nil, environment: environment("FERRY_ADMIN_TOKEN")) }
+        // Every write is an event: the store's own notifications are taken on POST /notifications/s3.
+        devConfiguration.roles.ingest = true
+        devConfiguration.ingest.token = try IngestToken.load(file: nil, environment: environment("FERRY_INGEST_TOKEN"))
+            ?? "dev-\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""))"
+        if let httpAddress {
+            print("Store notifications: POST http://\(httpAddress)/notifications/s3?token=\(devConfiguration.ingest.token!)")
+        }
         let configuration = devConfiguration
         let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration))
 
@@ -98,7 +105,9 @@ struct DevCommand: AsyncParsableCommand {
         let runtime = Task { try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger) }
         let succeeded: Bool
         do {
-            succeeded = try await Demo(bootstrapServers: cluster.bootstrapServers, dataRoot: root, logger: logger).run()
+            succeeded = try await Demo(bootstrapServers: cluster.bootstrapServers, dataRoot: root,
+                                       storeDirectory: URL(fileURLWithPath: storeDir), stateDirectory: URL(fileURLWithPath: stateDir),
+                                       logger: logger).run()
         } catch {
             print("demo failed: \(error)")
             succeeded = false

@@ -78,8 +78,17 @@ struct WorkerOptions: ParsableArguments {
     @Option(name: .customLong("worker-id"), help: "Name in statuses and logs (env FERRY_WORKER_ID; default HOST-PID).")
     var workerId: String?
 
-    @Option(help: "all, transfers or triggers (env FERRY_ROLE; default all).")
+    @Option(help: "all (transfers and triggers), or a comma-separated list of transfers, triggers, ingest (env FERRY_ROLE; default all).")
     var role: String?
+
+    @Option(name: .customLong("ingest-token-file"),
+            help: "File holding the token stores present on POST /notifications/s3 (or env FERRY_INGEST_TOKEN); without one the endpoint is off.")
+    var ingestTokenFile: String?
+    @Option(name: .customLong("ingest-topic"), parsing: .singleValue,
+            help: "A topic where a store already sends its notifications (MinIO or RGW Kafka target), repeatable.")
+    var ingestTopics: [String] = []
+    @Option(name: .customLong("ingest-settle"), help: "Seconds a store's removal waits for a worker's own announcement of it (default 5).")
+    var ingestSettle: Double?
 
     @Flag(name: .customLong("https-sources"), help: "Allow https:// upload sources (e.g. presigned GETs). Off by default.")
     var httpsSources = false
@@ -175,6 +184,9 @@ struct WorkerOptions: ParsableArguments {
         try Resolve.number(&maxTransfers, .maxTransfers)
         Resolve.string(&workerId, .workerId)
         Resolve.string(&role, .role)
+        Resolve.string(&ingestTokenFile, .ingestTokenFile)
+        Resolve.list(&ingestTopics, .ingestTopics)
+        try Resolve.number(&ingestSettle, .ingestSettle)
         try Resolve.flag(&httpsSources, .httpsSources)
         Resolve.list(&httpsSourceHosts, .httpsSourceHosts)
         Resolve.string(&callbackSecretFile, .callbackSecretFile)
@@ -233,13 +245,7 @@ struct WorkerOptions: ParsableArguments {
         }
         try requireRange(maxTransfers, 1...4096, "--max-transfers")
         if let max = maxTransfers { engine.maxTransfers = max }
-        let roles: WorkerConfiguration.Roles
-        switch role ?? "all" {
-        case "all": roles = .init(transfers: true, triggers: true)
-        case "transfers": roles = .init(transfers: true, triggers: false)
-        case "triggers": roles = .init(transfers: false, triggers: true)
-        case let other: throw ValidationError("--role must be all, transfers or triggers, got '\(other)'")
-        }
+        let roles = try configured { try WorkerConfiguration.Roles(parsing: role ?? "all") }
         var configuration = WorkerConfiguration(
             kafka: kafkaConfiguration, topics: kafka.topics, storage: storage, dataRoot: try DataRoot(root),
             stateDirectory: URL(fileURLWithPath: stateDir ?? ".ferry"),
@@ -247,6 +253,10 @@ struct WorkerOptions: ParsableArguments {
             region: s3.resolvedRegion, engine: engine, roles: roles)
         configuration.http = http
         configuration.callbacks = try callbackSettings()
+        configuration.ingest.token = try IngestToken.load(file: ingestTokenFile, environment: environment("FERRY_INGEST_TOKEN"))
+        configuration.ingest.topics = ingestTopics
+        try requireRange(ingestSettle, 0...300, "--ingest-settle")
+        if let ingestSettle { configuration.ingest.settleSeconds = ingestSettle }
         configuration.auth = try authConfiguration()
         configuration.httpAddress = httpAddress
         configuration.adminToken = try AdminToken.load(file: adminTokenFile, environment: environment("FERRY_ADMIN_TOKEN"))
@@ -360,6 +370,24 @@ enum AdminToken {
         guard let token = token?.trimmingCharacters(in: .whitespacesAndNewlines) else { return nil }
         guard token.count >= 16, token.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
             throw ValidationError("the admin token must be at least 16 printable ASCII characters without spaces")
+        }
+        return token
+    }
+}
+
+/// The ingest token, from a file or FERRY_INGEST_TOKEN: at least 16 printable
+/// characters that can stand in a URL query (RGW sends it as `?token=`).
+enum IngestToken {
+    static func load(file: String?, environment: String?) throws -> String? {
+        var token = environment?.isEmpty == true ? nil : environment
+        if let file {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { throw ValidationError("cannot read the ingest token file \(file)") }
+            token = text
+        }
+        guard let token = token?.trimmingCharacters(in: .whitespacesAndNewlines) else { return nil }
+        guard token.count >= 16, token.unicodeScalars.allSatisfy({ CharacterSet.alphanumerics.contains($0) || "-_.~".unicodeScalars.contains($0) }),
+              token.allSatisfy(\.isASCII) else {
+            throw ValidationError("the ingest token must be at least 16 characters of A-Z a-z 0-9 - _ . ~")
         }
         return token
     }

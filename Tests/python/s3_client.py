@@ -7,6 +7,10 @@ usage: s3_client.py ENDPOINT create-bucket BUCKET
        s3_client.py ENDPOINT list-uploads BUCKET PREFIX    (prints JSON: keys with uploads in progress)
        s3_client.py ENDPOINT sha256-all BUCKET PREFIX      (prints JSON: key -> SHA-256 of its bytes)
        s3_client.py ENDPOINT list-all                      (prints JSON: bucket -> key -> {ETag, Metadata} of every object)
+       s3_client.py ENDPOINT put-many BUCKET PREFIX COUNT [START] [TAG]   (COUNT small objects PREFIX<START>…, in parallel)
+       s3_client.py ENDPOINT delete-many BUCKET KEY…        (one DeleteObject each)
+       s3_client.py ENDPOINT notify BUCKET PUSH_URL NAME    (RGW: SNS topic NAME pushing to PUSH_URL, persistent, and the
+                                                             bucket's notification configuration for ObjectCreated/ObjectRemoved)
 Credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
 """
 import json
@@ -68,5 +72,25 @@ elif command == "put":
         metadata = json.loads(args[3]) if len(args) > 3 else {}
         response = s3.put_object(Bucket=args[0], Key=args[1], Body=f.read(), Metadata=metadata)
     print(json.dumps({"ETag": response["ETag"]}))
+elif command == "put-many":
+    from concurrent.futures import ThreadPoolExecutor
+    bucket, prefix, count = args[0], args[1], int(args[2])
+    start = int(args[3]) if len(args) > 3 else 0
+    tag = args[4] if len(args) > 4 else ""
+    def put(i):
+        s3.put_object(Bucket=bucket, Key=f"{prefix}{i:04d}", Body=f"object {i}{tag}\n".encode())
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(put, range(start, start + count)))
+    print(json.dumps({"put": count}))
+elif command == "delete-many":
+    for key in args[1:]:
+        s3.delete_object(Bucket=args[0], Key=key)
+    print(json.dumps({"deleted": len(args) - 1}))
+elif command == "notify":
+    sns = boto3.client("sns", endpoint_url=endpoint, region_name=os.environ.get("AWS_REGION", "us-east-1"))
+    arn = sns.create_topic(Name=args[2], Attributes={"push-endpoint": args[1], "persistent": "true"})["TopicArn"]
+    s3.put_bucket_notification_configuration(Bucket=args[0], NotificationConfiguration={"TopicConfigurations": [
+        {"Id": args[2], "TopicArn": arn, "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]}]})
+    print(json.dumps({"topic": arn}))
 else:
     sys.exit(f"unknown command {command}")

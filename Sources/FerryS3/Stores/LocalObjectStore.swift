@@ -113,6 +113,27 @@ public final class LocalObjectStore: ObjectStore {
         return ObjectWriteResult(eTag: nil, versionId: nil, requestId: Self.requestId(), hostId: Self.hostId())
     }
 
+    /// The local store keeps no key order: a listing reads the bucket's index
+    /// and sorts it (memory grows with the bucket; for the embedded default).
+    public func listObjects(bucket: String, prefix: String, continuation: String?, maxKeys: Int) async throws(FerryError) -> ObjectListing {
+        try ObjectLocation.checkAddress(bucket: bucket, key: nil)
+        let bucketDir = try bucketDirectory(bucket, create: false)
+        let directory = bucketDir.appendingPathComponent("index")
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        var entries: [IndexEntry] = []
+        for name in names where name.hasSuffix(".json") && !name.hasPrefix(".") {
+            guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent(name).path),
+                  let entry = try? JSONDecoder().decode(IndexEntry.self, from: data), entry.key.hasPrefix(prefix) else { continue }
+            if let continuation, !Array(continuation.utf8).lexicographicallyPrecedes(Array(entry.key.utf8)) { continue }
+            entries.append(entry)
+        }
+        entries.sort { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }
+        let page = entries.prefix(max(1, maxKeys))
+        let items = page.map { ObjectListing.Item(key: $0.key, size: $0.size, eTag: $0.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")),
+                                                  lastModified: Date(timeIntervalSince1970: $0.lastModified)) }
+        return ObjectListing(items: items, next: entries.count > page.count ? page.last?.key : nil)
+    }
+
     // MARK: Layout
 
     func bucketDirectory(_ bucket: String, create: Bool = true) throws(FerryError) -> URL {

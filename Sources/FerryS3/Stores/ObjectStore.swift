@@ -46,10 +46,35 @@ public protocol ObjectStore: Sendable {
     func listMultipartUploads(bucket: String, prefix: String) async throws(FerryError) -> [MultipartUploadSummary]
     /// Succeeds when the storage answers at all (readiness); throws when it cannot be reached.
     func probe() async throws(FerryError)
+    /// One page of the objects whose key starts with `prefix`, in key order
+    /// (UTF-8 bytes, as ListObjectsV2): at most `maxKeys`, after `continuation`
+    /// (the previous page's `next`).
+    func listObjects(bucket: String, prefix: String, continuation: String?, maxKeys: Int) async throws(FerryError) -> ObjectListing
 }
 
 extension ObjectStore {
     public func probe() async throws(FerryError) {}
+    public func listObjects(bucket: String, prefix: String, continuation: String?, maxKeys: Int) async throws(FerryError) -> ObjectListing {
+        throw FerryError(.unsupportedOperation, "this store cannot list objects")
+    }
+}
+
+/// A page of a listing.
+public struct ObjectListing: Sendable {
+    public struct Item: Sendable, Hashable {
+        public var key: String
+        public var size: Int64
+        /// Without quotes.
+        public var eTag: String?
+        public var lastModified: Date?
+        public init(key: String, size: Int64, eTag: String?, lastModified: Date?) {
+            self.key = key; self.size = size; self.eTag = eTag; self.lastModified = lastModified
+        }
+    }
+    public var items: [Item]
+    /// Where the next page starts; nil after the last.
+    public var next: String?
+    public init(items: [Item], next: String?) { self.items = items; self.next = next }
 }
 
 /// A bucket and a key.

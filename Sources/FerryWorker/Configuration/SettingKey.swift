@@ -37,6 +37,9 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case httpsSourceHosts = "sources.hosts"
     case httpsSourceAllowRanges = "sources.allowRanges"
     case httpsSourceMaxBytes = "sources.maxBytes"
+    case ingestTokenFile = "ingest.tokenFile"
+    case ingestTopics = "ingest.topics"
+    case ingestSettle = "ingest.settleSeconds"
     case callbackSecretFile = "callbacks.secretFile"
     case callbackHosts = "callbacks.hosts"
     case callbackAllowRanges = "callbacks.allowRanges"
@@ -66,7 +69,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     public var kind: Kind {
         switch self {
         case .kafkaProperties, .guestPermissions, .authenticatedPermissions: return .map
-        case .httpsSourceHosts, .httpsSourceAllowRanges, .copySourceBuckets, .callbackHosts, .callbackAllowRanges: return .list
+        case .httpsSourceHosts, .httpsSourceAllowRanges, .copySourceBuckets, .callbackHosts, .callbackAllowRanges, .ingestTopics: return .list
         case .httpsSources, .prefixPassthrough, .allowGuests: return .flag
         default: return .scalar
         }
@@ -94,6 +97,8 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .authenticatedPermissions: return "--authenticated-permission"
         case .copySourceBuckets: return "--copy-source-bucket"
         case .callbackHosts: return "--callback-host"
+        case .ingestTopics: return "--ingest-topic"
+        case .ingestSettle: return "--ingest-settle"
         case .callbackAllowRanges: return "--callback-allow-range"
         case .logLevel: return "--log-level"
         case .logFormat: return "--log-format"
@@ -119,6 +124,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .authenticatedPermissions: return ["FERRY_AUTHENTICATED_PERMISSIONS"]
         case .copySourceBuckets: return ["FERRY_COPY_SOURCE_BUCKETS"]
         case .callbackHosts: return ["FERRY_CALLBACK_HOSTS"]
+        case .ingestTopics: return ["FERRY_INGEST_TOPICS"]
         case .callbackAllowRanges: return ["FERRY_CALLBACK_ALLOW_RANGES"]
         default: return [own]
         }

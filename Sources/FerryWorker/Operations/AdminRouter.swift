@@ -13,6 +13,7 @@ import Prometheus
 ///     GET  /transfers                        this worker's transfers in flight
 ///     GET  /transfers/ID                     one transfer: in flight here, or finished here
 ///     POST /transfers/ID/pause|resume|cancel steer a transfer running here
+///     POST /notifications/s3                 a store's bucket notification (role ingest)
 ///
 /// The /transfers routes show object keys and change state: they need
 /// `Authorization: Bearer <admin token>` and are off without a configured
@@ -41,6 +42,8 @@ public struct AdminRouter: Sendable {
     let state: WorkerStateStore?
     /// The bearer token of the /transfers routes; nil turns them off.
     var adminToken: String?
+    /// Receives store notifications (the ingest role); nil answers 404.
+    var notifications: NotificationEndpoint?
 
     public init(workerId: String, health: WorkerHealth, metrics: PrometheusCollectorRegistry, inFlight: InFlightTransfers?,
                 engine: TransferEngine?, state: WorkerStateStore?, adminToken: String? = nil) {
@@ -48,10 +51,16 @@ public struct AdminRouter: Sendable {
         self.engine = engine; self.state = state; self.adminToken = adminToken
     }
 
-    public func respond(method: String, path rawPath: String, authorization: String? = nil) async -> Response {
+    public func respond(method: String, path rawPath: String, authorization: String? = nil, body: [UInt8] = [],
+                        peer: String = "unknown") async -> Response {
         let path = rawPath.split(separator: "?", maxSplits: 1).first.map(String.init) ?? rawPath
         let parts = path.split(separator: "/").map(String.init)
         if parts.first == "transfers", let refusal = refusal(authorization) { return refusal }
+        if parts == ["notifications", "s3"] {
+            guard method == "POST" else { return .error(405, "\(method) is not allowed on \(path)") }
+            guard let notifications else { return .error(404, "this worker does not ingest notifications (role ingest)") }
+            return await notifications.receive(uri: rawPath, authorization: authorization, body: body, peer: peer)
+        }
         switch (method, parts.first, parts.count) {
         case ("GET", "healthz", 1):
             return .json(200, ["status": "ok", "worker": workerId])

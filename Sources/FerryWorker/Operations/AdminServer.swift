@@ -29,7 +29,7 @@ public final class AdminServer: Sendable {
             }
             .bind(host: host.isEmpty ? "0.0.0.0" : host, port: port).get()
         let server = AdminServer(channel: channel, port: channel.localAddress?.port ?? port)
-        logger.info("HTTP endpoints (/metrics, /healthz, /readyz, /transfers) on \(host.isEmpty ? "0.0.0.0" : host):\(server.port)")
+        logger.info("HTTP endpoints (/metrics, /healthz, /readyz, /transfers, /notifications/s3) on \(host.isEmpty ? "0.0.0.0" : host):\(server.port)")
         return server
     }
 
@@ -50,6 +50,10 @@ private final class AdminHTTPHandler: ChannelInboundHandler {
     private let router: AdminRouter
     private let logger: Logger
     private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+    private var tooLarge = false
+    /// The largest request body taken (notifications); beyond it the answer is 413.
+    static let maxBodyBytes = 1 << 20
 
     init(router: AdminRouter, logger: Logger) {
         self.router = router
@@ -60,16 +64,30 @@ private final class AdminHTTPHandler: ChannelInboundHandler {
         switch unwrapInboundIn(data) {
         case .head(let head):
             self.head = head
-        case .body:
-            break  // no route takes a body
+            body = []
+            tooLarge = false
+        case .body(var buffer):
+            if body.count + buffer.readableBytes > Self.maxBodyBytes {
+                tooLarge = true
+                body = []
+            } else if !tooLarge, let bytes = buffer.readBytes(length: buffer.readableBytes) {
+                body += bytes
+            }
         case .end:
             guard let head else { return }
             self.head = nil
+            if tooLarge {
+                write(.error(413, "request body larger than \(Self.maxBodyBytes) bytes"), version: head.version, context: context)
+                return
+            }
             let router = self.router
+            let requestBody = body
+            body = []
+            let peer = context.remoteAddress?.description ?? "unknown"
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             context.eventLoop.makeFutureWithTask {
                 await router.respond(method: head.method.rawValue, path: head.uri,
-                                     authorization: head.headers.first(name: "authorization"))
+                                     authorization: head.headers.first(name: "authorization"), body: requestBody, peer: peer)
             }.whenSuccess { response in
                 let (handler, context) = bound.value
                 handler.write(response, version: head.version, context: context)

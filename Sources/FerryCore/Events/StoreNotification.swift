@@ -1,0 +1,204 @@
+import Foundation
+
+/// One object change as a store reported it in its own bucket notification,
+/// normalised: Ceph RGW (push endpoints), MinIO (webhook and Kafka targets)
+/// and AWS (the S3 event JSON, also inside SNS, SQS and EventBridge
+/// envelopes) each shape the same facts a little differently.
+public struct StoreNotification: Sendable, Hashable, Codable {
+    /// `ceph`, `minio` or `aws`.
+    public var store: String
+    /// AWS's name, without the `s3:` prefix some stores add: `ObjectCreated:Put`, `ObjectRemoved:Delete`, …
+    public var eventName: String
+    public var bucket: String
+    /// The key as stored (not form-encoded).
+    public var key: String
+    /// Only for creations (RGW also sends one on removals; AWS does not).
+    public var size: Int64?
+    /// Without quotes.
+    public var eTag: String?
+    public var versionId: String?
+    public var sequencer: String?
+    /// ISO-8601 with milliseconds, UTC.
+    public var eventTime: String
+    /// The store's identity of this notification (Ceph's `eventId`, or bucket/key/sequencer), for its duplicates.
+    public var eventId: String
+    /// The object's user metadata when the store sent it (Ceph and MinIO do), names without `x-amz-meta-`.
+    public var metadata: [String: String]?
+    public var principalId: String
+    public var requestId: String
+    public var hostId: String
+    public var region: String
+
+    public init(store: String, eventName: String, bucket: String, key: String, size: Int64?, eTag: String?, versionId: String?,
+                sequencer: String?, eventTime: String, eventId: String, metadata: [String: String]?, principalId: String,
+                requestId: String, hostId: String, region: String) {
+        self.store = store; self.eventName = eventName; self.bucket = bucket; self.key = key; self.size = size; self.eTag = eTag
+        self.versionId = versionId; self.sequencer = sequencer; self.eventTime = eventTime; self.eventId = eventId
+        self.metadata = metadata; self.principalId = principalId; self.requestId = requestId; self.hostId = hostId; self.region = region
+    }
+
+    public var isRemoval: Bool { eventName.hasPrefix("ObjectRemoved") }
+
+    /// Whether a Ferry worker wrote the object (its transfer-id marker), as far
+    /// as the notification itself tells.
+    public var carriesFerryMarker: Bool { metadata?[TransferMarker.transferId] != nil }
+}
+
+/// Decodes a notification payload into its changes. Test events and SNS
+/// subscription messages yield none; anything that is not a notification is
+/// `MalformedRequest`, so nothing unknown is stored or published.
+public enum StoreNotificationDecoder {
+    public static let maxBytes = 1 << 20
+
+    public static func decode(_ body: [UInt8]) throws(FerryError) -> [StoreNotification] {
+        guard body.count <= maxBytes else { throw FerryError(.requestTooLarge, "notification is \(body.count) bytes; the limit is \(maxBytes)") }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+            throw FerryError(.malformedRequest, "notification is not a JSON object")
+        }
+        return try decode(object, depth: 0)
+    }
+
+    private static func decode(_ object: [String: Any], depth: Int) throws(FerryError) -> [StoreNotification] {
+        guard depth < 3 else { throw FerryError(.malformedRequest, "notification envelopes nested too deep") }
+        if let records = object["Records"] as? [Any] {
+            // An SQS batch (records with a `body`) or S3 records.
+            if records.first.flatMap({ ($0 as? [String: Any])?["body"] }) != nil {
+                var all: [StoreNotification] = []
+                for case let message as [String: Any] in records {
+                    guard let body = message["body"] as? String,
+                          let inner = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] else {
+                        throw FerryError(.malformedRequest, "an SQS message body is not a JSON object")
+                    }
+                    all += try decode(inner, depth: depth + 1)
+                }
+                return all
+            }
+            return try records.map { record throws(FerryError) in try s3Record(record) }
+        }
+        // SNS: the S3 event JSON as a string in `Message`.
+        if let type = object["Type"] as? String {
+            switch type {
+            case "Notification":
+                guard let message = object["Message"] as? String,
+                      let inner = try? JSONSerialization.jsonObject(with: Data(message.utf8)) as? [String: Any] else {
+                    throw FerryError(.malformedRequest, "SNS notification without an S3 event in Message")
+                }
+                return try decode(inner, depth: depth + 1)
+            case "SubscriptionConfirmation", "UnsubscribeConfirmation":
+                return []
+            default:
+                throw FerryError(.malformedRequest, "unknown SNS message type \(type)")
+            }
+        }
+        // EventBridge.
+        if object["source"] as? String == "aws.s3", let detail = object["detail"] as? [String: Any] {
+            return [try eventBridge(object, detail: detail)]
+        }
+        // S3's test event, sent when a notification configuration is saved.
+        if (object["Event"] as? String) == "s3:TestEvent" { return [] }
+        throw FerryError(.malformedRequest, "not an S3 notification (no Records, SNS or EventBridge envelope)")
+    }
+
+    private static func s3Record(_ any: Any) throws(FerryError) -> StoreNotification {
+        guard let record = any as? [String: Any], let name = record["eventName"] as? String,
+              let s3 = record["s3"] as? [String: Any], let bucket = (s3["bucket"] as? [String: Any])?["name"] as? String,
+              let object = s3["object"] as? [String: Any], let rawKey = object["key"] as? String else {
+            throw FerryError(.malformedRequest, "an S3 notification record lacks eventName, bucket or key")
+        }
+        let source = record["eventSource"] as? String ?? "aws:s3"
+        let store = source.hasPrefix("ceph") ? "ceph" : source.hasPrefix("minio") ? "minio" : "aws"
+        let eventName = name.hasPrefix("s3:") ? String(name.dropFirst(3)) : name
+        guard eventName.hasPrefix("ObjectCreated:") || eventName.hasPrefix("ObjectRemoved:") else {
+            throw FerryError(.unsupportedOperation, "notification event \(name) is not a creation or removal")
+        }
+        // Ceph sends keys as stored; AWS and MinIO form-encode them.
+        let key = store == "ceph" ? rawKey : FormURLEncoding.decode(rawKey)
+        if let problem = ObjectKeyRule.violation(of: key) { throw problem }
+        if let problem = RequestLimits.bucketNameProblem(bucket) { throw problem }
+        let removal = eventName.hasPrefix("ObjectRemoved")
+        let sequencer = nonEmpty(object["sequencer"] as? String)
+        let time = normalisedTime(record["eventTime"] as? String)
+        var metadata: [String: String]?
+        if let entries = object["metadata"] as? [[String: Any]] {  // Ceph: [{"key": "x-amz-meta-…", "val": …}]
+            metadata = userMetadata(entries.compactMap { e in (e["key"] as? String).map { ($0, (e["val"] as? String) ?? "") } })
+        } else if let map = object["userMetadata"] as? [String: Any] {  // MinIO: {"X-Amz-Meta-…": …}
+            metadata = userMetadata(map.compactMap { k, v in (v as? String).map { (k, $0) } })
+        }
+        let responses = record["responseElements"] as? [String: Any]
+        return StoreNotification(
+            store: store, eventName: eventName, bucket: bucket, key: key,
+            size: removal ? nil : number(object["size"]), eTag: nonEmpty((object["eTag"] as? String).map(unquoted)),
+            versionId: nonEmpty(object["versionId"] as? String), sequencer: sequencer, eventTime: time,
+            eventId: nonEmpty(record["eventId"] as? String) ?? "\(bucket)/\(key)/\(eventName)/\(sequencer ?? time)",
+            metadata: metadata,
+            principalId: ((record["userIdentity"] as? [String: Any])?["principalId"] as? String) ?? "",
+            requestId: (responses?["x-amz-request-id"] as? String) ?? "", hostId: (responses?["x-amz-id-2"] as? String) ?? "",
+            region: (record["awsRegion"] as? String) ?? "")
+    }
+
+    private static func eventBridge(_ envelope: [String: Any], detail: [String: Any]) throws(FerryError) -> StoreNotification {
+        guard let bucket = (detail["bucket"] as? [String: Any])?["name"] as? String,
+              let object = detail["object"] as? [String: Any], let rawKey = object["key"] as? String,
+              let type = envelope["detail-type"] as? String else {
+            throw FerryError(.malformedRequest, "an EventBridge S3 event lacks its bucket, key or detail-type")
+        }
+        let reason = detail["reason"] as? String ?? ""
+        let eventName: String
+        switch (type, reason) {
+        case ("Object Created", "CopyObject"): eventName = "ObjectCreated:Copy"
+        case ("Object Created", "CompleteMultipartUpload"): eventName = "ObjectCreated:CompleteMultipartUpload"
+        case ("Object Created", "PostObject"): eventName = "ObjectCreated:Post"
+        case ("Object Created", _): eventName = "ObjectCreated:Put"
+        case ("Object Deleted", _):
+            eventName = (detail["deletion-type"] as? String) == "Delete Marker Created" ? "ObjectRemoved:DeleteMarkerCreated" : "ObjectRemoved:Delete"
+        default: throw FerryError(.unsupportedOperation, "EventBridge event \(type) is not a creation or removal")
+        }
+        let key = FormURLEncoding.decode(rawKey)
+        if let problem = ObjectKeyRule.violation(of: key) { throw problem }
+        if let problem = RequestLimits.bucketNameProblem(bucket) { throw problem }
+        let sequencer = nonEmpty(object["sequencer"] as? String)
+        let time = normalisedTime(envelope["time"] as? String)
+        return StoreNotification(
+            store: "aws", eventName: eventName, bucket: bucket, key: key,
+            size: eventName.hasPrefix("ObjectRemoved") ? nil : number(object["size"]), eTag: nonEmpty((object["etag"] as? String).map(unquoted)),
+            versionId: nonEmpty(object["version-id"] as? String), sequencer: sequencer, eventTime: time,
+            eventId: nonEmpty(envelope["id"] as? String) ?? "\(bucket)/\(key)/\(eventName)/\(sequencer ?? time)",
+            metadata: nil, principalId: (detail["requester"] as? String) ?? "", requestId: (detail["request-id"] as? String) ?? "",
+            hostId: "", region: (envelope["region"] as? String) ?? "")
+    }
+
+    /// `x-amz-meta-` entries, lowercased, without the prefix.
+    private static func userMetadata(_ pairs: [(String, String)]) -> [String: String] {
+        var result: [String: String] = [:]
+        for (name, value) in pairs where name.lowercased().hasPrefix("x-amz-meta-") {
+            result[String(name.lowercased().dropFirst("x-amz-meta-".count))] = value
+        }
+        return result
+    }
+
+    private static func number(_ any: Any?) -> Int64? {
+        if let n = any as? NSNumber { return Int64(exactly: n.doubleValue) }
+        if let s = any as? String { return Int64(s) }
+        return nil
+    }
+
+    private static func nonEmpty(_ s: String?) -> String? { (s?.isEmpty ?? true) ? nil : s }
+
+    private static func unquoted(_ s: String) -> String {
+        s.count >= 2 && s.hasPrefix("\"") && s.hasSuffix("\"") ? String(s.dropFirst().dropLast()) : s
+    }
+
+    /// Milliseconds and `Z`, as AWS writes event times (Ceph writes microseconds).
+    static func normalisedTime(_ text: String?) -> String {
+        guard let text else { return Timestamp.iso8601(Date()) }
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = fractional.date(from: text) ?? ISO8601DateFormatter().date(from: text) { return Timestamp.iso8601(date) }
+        // More than three fraction digits: cut to milliseconds and read again.
+        if let dot = text.firstIndex(of: "."), let end = text[dot...].firstIndex(where: { !$0.isNumber && $0 != "." }) {
+            let cut = String(text[..<dot]) + String(text[dot..<end].prefix(4)) + String(text[end...])
+            if let date = fractional.date(from: cut) { return Timestamp.iso8601(date) }
+        }
+        return Timestamp.iso8601(Date())
+    }
+}
