@@ -62,6 +62,11 @@ let package = Package(
             "FerryCore", "CFerrySQLite",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
+        // Record tables: following their compacted topics into a view.
+        .target(name: "FerryTables", dependencies: [
+            "FerryCore", "FerryKafka",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         // Handler protocols, registry, filters, dispatcher.
         .target(name: "FerryTriggers", dependencies: [
             "FerryCore", "FerryKafka", "FerryS3",
@@ -70,7 +75,7 @@ let package = Package(
         ]),
         // For producers: enqueue requests, follow their statuses.
         .target(name: "FerryClient", dependencies: [
-            "FerryCore", "FerryKafka", "CFerryOpenSSL",
+            "FerryCore", "FerryKafka", "FerryTables", "CFerryOpenSSL",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Users' trigger handlers and their registration.
@@ -79,7 +84,7 @@ let package = Package(
                 exclude: ["README.md"]),
         // The pipeline: consume requests, run transfers, publish outcomes.
         .target(name: "FerryWorker", dependencies: [
-            "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggers",
+            "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggers", "FerryTables",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "Metrics", package: "swift-metrics"),
@@ -90,7 +95,7 @@ let package = Package(
             .product(name: "Yams", package: "Yams"),
         ]),
         .executableTarget(name: "ferry", dependencies: [
-            "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggers",
+            "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggers", "FerryTables",
             "FerryWorker", "FerryClient", "Triggers",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -118,7 +123,7 @@ let package = Package(
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
         .testTarget(name: "FerryIntegrationTests", dependencies: [
-            "FerryCore", "FerryKafka", "FerryClient", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
+            "FerryCore", "FerryKafka", "FerryClient", "FerryS3", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
     ]

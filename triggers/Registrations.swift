@@ -44,5 +44,14 @@ public enum Registrations {
                 ])),
             handler: ChecksumManifestHandler(watchedPrefix: "public/incoming/", manifestPrefix: "manifests/")
         ))
+        // A feed line for every change of a post, from the `posts` record table's stream
+        // (a table the workers declare: `ferry dev` does, `ferry worker` with `--table posts:id:delete-files`).
+        try registry.register(StreamTriggerRegistration(
+            name: "post-feed",
+            table: "posts",
+            viewType: .newAndOldImages,
+            mapping: EventSourceMapping(batchSize: 50, maximumBatchingWindowSeconds: 0.1, maximumRetryAttempts: 5),
+            handler: PostFeedHandler(file: environment.dataRoot.appendingPathComponent("feed/posts.jsonl"))
+        ))
     }
 }

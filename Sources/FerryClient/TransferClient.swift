@@ -29,6 +29,11 @@ public final class TransferClient: Sendable {
         try await producer.send(topic: topics.requests, key: request.kafkaKey, value: value)
     }
 
+    /// Sends prepared bytes (an item request) and waits for Kafka's acknowledgement.
+    func producerSend(topic: String, key: String, value: [UInt8]) async throws(KafkaError) {
+        try await producer.send(topic: topic, key: key, value: value)
+    }
+
     /// Uploads `bytes` without a shared filesystem (TransferUtility's
     /// `uploadData`): they go to `<prefix>.uploads` as chunks of at most
     /// 512 KiB, then `request` is enqueued with a `kafka-chunks://` source that

@@ -67,10 +67,12 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     /// `bufferCapacity` messages are held before fetching pauses: small for
     /// large messages (upload chunks), large for small ones (a full buffer
     /// pauses and refetches, which costs the mock cluster a fetch wait each time).
+    /// (`offsetReset: "earliest"` instead starts such a partition at its log
+    /// start: for compacted tables, whose old offsets compaction removes.)
     public static func reading(topic: String, from offsets: [Int32: Int64], configuration: KafkaConfiguration,
-                               bufferCapacity: Int = 64, logger: Logger) async throws(KafkaError) -> KafkaConsumer {
+                               bufferCapacity: Int = 64, offsetReset: String = "error", logger: Logger) async throws(KafkaError) -> KafkaConsumer {
         var configuration = configuration
-        configuration["auto.offset.reset"] = "error"
+        configuration["auto.offset.reset"] = offsetReset
         let consumer = try KafkaConsumer(configuration: configuration, bufferCapacity: bufferCapacity, rebalance: nil, logger: logger)
         let handle = consumer.handle
         let result = await BlockingPool.shared.run {
@@ -100,6 +102,13 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     public static func observer(bootstrapServers: String, group: String, logger: Logger) throws(KafkaError) -> KafkaConsumer {
         try KafkaConsumer(configuration: KafkaConfiguration(bootstrapServers: bootstrapServers, ["group.id": group]),
                           bufferCapacity: 1, rebalance: nil, logger: logger)
+    }
+
+    /// The same, with the rest of `configuration` (security settings) kept.
+    public static func observer(configuration: KafkaConfiguration, group: String, logger: Logger) throws(KafkaError) -> KafkaConsumer {
+        var configuration = configuration
+        configuration["group.id"] = group
+        return try KafkaConsumer(configuration: configuration, bufferCapacity: 1, rebalance: nil, logger: logger)
     }
 
     /// The partition numbers of `topic`, from the broker's metadata.

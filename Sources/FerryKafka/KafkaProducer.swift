@@ -94,7 +94,7 @@ public final class KafkaProducer: Sendable {
         _ = await BlockingPool.shared.run { rd_kafka_flush(handle.rk, timeoutMs).rawValue }
     }
 
-    /// Hands the message to librdkafka, which copies key and value.
+    /// Hands the message to librdkafka, which copies key and value; an empty value goes as null (a tombstone).
     private func enqueue(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)],
                          opaque: UnsafeMutableRawPointer) -> KafkaError? {
         let nativeHeaders = rd_kafka_headers_new(headers.count)
@@ -108,7 +108,8 @@ public final class KafkaProducer: Sendable {
                     vus[0].vtype = RD_KAFKA_VTYPE_TOPIC
                     vus[0].u.cstr = topicName
                     vus[1].vtype = RD_KAFKA_VTYPE_VALUE
-                    vus[1].u.mem.ptr = UnsafeMutableRawPointer(mutating: valueBytes.baseAddress)
+                    // An empty value is produced as null: a tombstone on a compacted topic.
+                    vus[1].u.mem.ptr = value.isEmpty ? nil : UnsafeMutableRawPointer(mutating: valueBytes.baseAddress)
                     vus[1].u.mem.size = valueBytes.count
                     vus[2].vtype = RD_KAFKA_VTYPE_MSGFLAGS
                     vus[2].u.i = RD_KAFKA_MSG_F_COPY

@@ -30,7 +30,8 @@ extension WorkerStateStore {
     /// journal entry and of the message's start record.
     public func commitOutcome(_ messages: [OutboxMessage], finished: TransferStatus? = nil,
                               endingTransfer id: String? = nil, streamOffset: Int64? = nil,
-                              delivery: DeliveryPosition? = nil) async throws {
+                              delivery: DeliveryPosition? = nil, items: [ItemVersion] = [],
+                              releases: [ObjectReference] = [], releasedBy: (requestId: String, sequencer: String) = ("", "")) async throws {
         let finishedRow = try finished.map { status -> (String, String, Data) in
             precondition(status.state.isTerminal, "only terminal statuses are recorded")
             return (status.id, status.state.rawValue, try JSONEncoder().encode(status))
@@ -38,6 +39,9 @@ extension WorkerStateStore {
         try await writes.write { db in
             let now = Date().timeIntervalSince1970
             try Self.enqueue(messages, in: db)
+            // A record table write lands in the view with the messages that publish it.
+            for item in items { try ItemView.apply(item, in: db) }
+            try Self.queueReleases(releases, requestId: releasedBy.requestId, sequencer: releasedBy.sequencer, in: db)
             if let (id, state, status) = finishedRow {
                 try db.execute(sql: "INSERT OR IGNORE INTO finished_transfer (id, state, status, finishedAt, streamOffset) VALUES (?, ?, ?, ?, ?)",
                                arguments: [id, state, status, now, streamOffset])

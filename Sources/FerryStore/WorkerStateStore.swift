@@ -110,6 +110,7 @@ public final class WorkerStateStore: Sendable {
                 t.primaryKey(["topic", "partition", "offset"])
             }
         }
+        registerItemMigrations(&migrator)
         return migrator
     }
 

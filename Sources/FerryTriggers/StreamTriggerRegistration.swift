@@ -3,7 +3,7 @@
 public struct StreamTriggerRegistration: Sendable {
     /// Unique name; also names the mapping's consumer group (`<prefix>-triggers.<name>`).
     public var name: String
-    /// `objects` or `transfers`.
+    /// `objects`, `transfers`, or a record table declared on the workers (`--table`).
     public var table: String
     public var viewType: StreamViewType
     public var mapping: EventSourceMapping

@@ -41,9 +41,10 @@ public struct TriggerRegistry: Sendable {
     /// Adds a stream trigger (an event source mapping); names must be unique.
     public mutating func register(_ registration: StreamTriggerRegistration) throws(TriggerRegistrationError) {
         try checkName(registration.name)
-        guard StreamTriggerRegistration.tables.contains(registration.table) else {
+        // Ferry's own tables, or a record table (declared on the workers with --table).
+        guard StreamTriggerRegistration.tables.contains(registration.table) || TableDefinition.nameProblem(registration.table) == nil else {
             throw TriggerRegistrationError("trigger '\(registration.name)': no stream for table '\(registration.table)' "
-                + "(tables with streams: \(StreamTriggerRegistration.tables.joined(separator: ", ")))")
+                + "(Ferry's tables: \(StreamTriggerRegistration.tables.joined(separator: ", ")); record tables are 3–200 of A-Za-z0-9_.-)")
         }
         streamTriggers.append(registration)
     }

@@ -28,6 +28,8 @@ struct RequestPipeline: Sendable {
     let workerId: String
     let progressInterval: Double
     let inFlight: InFlightTransfers
+    /// Declared record tables (item requests).
+    var tables: ItemTables = .none
     let logger: Logger
 
     func process(_ message: KafkaMessage) async -> Bool {
@@ -37,30 +39,38 @@ struct RequestPipeline: Sendable {
         let watchdog = CheckWatchdog("\(message.topic)/\(message.partition)/\(message.offset)", logger: log)
         defer { watchdog.disarm() }
         TestTrap.check(message.value)
-        switch RequestDecoder.decode(message.value) {
+        switch RequestDecoder.decodeAny(message.value) {
         case .failure(let failure):
             watchdog.disarm()
             return await reject(message, error: failure.error, id: failure.id, op: failure.op, log: log)
-        case .success(let request):
+        case .success(.transfer(let request)):
             log[metadataKey: "transfer"] = "\(request.id)"
             return await run(request, message: message, watchdog: watchdog, log: log)
+        case .success(.item(let request)):
+            log[metadataKey: "transfer"] = "\(request.id)"
+            return await runItem(request, message: message, watchdog: watchdog, log: log)
         }
     }
 
-    private func run(_ received: TransferRequest, message: KafkaMessage, watchdog: CheckWatchdog, log: Logger) async -> Bool {
+    /// A request whose id already finished is answered from the finished set
+    /// (true); nil: it has not finished, run it; false: the state cannot be read.
+    func answerIfFinished(_ id: String, message: KafkaMessage, watchdog: CheckWatchdog, log: Logger) async -> Bool? {
         do {
-            if let finished = try await state.finishedStatus(id: received.id) {
-                watchdog.disarm()
-                log.info("duplicate request: \(received.id) already finished (\(finished.state.rawValue)); answering from the finished set")
-                Counter(label: "ferry_duplicates_total", dimensions: [("kind", "finished_set")]).increment()
-                return await record("finished status again", [publisher.message(finished)], delivery: message.position, log: log)
-            }
+            guard let finished = try await state.finishedStatus(id: id) else { return nil }
+            watchdog.disarm()
+            log.info("duplicate request: \(id) already finished (\(finished.state.rawValue)); answering from the finished set")
+            Counter(label: "ferry_duplicates_total", dimensions: [("kind", "finished_set")]).increment()
+            return await record("finished status again", [publisher.message(finished)], delivery: message.position, log: log)
         } catch {
             watchdog.disarm()
             // Without the finished set a duplicate could run twice; leave the message for a retry.
             log.error("cannot read the worker state: \(error)")
             return false
         }
+    }
+
+    private func run(_ received: TransferRequest, message: KafkaMessage, watchdog: CheckWatchdog, log: Logger) async -> Bool {
+        if let answered = await answerIfFinished(received.id, message: message, watchdog: watchdog, log: log) { return answered }
         var request = received
         let sequencer = EventBuilder.sequencer(for: message)
         // Before any byte moves: identity proof, the access rules, the S3 key, S3's limits.
@@ -193,7 +203,7 @@ struct RequestPipeline: Sendable {
     }
 
     /// Dead-letters a request that cannot run and publishes `rejected` when its id is known.
-    private func reject(_ message: KafkaMessage, error: FerryError, id: String?, op: String?, callback: String? = nil,
+    func reject(_ message: KafkaMessage, error: FerryError, id: String?, op: String?, callback: String? = nil,
                         log: Logger) async -> Bool {
         log.warning("request rejected: \(error)")
         Counter(label: "ferry_transfers_total", dimensions: [("op", op ?? "unknown"), ("outcome", "rejected")]).increment()
@@ -211,7 +221,7 @@ struct RequestPipeline: Sendable {
     /// A callback this worker can deliver: a reply topic outside Ferry's own
     /// (no loops into requests or control), or an https URL the callback
     /// policy allows, with a signing secret configured.
-    private func checkCallback(_ text: String) throws(FerryError) {
+    func checkCallback(_ text: String) throws(FerryError) {
         switch try CompletionCallback(text) {
         case .kafka(let topic):
             let own = publisher.topics
@@ -263,14 +273,15 @@ struct RequestPipeline: Sendable {
 
     /// Writes messages (and a terminal outcome) to the outbox, retrying while
     /// the disk refuses; false only when the worker is stopping.
-    private func record(_ what: String, _ messages: [OutboxMessage], finished: TransferStatus? = nil,
+    func record(_ what: String, _ messages: [OutboxMessage], finished: TransferStatus? = nil,
                         endingTransfer id: String? = nil, streamOffset: Int64? = nil, delivery: DeliveryPosition? = nil,
-                        log: Logger) async -> Bool {
+                        items: [ItemVersion] = [], releases: [ObjectReference] = [],
+                        releasedBy: (requestId: String, sequencer: String) = ("", ""), log: Logger) async -> Bool {
         var delay = 0.1
         while !Task.isCancelled {
             do {
                 try await state.commitOutcome(messages, finished: finished, endingTransfer: id, streamOffset: streamOffset,
-                                              delivery: delivery)
+                                              delivery: delivery, items: items, releases: releases, releasedBy: releasedBy)
                 outbox.nudge()
                 return true
             } catch {

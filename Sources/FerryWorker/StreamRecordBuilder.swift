@@ -6,7 +6,8 @@ import Foundation
 import Synchronization
 
 /// Builds the DynamoDB-stream records of the two tables Ferry keeps as
-/// streams: `objects` (key `bucket` + `key`) and `transfers` (key `id`).
+/// streams, `objects` (key `bucket` + `key`) and `transfers` (key `id`), and
+/// of the record tables declared with `--table`.
 /// Records are published with full images (NEW_AND_OLD_IMAGES); the trigger
 /// dispatcher projects them to the view type each handler registered.
 struct StreamRecordBuilder: Sendable {
@@ -32,7 +33,7 @@ struct StreamRecordBuilder: Sendable {
     // MARK: objects
 
     /// The record of a write or removal; nil for reads and for removing a key that held nothing.
-    func objectRecord(request: TransferRequest, outcome: TransferOutcome, offset: Int64, at time: Date = Date()) -> DynamoDBEvent.Record? {
+    func objectRecord(request: TransferRequest, outcome: TransferOutcome, offset: Int64, step: Int = 0, at time: Date = Date()) -> DynamoDBEvent.Record? {
         guard let eventName = outcome.eventName else { return nil }
         let keys: AttributeMap = ["bucket": .string(outcome.object.bucket), "key": .string(outcome.object.key)]
         let old = outcome.previous.map { image(of: $0, keys: keys) }
@@ -55,7 +56,7 @@ struct StreamRecordBuilder: Sendable {
             new = image
         }
         return record(table: Self.objectsTable, name: name, keys: keys, new: new, old: old,
-                      sequence: Self.sequenceNumber(offset: offset, step: 0), time: time)
+                      sequence: Self.sequenceNumber(offset: offset, step: step), time: time)
     }
 
     private func image(of object: ObjectAttributes, keys: AttributeMap) -> AttributeMap {
@@ -104,6 +105,20 @@ struct StreamRecordBuilder: Sendable {
             image["error"] = .map(["code": .string(error.code), "message": .string(error.message)])
         }
         return image
+    }
+
+    // MARK: record tables
+
+    /// `3` + the item's version (20 digits) + `0000`: grows with every write of the item, whichever worker made it.
+    static func itemSequenceNumber(version: Int64) -> String {
+        String(format: "3%020lld0000", max(0, version))
+    }
+
+    /// A change of a declared record table's item.
+    func itemRecord(table: String, name: DynamoDBEvent.EventName, keys: AttributeMap, new: AttributeMap?, old: AttributeMap?,
+                    version: Int64, time: Date = Date()) -> DynamoDBEvent.Record {
+        record(table: table, name: name, keys: keys, new: new, old: old, sequence: Self.itemSequenceNumber(version: version), time: time,
+               userIdentity: nil)
     }
 
     // MARK: records and messages

@@ -2,6 +2,7 @@ import FerryCore
 import FerryEngine
 import FerryKafka
 import FerryStore
+import FerryTables
 import Foundation
 import Logging
 import Metrics
@@ -18,6 +19,10 @@ public final class TransferWorker: Sendable {
     private let controls: ControlListener
     private let callbacks: CallbackDispatcher
     private let pipeline: RequestPipeline
+    /// Item requests keyed `tables/…` take a turn per key as they are read: one item's writes run in offset order.
+    private let messageTurns = KeyedTurns()
+    private let follower: TableFollower?
+    private let releaser: FileReleaser
     private let tracker: OffsetTracker
     private let committer: OffsetCommitter
     private let breaker: CrashLoopBreaker
@@ -71,13 +76,20 @@ public final class TransferWorker: Sendable {
         publisher.deadLetterMaxBytes = DeadLetterRecord.maxBytes(producerProperties: configuration.kafka.properties)
         drainer = OutboxDrainer(state: state, producer: producer, deadLetterTopic: configuration.topics.requestsDLQ,
                                 deadLetterMaxBytes: publisher.deadLetterMaxBytes, health: health, logger: logger)
-        pipeline = RequestPipeline(engine: engine, state: state, outbox: drainer,
-                                   publisher: publisher,
-                                   events: EventBuilder(region: configuration.region),
-                                   streams: StreamRecordBuilder(region: configuration.region, topics: configuration.topics),
-                                   policy: configuration.accessPolicy, identity: identity, controls: book,
-                                   callbacks: configuration.callbacks, workerId: configuration.workerId,
-                                   progressInterval: configuration.progressIntervalSeconds, inFlight: inFlight, logger: logger)
+        let events = EventBuilder(region: configuration.region)
+        let streams = StreamRecordBuilder(region: configuration.region, topics: configuration.topics)
+        var pipeline = RequestPipeline(engine: engine, state: state, outbox: drainer,
+                                       publisher: publisher, events: events, streams: streams,
+                                       policy: configuration.accessPolicy, identity: identity, controls: book,
+                                       callbacks: configuration.callbacks, workerId: configuration.workerId,
+                                       progressInterval: configuration.progressIntervalSeconds, inFlight: inFlight, logger: logger)
+        follower = configuration.tables.isEmpty ? nil
+            : try TableFollower(tables: configuration.tables.map(\.name), topics: configuration.topics, kafka: configuration.kafka,
+                                view: state, logger: logger)
+        pipeline.tables = ItemTables(definitions: configuration.tables, follower: follower)
+        self.pipeline = pipeline
+        releaser = FileReleaser(state: state, engine: engine, publisher: publisher, events: events, streams: streams,
+                                outbox: drainer, logger: logger)
         sweeper = UploadSweeper(state: state, store: engine.store, inUse: engine.uploadsInUse,
                                 age: configuration.sweepAfterSeconds, logger: logger)
         self.state = state
@@ -99,6 +111,12 @@ public final class TransferWorker: Sendable {
             let drainTask = Task { [drainer] in await drainer.run() }
             let callbackTask = Task { [callbacks] in await callbacks.run() }
             let maintenance = Task { [self] in await maintain() }
+            let tableTask = Task { [follower, releaser] in
+                await withDiscardingTaskGroup { group in
+                    if let follower { group.addTask { await follower.run() } }
+                    group.addTask { await releaser.run() }
+                }
+            }
             let periodicCommits = Task { [committer] in
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(100))
@@ -110,15 +128,19 @@ public final class TransferWorker: Sendable {
             await withDiscardingTaskGroup { group in
                 for await message in consumer {
                     guard tracker.begin(message) else { continue }
+                    let turn = Self.itemKey(of: message).map { messageTurns.take($0) }
                     await slots.acquire()
                     // The partition may have been revoked while this message waited for a slot.
                     guard tracker.owns(message) else {
                         slots.release()
+                        turn?.finish()
                         tracker.abandon(message)
                         continue
                     }
                     group.addTask { [self] in
-                        defer { slots.release() }
+                        defer { slots.release(); turn?.finish() }
+                        // Before the breaker's gate: a turn never waits while holding it.
+                        await turn?.wait()
                         if await handle(message) {
                             tracker.finish(message)
                         } else {
@@ -129,6 +151,7 @@ public final class TransferWorker: Sendable {
                 }
             }
             periodicCommits.cancel()
+            tableTask.cancel()
             controlTask.cancel()
             callbackTask.cancel()
             maintenance.cancel()
@@ -145,6 +168,12 @@ public final class TransferWorker: Sendable {
         } onCancel: {
             consumer.stopFetching()
         }
+    }
+
+    /// The Kafka key of an item request (`tables/<table>/<item key>`), which orders one item's writes.
+    private static func itemKey(of message: KafkaMessage) -> String? {
+        guard let key = message.key, key.starts(with: Array("tables/".utf8)) else { return nil }
+        return String(decoding: key, as: UTF8.self)
     }
 
     /// Runs one message through the crash-loop breaker: a suspect (started

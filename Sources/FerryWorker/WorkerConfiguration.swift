@@ -70,6 +70,8 @@ public struct WorkerConfiguration: Sendable {
     public var copySourceBuckets: Set<String>? = []
     /// The store's own notifications (role ingest).
     public var ingest = IngestSettings()
+    /// Record tables this worker writes (item requests) and keeps a view of.
+    public var tables: [TableDefinition] = []
     /// HTTPS completion callbacks: signing secret, reachable addresses, attempts.
     public var callbacks = CallbackSettings()
     /// The rules every request passes before any byte moves.

@@ -70,6 +70,7 @@ struct Demo {
         }
         ok = try await manifestStep(root: root, client: client) && ok
         ok = try await outsideWriteStep(auditFile: auditFile) && ok
+        ok = try await postStep(root: root) && ok
         print(ok ? "\nDemo finished: all transfers completed and the triggers ran." : "\nDemo FAILED (see above).")
         return ok
     }
@@ -97,6 +98,38 @@ struct Demo {
             }
         }
         print("expected the checksum manifest of incoming/notes.txt within 60 s")
+        return false
+    }
+
+    /// A record that carries a file: a post whose picture is uploaded first,
+    /// then stored in the `posts` table; the post-feed stream trigger writes a
+    /// line for it. The item is read back from the table's topic.
+    private func postStep(root: URL) async throws -> Bool {
+        print("\n== A record with a file: putItem posts/{id} with a picture (uploaded first), stream trigger post-feed ==")
+        let picture = root.appendingPathComponent("demo/in/post-picture.bin")
+        try Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }).write(to: picture)
+        let postId = "post-\(UUID().uuidString.prefix(6).lowercased())"
+        let items = try ItemClient(bootstrapServers: bootstrapServers, logger: logger)
+        let item: AttributeMap = [
+            "id": .string(postId), "title": .string("First light"),
+            "picture": .map(["bucket": .string(bucket), "key": .string("posts/\(postId).bin"), "region": .string("us-east-1"),
+                             "localUri": .string(picture.path), "mimeType": .string("application/octet-stream")]),
+        ]
+        let id = try await items.putItem(item, into: DevCommand.postsTable)
+        let status = try await items.result(of: id, timeout: 120)
+        print("putItem \(id): \(status.state.rawValue)\(status.error.map { " \($0)" } ?? "")")
+        guard status.state == .completed, let stored = try await items.get(table: "posts", partitionKey: postId) else { return false }
+        print("posts/\(postId): \(stored.item["picture"].map(\.description) ?? "-")")
+        let feed = root.appendingPathComponent("feed/posts.jsonl")
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            if let line = Self.lines(feed).first(where: { $0.contains(postId) }) {
+                print(line)
+                return true
+            }
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        print("expected a post-feed line for \(postId) within 60 s")
         return false
     }
 

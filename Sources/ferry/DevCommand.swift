@@ -46,6 +46,9 @@ struct DevCommand: AsyncParsableCommand {
     @Option(name: .customLong("http-address"), help: "HOST:PORT for /metrics, /healthz, /readyz and /transfers (the last with FERRY_ADMIN_TOKEN; default: none).")
     var httpAddress: String?
 
+    /// `posts`, keyed by `id`; replaced and deleted posts' pictures are deleted.
+    static let postsTable = TableDefinition(name: "posts", partitionKey: "id", deletesUnreferencedFiles: true)
+
     func run() async throws {
         let logger = try LogOptions.bootstrap(label: "ferry.dev", level: logLevel ?? setting(.logLevel) ?? (demo ? "warning" : "info"),
                                               format: setting(.logFormat) ?? "text")
@@ -56,6 +59,9 @@ struct DevCommand: AsyncParsableCommand {
         let topics = Topics()
         let cluster = try EmbeddedKafkaCluster(brokers: brokers, logger: logger)
         for topic in topics.all { try cluster.createTopic(topic, partitions: partitions) }
+        // The demo's record table (README, "Records that carry files").
+        let tables = [DevCommand.postsTable]
+        for table in tables { try cluster.createTopic(topics.table(table.name), partitions: partitions) }
         print("Kafka bootstrap: \(cluster.bootstrapServers)")
         print("Embedded Kafka keeps at most \(EmbeddedKafkaCluster.bytesKeptPerPartition >> 20) MiB per partition (\(partitions * (EmbeddedKafkaCluster.bytesKeptPerPartition >> 20)) MiB of requests in all); older messages are dropped, with an error in the log when unread requests are.")
         flushStandardOutput()
@@ -80,6 +86,7 @@ struct DevCommand: AsyncParsableCommand {
         // The same access layout as `ferry worker`: triggers/Registrations.swift may substitute its resolver.
         devConfiguration.prefixResolver = Registrations.prefixResolver(configured: devConfiguration.prefixResolver)
         devConfiguration.httpAddress = httpAddress
+        devConfiguration.tables = tables
         devConfiguration.adminToken = try configured { try AdminToken.load(file: nil, environment: environment("FERRY_ADMIN_TOKEN")) }
         // Every write is an event: the store's own notifications are taken on POST /notifications/s3.
         devConfiguration.roles.ingest = true
@@ -95,6 +102,7 @@ struct DevCommand: AsyncParsableCommand {
             print("Object store: \(URL(fileURLWithPath: storeDir).standardizedFileURL.path)")
             print("Data root:    \(root.path)")
             print("Ready. Enqueue with: ferry enqueue upload --bootstrap-servers \(cluster.bootstrapServers) --bucket demo --key hello.txt --source \(root.path)/hello.txt --wait")
+            print("Record table: posts (key id; ferry items put --table posts:id …)")
             flushStandardOutput()
             try await runUntilSignalled(exitWithin: configuration.shutdownBoundSeconds) {
                 try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger)

@@ -11,7 +11,7 @@ struct Ferry: AsyncParsableCommand {
             """,
         version: FerryVersion.current,
         subcommands: [DevCommand.self, WorkerCommand.self, EnqueueCommand.self, CopyCommand.self, PresignCommand.self,
-                      PauseCommand.self, ResumeCommand.self, CancelCommand.self, TriggersCommand.self, ConfigCommand.self, StatusCommand.self, TransfersCommand.self, WatchCommand.self, ReconcileCommand.self,
+                      PauseCommand.self, ResumeCommand.self, CancelCommand.self, TriggersCommand.self, ConfigCommand.self, StatusCommand.self, TransfersCommand.self, WatchCommand.self, ReconcileCommand.self, ItemsCommand.self,
                       VersionCommand.self]
     )
 }

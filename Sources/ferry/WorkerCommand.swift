@@ -87,6 +87,9 @@ struct WorkerOptions: ParsableArguments {
     @Option(name: .customLong("ingest-topic"), parsing: .singleValue,
             help: "A topic where a store already sends its notifications (MinIO or RGW Kafka target), repeatable.")
     var ingestTopics: [String] = []
+    @Option(name: .customLong("table"), parsing: .singleValue,
+            help: "A record table, NAME:PARTITION_KEY[/SORT_KEY][:delete-files], repeatable (env FERRY_TABLES, comma-separated). Every worker of a fleet declares the same tables.")
+    var tables: [String] = []
     @Option(name: .customLong("ingest-settle"), help: "Seconds a store's removal waits for a worker's own announcement of it (default 5).")
     var ingestSettle: Double?
 
@@ -186,6 +189,7 @@ struct WorkerOptions: ParsableArguments {
         Resolve.string(&role, .role)
         Resolve.string(&ingestTokenFile, .ingestTokenFile)
         Resolve.list(&ingestTopics, .ingestTopics)
+        Resolve.list(&tables, .tables)
         try Resolve.number(&ingestSettle, .ingestSettle)
         try Resolve.flag(&httpsSources, .httpsSources)
         Resolve.list(&httpsSourceHosts, .httpsSourceHosts)
@@ -255,6 +259,7 @@ struct WorkerOptions: ParsableArguments {
         configuration.callbacks = try callbackSettings()
         configuration.ingest.token = try IngestToken.load(file: ingestTokenFile, environment: environment("FERRY_INGEST_TOKEN"))
         configuration.ingest.topics = ingestTopics
+        configuration.tables = try configured { try TableDefinition.parseAll(tables) }
         try requireRange(ingestSettle, 0...300, "--ingest-settle")
         if let ingestSettle { configuration.ingest.settleSeconds = ingestSettle }
         configuration.auth = try authConfiguration()

@@ -77,13 +77,13 @@ import Testing
         // librdkafka's mock broker keeps at most 5 MiB per partition (older messages are
         // dropped): compressed batches and 8 partitions keep the near-1 MB messages within it.
         let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
-        for topic in Topics().all { try cluster.createTopic(topic, partitions: 8) }
+        for topic in Topics().all + [Topics().table("fzposts")] { try cluster.createTopic(topic, partitions: 8) }
         let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, ["compression.type": "lz4"])
         let worker = try BackgroundProcess(
             name: "worker-fuzz", executable: TestPaths.ferryBinary,
             arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", server.endpoint,
                         "--region", "us-east-1", "--data-root", dataRoot.path, "--state-dir", base.appendingPathComponent("state").path,
-                        "--max-transfers", "16", "--https-sources", "--shutdown-grace", "5",
+                        "--max-transfers", "16", "--https-sources", "--shutdown-grace", "5", "--table", "fzposts:id",
                         "--kafka-property", "session.timeout.ms=6000", "--kafka-property", "compression.type=lz4"],
             environment: server.clientEnvironment, logDirectory: base)
 
@@ -152,6 +152,15 @@ import Testing
         // e.g. by its timeout after S3 stored it: it was still authorised).
         var authorised: Set<String> = []
         for message in generated {
+            // An item request's files, when it was not refused.
+            if case .success(.item(let item)) = RequestDecoder.decodeAny(message.value),
+               terminalStates[item.id]?.contains(where: { $0 != .rejected }) == true {
+                for file in item.files {
+                    let upload = TransferRequest(id: item.id, op: .upload, bucket: file.bucket, key: file.key, accessLevel: item.accessLevel,
+                                                 identityId: item.identityId, source: file.source)
+                    if let key = try? DefaultPrefixResolver().objectKey(for: upload) { authorised.insert("\(file.bucket)/\(key)") }
+                }
+            }
             guard case .success(let request) = RequestDecoder.decode(message.value), request.op == .upload || request.op == .copy,
                   terminalStates[request.id]?.contains(where: { $0 != .rejected }) == true,
                   let key = try? DefaultPrefixResolver().objectKey(for: request) else { continue }

@@ -203,6 +203,8 @@ public struct HostileRequestGenerator {
             let size = [600_000, 899_000, 905_000, 950_000].randomElement(using: &rng)!
             fields["pad"] = HostileInput.jsonString(String(repeating: "p", count: size))
             return "padded to \(size) bytes"
+        case 13:
+            return itemRequest(&fields)
         case 14:
             // Callbacks: Ferry's own topics (loops), SSRF targets, credentials, odd bytes, oversized.
             let callback = ["kafka:ferry.requests", "kafka:ferry.control", "kafka:", "kafka:a b", "kafka:" + String(repeating: "t", count: 250),
@@ -236,6 +238,39 @@ public struct HostileRequestGenerator {
             fields["id"] = HostileInput.jsonString(id)
             return "id=\(id.debugDescription.prefix(40))"
         }
+    }
+
+    /// An item request (table `fzposts`, key `id`) whose files have hostile
+    /// buckets, keys and sources, or whose item, key or table is malformed.
+    private mutating func itemRequest(_ fields: inout [String: String]) -> String {
+        let op = ["putItem", "putItem", "putItem", "updateItem", "deleteItem", "putitem"].randomElement(using: &rng)!
+        let table = ["fzposts", "fzposts", "fzposts", "objects", "nope", "a/b", ""].randomElement(using: &rng)!
+        let bucket = [sandbox.bucket, sandbox.bucket, sandbox.victimBucket, "..", "UPPER"].randomElement(using: &rng)!
+        let key = ["fz/item-\(counter).txt", HostileInput.key(&rng), "../private/alice/x", "/abs", ""].randomElement(using: &rng)!
+        let location = [#""localUri":\#(HostileInput.jsonString(sandbox.validSource.path))"#,
+                        #""source":\#(HostileInput.jsonString(hostileSource()))"#,
+                        #""localUri":\#(HostileInput.jsonString(hostileSource()))"#,
+                        #""localUri":"relative/x""#, #""localUri":"/etc/passwd","source":"data:,x""#].randomElement(using: &rng)!
+        let file = "{\"bucket\":\(HostileInput.jsonString(bucket)),\"key\":\(HostileInput.jsonString(key)),\(location)}"
+        let id = HostileInput.jsonString("it-\(counter)")
+        let item = [
+            "{\"id\":\(id),\"picture\":\(file)}",
+            "{\"id\":\(id),\"pics\":[\(file),\(file)],\"n\":1e400}",
+            "{\"id\":{\"S\":\"x\"},\"picture\":\(file)}",
+            "{\"picture\":\(file)}",
+            "{\"id\":\(id),\"deep\":" + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + "}",
+            "{\"id\":\(id),\"many\":[" + Array(repeating: file, count: 17).joined(separator: ",") + "]}",
+            "{\"id\":\(id),\"\":1}", "[]", "\"x\"",
+        ].randomElement(using: &rng)!
+        var next = ["id": fields["id"] ?? id, "op": HostileInput.jsonString(op), "table": HostileInput.jsonString(table)]
+        switch op {
+        case "updateItem": next["key"] = "{\"id\":\(id)}"; next["item"] = item; next["remove"] = ["[\"n\"]", "[\"id\"]", "[1]"].randomElement(using: &rng)!
+        case "deleteItem": next["key"] = Bool.random(using: &rng) ? "{\"id\":\(id)}" : item
+        default: next["item"] = item
+        }
+        for name in ["accessLevel", "identityId", "auth"] { next[name] = fields[name] }
+        fields = next
+        return "item op=\(op) table=\(table) bucket=\(bucket.debugDescription) key=\(key.debugDescription.prefix(60)) \(location.prefix(60)) item=\(item.prefix(60))"
     }
 
     private mutating func hostileSource() -> String {

@@ -117,7 +117,7 @@ import Testing
         (TargetDeclaration(name: "a", type: "webhook", events: ["*"]), "needs an http(s) url"),
         (TargetDeclaration(name: "a", type: "kafka", topic: "t"), "either 'events'"),
         (TargetDeclaration(name: "a", type: "kafka", topic: "t", table: "objects", viewType: "ALL"), "unknown viewType 'ALL'"),
-        (TargetDeclaration(name: "a", type: "kafka", topic: "t", table: "users"), "no stream for table 'users'"),
+        (TargetDeclaration(name: "a", type: "kafka", topic: "t", table: "no/such"), "no stream for table 'no/such'"),
     ])
     func targetsThatCannotWorkAreRefused(target: TargetDeclaration, expected: String) {
         var registry = TriggerRegistry()

@@ -40,6 +40,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case ingestTokenFile = "ingest.tokenFile"
     case ingestTopics = "ingest.topics"
     case ingestSettle = "ingest.settleSeconds"
+    case tables = "items.tables"
     case callbackSecretFile = "callbacks.secretFile"
     case callbackHosts = "callbacks.hosts"
     case callbackAllowRanges = "callbacks.allowRanges"
@@ -69,7 +70,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     public var kind: Kind {
         switch self {
         case .kafkaProperties, .guestPermissions, .authenticatedPermissions: return .map
-        case .httpsSourceHosts, .httpsSourceAllowRanges, .copySourceBuckets, .callbackHosts, .callbackAllowRanges, .ingestTopics: return .list
+        case .httpsSourceHosts, .httpsSourceAllowRanges, .copySourceBuckets, .callbackHosts, .callbackAllowRanges, .ingestTopics, .tables: return .list
         case .httpsSources, .prefixPassthrough, .allowGuests: return .flag
         default: return .scalar
         }
@@ -98,6 +99,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .copySourceBuckets: return "--copy-source-bucket"
         case .callbackHosts: return "--callback-host"
         case .ingestTopics: return "--ingest-topic"
+        case .tables: return "--table"
         case .ingestSettle: return "--ingest-settle"
         case .callbackAllowRanges: return "--callback-allow-range"
         case .logLevel: return "--log-level"
@@ -125,6 +127,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .copySourceBuckets: return ["FERRY_COPY_SOURCE_BUCKETS"]
         case .callbackHosts: return ["FERRY_CALLBACK_HOSTS"]
         case .ingestTopics: return ["FERRY_INGEST_TOPICS"]
+        case .tables: return ["FERRY_TABLES"]
         case .callbackAllowRanges: return ["FERRY_CALLBACK_ALLOW_RANGES"]
         default: return [own]
         }

@@ -1,0 +1,128 @@
+import FerryCore
+import FerryKafka
+import FerryTables
+import Foundation
+import Logging
+import Synchronization
+
+/// Record tables for Swift producers: `putItem`, `updateItem`, `deleteItem`
+/// (enqueued on `<prefix>.requests` like transfers, keyed so one item's writes
+/// run in order; their outcome is a status like a transfer's), and reading
+/// items by key or by query from a view this client builds from the tables'
+/// compacted topics (read once, then followed).
+public final class ItemClient: Sendable {
+    private let transfers: TransferClient
+    private let kafka: KafkaConfiguration
+    private let topics: Topics
+    private let logger: Logger
+    private let view = InMemoryItemView()
+    /// Writes sent and not yet awaited: their table and item, so `result` can wait for them to be readable.
+    private let sent = Mutex<[String: (table: String, itemKey: String, op: ItemOperation)]>([:])
+    private let following = Mutex<[String: (follower: TableFollower, task: Task<Void, Never>)]>([:])
+
+    public init(bootstrapServers: String, properties: [String: String] = [:], topics: Topics = Topics(), logger: Logger) throws(KafkaError) {
+        transfers = try TransferClient(bootstrapServers: bootstrapServers, properties: properties, topics: topics, logger: logger)
+        kafka = KafkaConfiguration(bootstrapServers: bootstrapServers, properties)
+        self.topics = topics
+        self.logger = logger
+    }
+
+    deinit {
+        following.withLock { for (_, entry) in $0 { entry.task.cancel() } }
+    }
+
+    // MARK: writes
+
+    /// Writes a whole item of `table`; every `S3ObjectInput`-shaped attribute
+    /// (`bucket`, `key`, `localUri` or `source`, `region`, `mimeType`) is uploaded first.
+    @discardableResult
+    public func putItem(_ item: AttributeMap, into table: TableDefinition, id: String = UUID().uuidString,
+                        accessLevel: AccessLevel? = nil, identityId: String? = nil, auth: String? = nil) async throws -> String {
+        let keys = try table.keys(of: item)
+        try await send(["op": "putItem", "table": table.name, "item": plain(item)], table: table, keys: keys, id: id,
+                       accessLevel: accessLevel, identityId: identityId, auth: auth)
+        return id
+    }
+
+    /// Sets `set` and removes `remove` on the item with `key` (created when missing, as DynamoDB's UpdateItem does).
+    @discardableResult
+    public func updateItem(key: AttributeMap, in table: TableDefinition, set: AttributeMap = [:], remove: [String] = [],
+                           id: String = UUID().uuidString, accessLevel: AccessLevel? = nil, identityId: String? = nil,
+                           auth: String? = nil) async throws -> String {
+        let keys = try table.keys(of: key)
+        try await send(["op": "updateItem", "table": table.name, "key": plain(key), "item": plain(set), "remove": remove],
+                       table: table, keys: keys, id: id, accessLevel: accessLevel, identityId: identityId, auth: auth)
+        return id
+    }
+
+    /// Deletes the item with `key` (and, for tables declared `delete-files`, the files it referenced).
+    @discardableResult
+    public func deleteItem(key: AttributeMap, from table: TableDefinition, id: String = UUID().uuidString,
+                           accessLevel: AccessLevel? = nil, identityId: String? = nil, auth: String? = nil) async throws -> String {
+        let keys = try table.keys(of: key)
+        try await send(["op": "deleteItem", "table": table.name, "key": plain(key)], table: table, keys: keys, id: id,
+                       accessLevel: accessLevel, identityId: identityId, auth: auth)
+        return id
+    }
+
+    /// The terminal status of an item request (`completed`, `failed` or
+    /// `rejected`). For a write this client sent, `completed` is returned once
+    /// this client's reads see the write too: the status and the table record
+    /// are published together, but on different partitions, so either may
+    /// arrive first.
+    public func result(of id: String, timeout: Double = 600) async throws -> TransferStatus {
+        let status = try await transfers.result(of: id, timeout: timeout)
+        guard status.state == .completed, let sent = sent.withLock({ $0.removeValue(forKey: id) }) else { return status }
+        let follower = try follower(for: sent.table)
+        let deadline = Date().addingTimeInterval(min(timeout, 30))
+        while Date() < deadline {
+            try await follower.caughtUp(table: sent.table, timeout: 30)
+            let held = view.item(table: sent.table, itemKey: sent.itemKey)
+            if sent.op == .deleteItem ? held == nil : held?.requestId == id { return status }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return status
+    }
+
+    private func send(_ fields: [String: Any], table: TableDefinition, keys: AttributeMap, id: String, accessLevel: AccessLevel?,
+                      identityId: String?, auth: String?) async throws {
+        var json = fields
+        json["id"] = id
+        json["accessLevel"] = accessLevel?.rawValue
+        json["identityId"] = identityId
+        json["auth"] = auth
+        let bytes = Array(try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys, .withoutEscapingSlashes]))
+        // The rules a worker applies, checked before anything is sent.
+        if case .failure(let failure) = RequestDecoder.decodeAny(bytes) { throw TransferClientError.invalidRequest(failure.error) }
+        let itemKey = table.itemKey(keys)
+        try await transfers.producerSend(topic: topics.requests, key: ItemRequest.kafkaKey(table: table.name, itemKey: itemKey), value: bytes)
+        if let op = (fields["op"] as? String).flatMap(ItemOperation.init) {
+            sent.withLock { $0[id] = (table.name, itemKey, op) }
+        }
+    }
+
+    private func plain(_ map: AttributeMap) -> Any { ItemJSON.plain(.map(map)) }
+
+    // MARK: reads
+
+    /// The item of `table` whose partition key (and sort key, for tables with one) reads as given.
+    public func get(table: String, partitionKey: String, sortKey: String? = nil, timeout: Double = 30) async throws -> ItemRecord? {
+        let found = try await query(ItemQuery(table: table, partitionKey: partitionKey, from: sortKey, to: sortKey, limit: 2), timeout: timeout)
+        return found.first { sortKey != nil || $0.keySchema.count == 1 }
+    }
+
+    /// Items of one partition key in sort-key order, as of the table topic's end when called.
+    public func query(_ query: ItemQuery, timeout: Double = 30) async throws -> [ItemRecord] {
+        try await follower(for: query.table).caughtUp(table: query.table, timeout: timeout)
+        return view.query(query)
+    }
+
+    private func follower(for table: String) throws -> TableFollower {
+        try following.withLock { entries in
+            if let entry = entries[table] { return entry.follower }
+            let follower = try TableFollower(tables: [table], topics: topics, kafka: kafka, view: view, logger: logger)
+            entries[table] = (follower, Task { await follower.run() })
+            return follower
+        }
+    }
+}

@@ -1,0 +1,45 @@
+/// A query of a record table: one partition key, optionally a sort-key prefix
+/// or an inclusive sort-key range (numbers compare as numbers), in sort-key order.
+public struct ItemQuery: Sendable, Hashable {
+    public var table: String
+    public var partitionKey: String
+    public var sortKeyPrefix: String?
+    public var from: String?
+    public var to: String?
+    public var limit: Int
+
+    public init(table: String, partitionKey: String, sortKeyPrefix: String? = nil, from: String? = nil, to: String? = nil, limit: Int = 1000) {
+        self.table = table; self.partitionKey = partitionKey; self.sortKeyPrefix = sortKeyPrefix
+        self.from = from; self.to = to; self.limit = limit
+    }
+
+    /// Whether `record` answers the query (the SQLite view applies the same rule in SQL).
+    public func matches(_ record: ItemRecord) -> Bool {
+        guard record.table == table, record.keys[record.keySchema.first ?? ""]?.stringValue == partitionKey else { return false }
+        let sort = record.keySchema.count > 1 ? record.keys[record.keySchema[1]] : nil
+        let text = sort?.stringValue
+        if let prefix = sortKeyPrefix, !(text?.hasPrefix(prefix) ?? false) { return false }
+        if let from, Self.compare(sort, from) == .orderedAscending { return false }
+        if let to, Self.compare(sort, to) == .orderedDescending { return false }
+        return true
+    }
+
+    /// Orders records by sort key: numbers by value, others by text.
+    public static func sortKeyOrder(_ a: ItemRecord, _ b: ItemRecord) -> Bool {
+        let x = a.keySchema.count > 1 ? a.keys[a.keySchema[1]] : nil
+        let y = b.keySchema.count > 1 ? b.keys[b.keySchema[1]] : nil
+        if case .number(let m)? = x, case .number(let n)? = y, let dm = Double(m), let dn = Double(n) { return dm < dn }
+        return (x?.stringValue ?? "") < (y?.stringValue ?? "")
+    }
+
+    private enum Order { case orderedAscending, orderedSame, orderedDescending }
+
+    private static func compare(_ value: AttributeValue?, _ bound: String) -> Order {
+        guard let value else { return .orderedAscending }
+        if case .number(let n) = value, let a = Double(n), let b = Double(bound) {
+            return a < b ? .orderedAscending : (a > b ? .orderedDescending : .orderedSame)
+        }
+        let text = value.stringValue ?? ""
+        return text < bound ? .orderedAscending : (text > bound ? .orderedDescending : .orderedSame)
+    }
+}

@@ -1,0 +1,214 @@
+import FerryCore
+import Foundation
+import GRDB
+
+/// The queryable view of record tables in SQLite: the highest version of
+/// each item (deletions kept as versions, so a late, older write cannot bring
+/// an item back and a re-created item continues its numbering), and how far
+/// each table topic partition has been read. Lives in a worker's state
+/// database (its own writes land in the same transaction as their outbox
+/// messages) and in a reader's (`ItemViewStore`).
+public enum ItemView {
+    static func createSchema(_ db: Database) throws {
+        try db.create(table: "item_view") { t in
+            t.column("tableName", .text).notNull()
+            t.column("itemKey", .text).notNull()
+            t.column("partitionKey", .text).notNull()
+            t.column("sortKey", .text)
+            t.column("sortNumber", .double)
+            t.column("version", .integer).notNull()
+            t.column("record", .blob)
+            t.primaryKey(["tableName", "itemKey"])
+        }
+        try db.create(index: "item_view_query", on: "item_view", columns: ["tableName", "partitionKey", "sortKey"])
+        try db.create(table: "item_view_position") { t in
+            t.column("topic", .text).notNull()
+            t.column("partition", .integer).notNull()
+            t.column("nextOffset", .integer).notNull()
+            t.primaryKey(["topic", "partition"])
+        }
+    }
+
+    /// Stores `change` when it is newer than what the view holds; true when it was.
+    @discardableResult
+    static func apply(_ change: ItemVersion, in db: Database) throws -> Bool {
+        if let held = try Int64.fetchOne(db, sql: "SELECT version FROM item_view WHERE tableName = ? AND itemKey = ?",
+                                         arguments: [change.table, change.itemKey]), held >= change.version {
+            return false
+        }
+        var partitionKey = "", sortKey: String?, sortNumber: Double?
+        if let record = change.record {
+            partitionKey = record.keys[record.keySchema.first ?? ""]?.stringValue ?? ""
+            if record.keySchema.count > 1, let sort = record.keys[record.keySchema[1]] {
+                sortKey = sort.stringValue
+                if case .number(let n) = sort { sortNumber = Double(n) }
+            }
+        }
+        let blob = try change.record.map { try JSONEncoder().encode($0) }
+        try db.execute(sql: """
+            INSERT INTO item_view (tableName, itemKey, partitionKey, sortKey, sortNumber, version, record) VALUES (?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (tableName, itemKey) DO UPDATE SET partitionKey = excluded.partitionKey, sortKey = excluded.sortKey,
+              sortNumber = excluded.sortNumber, version = excluded.version, record = excluded.record
+            """, arguments: [change.table, change.itemKey, partitionKey, sortKey, sortNumber, change.version, blob])
+        return true
+    }
+
+    /// The item and the version it is at (a deleted item: nil record, its tombstone's version).
+    static func current(table: String, itemKey: String, in db: Database) throws -> (record: ItemRecord?, version: Int64)? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT version, record FROM item_view WHERE tableName = ? AND itemKey = ?",
+                                         arguments: [table, itemKey]) else { return nil }
+        let blob: Data? = row["record"]
+        return (try blob.map { try JSONDecoder().decode(ItemRecord.self, from: $0) }, row["version"])
+    }
+
+    /// Items of one partition key, in sort-key order, optionally limited to a
+    /// sort-key prefix or an inclusive range (numbers compare as numbers).
+    static func query(_ q: ItemQuery, in db: Database) throws -> [ItemRecord] {
+        let (table, partitionKey, sortKeyPrefix, from, to, limit) = (q.table, q.partitionKey, q.sortKeyPrefix, q.from, q.to, q.limit)
+        var sql = "SELECT record FROM item_view WHERE tableName = ? AND partitionKey = ? AND record IS NOT NULL"
+        var arguments: [any DatabaseValueConvertible] = [table, partitionKey]
+        if let prefix = sortKeyPrefix {
+            sql += " AND substr(sortKey, 1, ?) = ?"
+            arguments += [prefix.count, prefix]
+        }
+        for (bound, op) in [(from, ">="), (to, "<=")] {
+            guard let bound else { continue }
+            if let number = Double(bound) {
+                sql += " AND (sortNumber \(op) ? OR (sortNumber IS NULL AND sortKey \(op) ?))"
+                arguments += [number, bound]
+            } else {
+                sql += " AND sortKey \(op) ?"
+                arguments.append(bound)
+            }
+        }
+        sql += " ORDER BY sortNumber, sortKey LIMIT ?"
+        arguments.append(limit)
+        return try Data.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)).map {
+            try JSONDecoder().decode(ItemRecord.self, from: $0)
+        }
+    }
+
+    static func position(topic: String, partition: Int32, in db: Database) throws -> Int64? {
+        try Int64.fetchOne(db, sql: "SELECT nextOffset FROM item_view_position WHERE topic = ? AND partition = ?",
+                           arguments: [topic, partition])
+    }
+
+    static func setPosition(topic: String, partition: Int32, next: Int64, in db: Database) throws {
+        try db.execute(sql: """
+            INSERT INTO item_view_position (topic, partition, nextOffset) VALUES (?, ?, ?)
+            ON CONFLICT (topic, partition) DO UPDATE SET nextOffset = max(nextOffset, excluded.nextOffset)
+            """, arguments: [topic, partition, next])
+    }
+}
+
+/// A view of its own (the command line): `<directory>/items.sqlite`.
+public final class ItemViewStore: ItemViewWriter {
+    let database: DatabasePool
+
+    public init(directory: URL) throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(5)
+        database = try DatabasePool(path: directory.appendingPathComponent("items.sqlite").path, configuration: configuration)
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-item-view") { db in try ItemView.createSchema(db) }
+        try migrator.migrate(database)
+    }
+
+    public func apply(_ changes: [ItemVersion], topic: String, partition: Int32, next: Int64) async throws {
+        try await database.write { db in
+            for change in changes { try ItemView.apply(change, in: db) }
+            try ItemView.setPosition(topic: topic, partition: partition, next: next, in: db)
+        }
+    }
+
+    public func position(topic: String, partition: Int32) async throws -> Int64? {
+        try await database.read { db in try ItemView.position(topic: topic, partition: partition, in: db) }
+    }
+
+    public func item(table: String, itemKey: String) async throws -> ItemRecord? {
+        try await database.read { db in try ItemView.current(table: table, itemKey: itemKey, in: db)?.record }
+    }
+
+    public func query(_ query: ItemQuery) async throws -> [ItemRecord] {
+        try await database.read { db in try ItemView.query(query, in: db) }
+    }
+}
+
+extension WorkerStateStore: ItemViewWriter {
+    public func apply(_ changes: [ItemVersion], topic: String, partition: Int32, next: Int64) async throws {
+        try await writes.write { db in
+            for change in changes { try ItemView.apply(change, in: db) }
+            try ItemView.setPosition(topic: topic, partition: partition, next: next, in: db)
+        }
+    }
+
+    public func position(topic: String, partition: Int32) async throws -> Int64? {
+        try await database.read { db in try ItemView.position(topic: topic, partition: partition, in: db) }
+    }
+
+    /// The item as this worker knows it (its own writes at once, others' once read from the table topic).
+    public func currentItem(table: String, itemKey: String) async throws -> (record: ItemRecord?, version: Int64)? {
+        try await database.read { db in try ItemView.current(table: table, itemKey: itemKey, in: db) }
+    }
+
+    public func queryItems(_ query: ItemQuery) async throws -> [ItemRecord] {
+        try await database.read { db in try ItemView.query(query, in: db) }
+    }
+
+    /// Files an item write let go (a replaced or deleted item's, a failed
+    /// request's): deleted by the `FileReleaser` after the write is durable.
+    public func pendingReleases(limit: Int) async throws -> [FileRelease] {
+        try await database.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, bucket, key, transferId, requestId, sequencer FROM item_file_release ORDER BY id LIMIT ?",
+                             arguments: [limit]).map {
+                FileRelease(id: $0["id"], object: ObjectReference(bucket: $0["bucket"], key: $0["key"], transferId: $0["transferId"]),
+                            requestId: $0["requestId"], sequencer: $0["sequencer"])
+            }
+        }
+    }
+
+    /// Files waiting to be deleted.
+    public func releaseBacklog() async throws -> Int {
+        try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item_file_release") ?? 0 }
+    }
+
+    /// Ends a release: its messages (the removal's event and record) go to the outbox in the same transaction.
+    public func completeRelease(id: Int64, messages: [OutboxMessage]) async throws {
+        try await writes.write { db in
+            try Self.enqueue(messages, in: db)
+            try db.execute(sql: "DELETE FROM item_file_release WHERE id = ?", arguments: [id])
+        }
+    }
+
+    static func queueReleases(_ objects: [ObjectReference], requestId: String, sequencer: String, in db: Database) throws {
+        for object in objects {
+            try db.execute(sql: "INSERT INTO item_file_release (bucket, key, transferId, requestId, sequencer, createdAt) VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: [object.bucket, object.key, object.transferId, requestId, sequencer, Date().timeIntervalSince1970])
+        }
+    }
+
+    static func registerItemMigrations(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v6-item-view") { db in
+            try ItemView.createSchema(db)
+            try db.create(table: "item_file_release") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("bucket", .text).notNull()
+                t.column("key", .text).notNull()
+                t.column("transferId", .text).notNull()
+                t.column("requestId", .text).notNull()
+                t.column("sequencer", .text).notNull()
+                t.column("createdAt", .double).notNull()
+            }
+        }
+    }
+}
+
+/// A file an item write let go, to delete.
+public struct FileRelease: Sendable, Hashable {
+    public var id: Int64
+    public var object: ObjectReference
+    /// The request whose write let it go, and the sequencer its removal event carries.
+    public var requestId: String
+    public var sequencer: String
+}

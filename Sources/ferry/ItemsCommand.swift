@@ -1,0 +1,230 @@
+import ArgumentParser
+import FerryClient
+import FerryCore
+import Foundation
+import Logging
+
+/// `ferry items …`: write and read record tables (README, "Records that carry files").
+struct ItemsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "items",
+        abstract: "Write items of record tables (with the files they carry) and read them back.",
+        discussion: """
+            Writes are requests like transfers: put, update and delete print the request id and, with --wait,
+            follow it to its terminal status. Reads build a view from the table's topic (<prefix>.tables.<name>).
+
+            Examples:
+              ferry items put --table posts:id --item '{"id":"p1","title":"Hi","picture":{"bucket":"demo","key":"pics/p1.jpg","localUri":"/srv/ferry/p1.jpg","mimeType":"image/jpeg"}}' --wait
+              ferry items update --table posts:id --key '{"id":"p1"}' --set '{"title":"Hello"}' --remove draft --wait
+              ferry items get --table posts --key p1
+              ferry items query --table comments --key p1 --sort-prefix 2026-
+              ferry items download --table posts --key p1 --attribute picture --to /srv/ferry/out/p1.jpg
+              ferry items delete --table posts:id --key '{"id":"p1"}' --wait
+            Exit codes: 0 done; 1 the request ended failed or rejected, or no such item; 3 --timeout passed; 64 bad usage.
+            """,
+        subcommands: [Put.self, Update.self, Delete.self, Get.self, Query.self, Download.self])
+
+    struct WriteOptions: ParsableArguments {
+        @Option(help: "The table as the workers declare it: NAME:PARTITION_KEY[/SORT_KEY].") var table: String
+        @Option(help: "Request id (idempotency key; default a new UUID).") var id: String?
+        @Option(name: .customLong("access-level"), help: "Level of the files the item carries: guest, protected or private.") var accessLevel: String?
+        @Option(name: .customLong("identity-id"), help: "Who acts (the item's owner when it creates it).") var identityId: String?
+        @Option(help: "Identity proof for workers with --auth-mode jwt (env FERRY_AUTH_TOKEN).") var auth: String?
+        @Flag(help: "Wait for the request's terminal status.") var wait = false
+        @Option(help: "With --wait: give up after this many seconds (default 600).") var timeout: Double = 600
+
+        func definition() throws -> TableDefinition { try configured { try TableDefinition(parsing: table) } }
+        func level() throws -> AccessLevel? {
+            guard let accessLevel else { return nil }
+            guard let level = AccessLevel(rawValue: accessLevel) else { throw ValidationError("--access-level must be guest, protected or private") }
+            return level
+        }
+    }
+
+    struct ReadOptions: ParsableArguments {
+        @Option(help: "The table's name (NAME or NAME:KEYS).") var table: String
+        @Option(help: "The partition key's value.") var key: String
+        var name: String { String(table.split(separator: ":").first ?? "") }
+    }
+
+    static func client(_ kafka: KafkaOptions, _ log: LogOptions) throws -> ItemClient {
+        try client(kafka, logger: try log.bootstrap(label: "ferry.items"))
+    }
+
+    static func client(_ kafka: KafkaOptions, logger: Logger) throws -> ItemClient {
+        let configuration = try kafka.configuration()
+        return try ItemClient(bootstrapServers: configuration.properties["bootstrap.servers"]!, properties: try kafka.properties(),
+                              topics: kafka.topics, logger: logger)
+    }
+
+    static func attributes(_ json: String, option: String) throws -> AttributeMap {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else {
+            throw ValidationError("\(option) must be a JSON object")
+        }
+        return try configured { try ItemJSON.map(object, field: option) }
+    }
+
+    static func finish(_ id: String, client: ItemClient, write: WriteOptions) async throws {
+        print(id)
+        guard write.wait else { return }
+        let status: TransferStatus
+        do {
+            status = try await client.result(of: id, timeout: write.timeout)
+        } catch TransferClientError.timedOut {
+            FileHandle.standardError.write(Data("timed out after \(write.timeout.clampedInt()) s waiting for \(id)\n".utf8))
+            throw ExitCode(FerryExit.timedOut)
+        }
+        print("\(status.state.rawValue)\(status.error.map { ": \($0.code) \($0.message)" } ?? "")")
+        if status.state != .completed { throw ExitCode(FerryExit.transferNotCompleted) }
+    }
+
+    static func printJSON(_ record: ItemRecord) {
+        let plain: [String: Any] = ["table": record.table, "version": record.version, "item": ItemJSON.plain(.map(record.item)),
+                                    "owner": record.owner ?? NSNull(), "updatedAt": record.updatedAt]
+        let data = (try? JSONSerialization.data(withJSONObject: plain, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        print(String(decoding: data, as: UTF8.self))
+    }
+
+    struct Put: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Write a whole item; its S3ObjectInput attributes are uploaded first.")
+        @OptionGroup var kafka: KafkaOptions
+        @OptionGroup var log: LogOptions
+        @OptionGroup var write: WriteOptions
+        @Option(help: "The item, plain JSON.") var item: String
+
+        func run() async throws {
+            let client = try ItemsCommand.client(kafka, log)
+            let id = try await client.putItem(try ItemsCommand.attributes(item, option: "--item"), into: try write.definition(),
+                                              id: write.id ?? UUID().uuidString.lowercased(), accessLevel: try write.level(),
+                                              identityId: write.identityId, auth: write.auth ?? environment("FERRY_AUTH_TOKEN"))
+            try await ItemsCommand.finish(id, client: client, write: write)
+        }
+    }
+
+    struct Update: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Set and remove attributes of an item (created when missing).")
+        @OptionGroup var kafka: KafkaOptions
+        @OptionGroup var log: LogOptions
+        @OptionGroup var write: WriteOptions
+        @Option(help: "The key attributes, JSON.") var key: String
+        @Option(help: "Attributes to set, JSON (S3ObjectInputs are uploaded).") var set: String?
+        @Option(parsing: .singleValue, help: "An attribute to remove (repeatable).") var remove: [String] = []
+
+        func run() async throws {
+            let client = try ItemsCommand.client(kafka, log)
+            let id = try await client.updateItem(key: try ItemsCommand.attributes(key, option: "--key"), in: try write.definition(),
+                                                 set: try set.map { try ItemsCommand.attributes($0, option: "--set") } ?? [:], remove: remove,
+                                                 id: write.id ?? UUID().uuidString.lowercased(), accessLevel: try write.level(),
+                                                 identityId: write.identityId, auth: write.auth ?? environment("FERRY_AUTH_TOKEN"))
+            try await ItemsCommand.finish(id, client: client, write: write)
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete an item.")
+        @OptionGroup var kafka: KafkaOptions
+        @OptionGroup var log: LogOptions
+        @OptionGroup var write: WriteOptions
+        @Option(help: "The key attributes, JSON.") var key: String
+
+        func run() async throws {
+            let client = try ItemsCommand.client(kafka, log)
+            let id = try await client.deleteItem(key: try ItemsCommand.attributes(key, option: "--key"), from: try write.definition(),
+                                                 id: write.id ?? UUID().uuidString.lowercased(), accessLevel: try write.level(),
+                                                 identityId: write.identityId, auth: write.auth ?? environment("FERRY_AUTH_TOKEN"))
+            try await ItemsCommand.finish(id, client: client, write: write)
+        }
+    }
+
+    struct Get: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print one item as JSON (exit 1 when there is none).")
+        @OptionGroup var kafka: KafkaOptions
+        @OptionGroup var log: LogOptions
+        @OptionGroup var read: ReadOptions
+        @Option(name: .customLong("sort-key"), help: "The sort key's value, for tables with one.") var sortKey: String?
+
+        func run() async throws {
+            guard let record = try await ItemsCommand.client(kafka, log).get(table: read.name, partitionKey: read.key, sortKey: sortKey) else {
+                FileHandle.standardError.write(Data("no item \(read.key) in table \(read.name)\n".utf8))
+                throw ExitCode(FerryExit.transferNotCompleted)
+            }
+            ItemsCommand.printJSON(record)
+        }
+    }
+
+    struct Query: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print the items of one partition key in sort-key order, one JSON line each.")
+        @OptionGroup var kafka: KafkaOptions
+        @OptionGroup var log: LogOptions
+        @OptionGroup var read: ReadOptions
+        @Option(name: .customLong("sort-prefix"), help: "Only sort keys starting with this.") var sortPrefix: String?
+        @Option(help: "Sort keys from this (inclusive; numbers compare as numbers).") var from: String?
+        @Option(help: "Sort keys up to this (inclusive).") var to: String?
+        @Option(help: "At most this many items (default 1000).") var limit = 1000
+
+        func run() async throws {
+            let query = ItemQuery(table: read.name, partitionKey: read.key, sortKeyPrefix: sortPrefix, from: from, to: to, limit: limit)
+            for record in try await ItemsCommand.client(kafka, log).query(query) { ItemsCommand.printJSON(record) }
+        }
+    }
+
+    struct Download: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Download the file an item's attribute references, through the workers (access rules apply).")
+        @OptionGroup var kafka: KafkaOptions
+        @OptionGroup var log: LogOptions
+        @OptionGroup var read: ReadOptions
+        @Option(name: .customLong("sort-key"), help: "The sort key's value, for tables with one.") var sortKey: String?
+        @Option(help: "The attribute holding the S3Object: a name, or a path such as pictures[1].") var attribute: String
+        @Option(help: "Where to write the file: a path or file:///… under the workers' data root.") var to: String
+        @Option(name: .customLong("identity-id"), help: "Who acts.") var identityId: String?
+        @Option(help: "Identity proof for workers with --auth-mode jwt (env FERRY_AUTH_TOKEN).") var auth: String?
+        @Option(help: "Give up after this many seconds (default 600).") var timeout: Double = 600
+
+        func run() async throws {
+            let logger = try log.bootstrap(label: "ferry.items")
+            let client = try ItemsCommand.client(kafka, logger: logger)
+            guard let record = try await client.get(table: read.name, partitionKey: read.key, sortKey: sortKey) else {
+                throw ValidationError("no item \(read.key) in table \(read.name)")
+            }
+            guard case .map(let object)? = record.item.value(at: try Self.path(attribute)),
+                  case .string(let bucket)? = object["bucket"], case .string(let key)? = object["key"] else {
+                throw ValidationError("attribute \(attribute) of item \(read.key) holds no S3Object")
+            }
+            // The stored key is the full S3 key: its level and owner come from the layout, the user key is what follows the prefix.
+            let resolver = DefaultPrefixResolver()
+            guard let area = resolver.area(of: key) else { throw ValidationError("\(key) lies in no access level's area") }
+            let prefix = try configured { try resolver.prefix(for: area.level, owner: area.owner) }
+            let request = TransferRequest(id: UUID().uuidString.lowercased(), op: .download, bucket: bucket, key: String(key.dropFirst(prefix.count)),
+                                          accessLevel: area.level, identityId: identityId ?? area.owner,
+                                          targetIdentityId: area.level == .protected ? area.owner : nil,
+                                          destination: EnqueueCommand.uri(to), auth: auth ?? environment("FERRY_AUTH_TOKEN"))
+            let configuration = try kafka.configuration()
+            let transfers = try TransferClient(bootstrapServers: configuration.properties["bootstrap.servers"]!, properties: try kafka.properties(),
+                                               topics: kafka.topics, logger: logger)
+            let status = try await transfers.run(request, timeout: timeout)
+            print("\(status.state.rawValue) s3://\(bucket)/\(key) -> \(to)\(status.error.map { ": \($0.code) \($0.message)" } ?? "")")
+            if status.state != .completed { throw ExitCode(FerryExit.transferNotCompleted) }
+        }
+
+        /// `name`, `name.inner`, `name[2]`.
+        static func path(_ text: String) throws -> [FileInput.PathElement] {
+            var path: [FileInput.PathElement] = []
+            for part in text.split(separator: ".") {
+                var name = Substring(part)
+                var indexes: [Int] = []
+                while name.hasSuffix("]"), let open = name.lastIndex(of: "[") {
+                    guard let index = Int(name[name.index(after: open)..<name.index(before: name.endIndex)]) else {
+                        throw ValidationError("--attribute: bad index in \(text)")
+                    }
+                    indexes.insert(index, at: 0)
+                    name = name[..<open]
+                }
+                if !name.isEmpty { path.append(.attribute(String(name))) }
+                path += indexes.map(FileInput.PathElement.index)
+            }
+            guard !path.isEmpty else { throw ValidationError("--attribute is empty") }
+            return path
+        }
+    }
+}
