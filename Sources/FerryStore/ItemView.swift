@@ -88,6 +88,12 @@ public enum ItemView {
         }
     }
 
+    /// Changes read from a table topic, and where reading resumes, in one transaction.
+    static func applyRead(_ changes: [ItemVersion], topic: String, partition: Int32, next: Int64, in db: Database) throws {
+        for change in changes { try apply(change, in: db) }
+        try setPosition(topic: topic, partition: partition, next: next, in: db)
+    }
+
     static func position(topic: String, partition: Int32, in db: Database) throws -> Int64? {
         try Int64.fetchOne(db, sql: "SELECT nextOffset FROM item_view_position WHERE topic = ? AND partition = ?",
                            arguments: [topic, partition])
@@ -116,10 +122,7 @@ public final class ItemViewStore: ItemViewWriter {
     }
 
     public func apply(_ changes: [ItemVersion], topic: String, partition: Int32, next: Int64) async throws {
-        try await database.write { db in
-            for change in changes { try ItemView.apply(change, in: db) }
-            try ItemView.setPosition(topic: topic, partition: partition, next: next, in: db)
-        }
+        try await database.write { db in try ItemView.applyRead(changes, topic: topic, partition: partition, next: next, in: db) }
     }
 
     public func position(topic: String, partition: Int32) async throws -> Int64? {
@@ -137,10 +140,7 @@ public final class ItemViewStore: ItemViewWriter {
 
 extension WorkerStateStore: ItemViewWriter {
     public func apply(_ changes: [ItemVersion], topic: String, partition: Int32, next: Int64) async throws {
-        try await writes.write { db in
-            for change in changes { try ItemView.apply(change, in: db) }
-            try ItemView.setPosition(topic: topic, partition: partition, next: next, in: db)
-        }
+        try await writes.write { db in try ItemView.applyRead(changes, topic: topic, partition: partition, next: next, in: db) }
     }
 
     public func position(topic: String, partition: Int32) async throws -> Int64? {

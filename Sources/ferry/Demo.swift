@@ -120,16 +120,20 @@ struct Demo {
         print("putItem \(id): \(status.state.rawValue)\(status.error.map { " \($0)" } ?? "")")
         guard status.state == .completed, let stored = try await items.get(table: "posts", partitionKey: postId) else { return false }
         print("posts/\(postId): \(stored.item["picture"].map(\.description) ?? "-")")
-        let feed = root.appendingPathComponent("feed/posts.jsonl")
+        return try await Self.printLine(in: root.appendingPathComponent("feed/posts.jsonl"), containing: postId, what: "a post-feed line")
+    }
+
+    /// Waits up to 60 s for a line of `file` that contains `text` and prints it; false (with a reason) when none came.
+    private static func printLine(in file: URL, containing text: String, what: String) async throws -> Bool {
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
-            if let line = Self.lines(feed).first(where: { $0.contains(postId) }) {
+            if let line = lines(file).first(where: { $0.contains(text) }) {
                 print(line)
                 return true
             }
             try await Task.sleep(for: .milliseconds(300))
         }
-        print("expected a post-feed line for \(postId) within 60 s")
+        print("expected \(what) for \(text) within 60 s")
         return false
     }
 
@@ -150,16 +154,7 @@ struct Demo {
         try await reconciler.catchUp()
         let report = try await reconciler.reconcile(bucket: bucket, prefix: "public/outside/")
         print("reconcile: \(report)")
-        let deadline = Date().addingTimeInterval(60)
-        while Date() < deadline {
-            if let line = Self.lines(auditFile).first(where: { $0.contains(key) }) {
-                print(line)
-                return true
-            }
-            try await Task.sleep(for: .milliseconds(300))
-        }
-        print("expected an audit line for \(key) within 60 s")
-        return false
+        return try await Self.printLine(in: auditFile, containing: key, what: "an audit line")
     }
 
     private func follow(_ request: TransferRequest, client: TransferClient) async throws -> Bool {
