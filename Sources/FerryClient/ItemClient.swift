@@ -117,6 +117,30 @@ public final class ItemClient: Sendable {
         return view.query(query)
     }
 
+    /// Downloads the file an item's attribute references (an `S3Object`, at
+    /// `path`: a name, or names and list indexes) to `destination` under the
+    /// workers' data root, as a download request through the workers, so the
+    /// access rules apply: the level and owner come from the stored key's layout.
+    public func download(table: String, partitionKey: String, sortKey: String? = nil, attribute path: [FileInput.PathElement],
+                         to destination: String, identityId: String? = nil, auth: String? = nil,
+                         resolver: any PrefixResolver = DefaultPrefixResolver(), timeout: Double = 3600) async throws -> TransferStatus {
+        guard let record = try await get(table: table, partitionKey: partitionKey, sortKey: sortKey) else {
+            throw TransferClientError.invalidRequest(FerryError(.noSuchKey, "no item \(partitionKey) in table \(table)"))
+        }
+        guard case .map(let object)? = record.item.value(at: path),
+              case .string(let bucket)? = object["bucket"], case .string(let key)? = object["key"] else {
+            throw TransferClientError.invalidRequest(FerryError(.invalidRequest, "attribute \(path.map(\.description).joined(separator: ".")) of item \(partitionKey) holds no S3Object"))
+        }
+        guard let area = resolver.area(of: key) else {
+            throw TransferClientError.invalidRequest(FerryError(.accessDenied, "\(key) lies in no access level's area"))
+        }
+        let prefix = try resolver.prefix(for: area.level, owner: area.owner)
+        let request = TransferRequest(id: UUID().uuidString.lowercased(), op: .download, bucket: bucket, key: String(key.dropFirst(prefix.count)),
+                                      accessLevel: area.level, identityId: identityId ?? area.owner,
+                                      targetIdentityId: area.level == .protected ? area.owner : nil, destination: destination, auth: auth)
+        return try await transfers.run(request, timeout: timeout)
+    }
+
     private func follower(for table: String) throws -> TableFollower {
         try following.withLock { entries in
             if let entry = entries[table] { return entry.follower }

@@ -182,28 +182,16 @@ struct ItemsCommand: AsyncParsableCommand {
         @Option(help: "Give up after this many seconds (default 600).") var timeout: Double = 600
 
         func run() async throws {
-            let logger = try log.bootstrap(label: "ferry.items")
-            let client = try ItemsCommand.client(kafka, logger: logger)
-            guard let record = try await client.get(table: read.name, partitionKey: read.key, sortKey: sortKey) else {
-                throw ValidationError("no item \(read.key) in table \(read.name)")
+            let client = try ItemsCommand.client(kafka, log)
+            let status: TransferStatus
+            do {
+                status = try await client.download(table: read.name, partitionKey: read.key, sortKey: sortKey, attribute: try Self.path(attribute),
+                                                   to: EnqueueCommand.uri(to), identityId: identityId,
+                                                   auth: auth ?? environment("FERRY_AUTH_TOKEN"), timeout: timeout)
+            } catch TransferClientError.invalidRequest(let error) {
+                throw ValidationError(error.message)
             }
-            guard case .map(let object)? = record.item.value(at: try Self.path(attribute)),
-                  case .string(let bucket)? = object["bucket"], case .string(let key)? = object["key"] else {
-                throw ValidationError("attribute \(attribute) of item \(read.key) holds no S3Object")
-            }
-            // The stored key is the full S3 key: its level and owner come from the layout, the user key is what follows the prefix.
-            let resolver = DefaultPrefixResolver()
-            guard let area = resolver.area(of: key) else { throw ValidationError("\(key) lies in no access level's area") }
-            let prefix = try configured { try resolver.prefix(for: area.level, owner: area.owner) }
-            let request = TransferRequest(id: UUID().uuidString.lowercased(), op: .download, bucket: bucket, key: String(key.dropFirst(prefix.count)),
-                                          accessLevel: area.level, identityId: identityId ?? area.owner,
-                                          targetIdentityId: area.level == .protected ? area.owner : nil,
-                                          destination: EnqueueCommand.uri(to), auth: auth ?? environment("FERRY_AUTH_TOKEN"))
-            let configuration = try kafka.configuration()
-            let transfers = try TransferClient(bootstrapServers: configuration.properties["bootstrap.servers"]!, properties: try kafka.properties(),
-                                               topics: kafka.topics, logger: logger)
-            let status = try await transfers.run(request, timeout: timeout)
-            print("\(status.state.rawValue) s3://\(bucket)/\(key) -> \(to)\(status.error.map { ": \($0.code) \($0.message)" } ?? "")")
+            print("\(status.state.rawValue) \(status.object.map { "s3://\($0.bucket)/\($0.key)" } ?? "") -> \(to)\(status.error.map { ": \($0.code) \($0.message)" } ?? "")")
             if status.state != .completed { throw ExitCode(FerryExit.transferNotCompleted) }
         }
 
