@@ -14,12 +14,20 @@ public enum RequestDecoder {
     public static let maxIdLength = 128
 
     public static func decode(_ bytes: [UInt8]) -> Result<TransferRequest, Failure> {
-        guard bytes.count <= RequestLimits.maxMessageBytes else {
-            return .failure(Failure(error: FerryError(.requestTooLarge, "request is \(bytes.count) bytes; the limit is \(RequestLimits.maxMessageBytes)"),
-                                    id: nil, op: nil))
-        }
+        if let tooLarge = sizeFailure(bytes) { return .failure(tooLarge) }
         let data = Data(bytes)
-        let loose = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        return decodeTransfer(data, loose: try? JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    /// A message over the size limit, refused before it is parsed.
+    static func sizeFailure(_ bytes: [UInt8]) -> Failure? {
+        guard bytes.count > RequestLimits.maxMessageBytes else { return nil }
+        return Failure(error: FerryError(.requestTooLarge, "request is \(bytes.count) bytes; the limit is \(RequestLimits.maxMessageBytes)"),
+                       id: nil, op: nil)
+    }
+
+    /// The transfer request in `data`, already parsed loosely (`loose`, nil when not a JSON object).
+    static func decodeTransfer(_ data: Data, loose: [String: Any]?) -> Result<TransferRequest, Failure> {
         let id = loose?["id"] as? String
         let op = loose?["op"] as? String
         func fail(_ code: FerryError.Code, _ message: String) -> Result<TransferRequest, Failure> {

@@ -6,8 +6,8 @@ import GRDB
 /// each item (deletions kept as versions, so a late, older write cannot bring
 /// an item back and a re-created item continues its numbering), and how far
 /// each table topic partition has been read. Lives in a worker's state
-/// database (its own writes land in the same transaction as their outbox
-/// messages) and in a reader's (`ItemViewStore`).
+/// database: its own writes land in the same transaction as their outbox
+/// messages. (Readers keep theirs in memory: `InMemoryItemView`.)
 public enum ItemView {
     static func createSchema(_ db: Database) throws {
         try db.create(table: "item_view") { t in
@@ -104,37 +104,6 @@ public enum ItemView {
             INSERT INTO item_view_position (topic, partition, nextOffset) VALUES (?, ?, ?)
             ON CONFLICT (topic, partition) DO UPDATE SET nextOffset = max(nextOffset, excluded.nextOffset)
             """, arguments: [topic, partition, next])
-    }
-}
-
-/// A view of its own (the command line): `<directory>/items.sqlite`.
-public final class ItemViewStore: ItemViewWriter {
-    let database: DatabasePool
-
-    public init(directory: URL) throws {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        var configuration = Configuration()
-        configuration.busyMode = .timeout(5)
-        database = try DatabasePool(path: directory.appendingPathComponent("items.sqlite").path, configuration: configuration)
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1-item-view") { db in try ItemView.createSchema(db) }
-        try migrator.migrate(database)
-    }
-
-    public func apply(_ changes: [ItemVersion], topic: String, partition: Int32, next: Int64) async throws {
-        try await database.write { db in try ItemView.applyRead(changes, topic: topic, partition: partition, next: next, in: db) }
-    }
-
-    public func position(topic: String, partition: Int32) async throws -> Int64? {
-        try await database.read { db in try ItemView.position(topic: topic, partition: partition, in: db) }
-    }
-
-    public func item(table: String, itemKey: String) async throws -> ItemRecord? {
-        try await database.read { db in try ItemView.current(table: table, itemKey: itemKey, in: db)?.record }
-    }
-
-    public func query(_ query: ItemQuery) async throws -> [ItemRecord] {
-        try await database.read { db in try ItemView.query(query, in: db) }
     }
 }
 

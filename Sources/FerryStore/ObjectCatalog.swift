@@ -31,11 +31,7 @@ public final class ObjectCatalog: Sendable {
     public let path: String
 
     public init(directory: URL) throws {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        path = directory.appendingPathComponent("catalog.sqlite").path
-        var configuration = Configuration()
-        configuration.busyMode = .timeout(5)
-        database = try DatabasePool(path: path, configuration: configuration)
+        (database, path) = try StateDatabase.open("catalog.sqlite", in: directory)
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1-catalog") { db in
             try db.create(table: "catalog_object") { t in

@@ -16,11 +16,7 @@ public final class WorkerStateStore: Sendable {
 
     /// Opens (and creates or migrates) `<directory>/ferry.sqlite`.
     public init(directory: URL) throws {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        path = directory.appendingPathComponent("ferry.sqlite").path
-        var configuration = Configuration()
-        configuration.busyMode = .timeout(5)
-        database = try DatabasePool(path: path, configuration: configuration)
+        (database, path) = try StateDatabase.open("ferry.sqlite", in: directory)
         try Self.migrator.migrate(database)
         writes = WriteBatcher(database: database)
     }

@@ -85,11 +85,12 @@ public final class TableFollower: Sendable {
     public static func change(in message: KafkaMessage, table: String) -> ItemVersion? {
         guard let key = message.key, let itemKey = String(validating: key, as: UTF8.self) else { return nil }
         if message.value.isEmpty {
-            guard let version = message.header(ItemRecord.versionHeader).flatMap({ Int64($0) }) else { return nil }
+            guard let version = message.header(ItemRecord.versionHeader).flatMap({ Int64($0) }),
+                  ItemRecord.versions.contains(version) else { return nil }
             return ItemVersion(table: table, itemKey: itemKey, version: version, record: nil)
         }
         guard let record = try? JSONDecoder().decode(ItemRecord.self, from: Data(message.value)),
-              record.table == table, record.itemKey == itemKey else { return nil }
+              record.table == table, record.itemKey == itemKey, ItemRecord.versions.contains(record.version) else { return nil }
         return ItemVersion(table: table, itemKey: itemKey, version: record.version, record: record)
     }
 
@@ -111,7 +112,7 @@ public final class TableFollower: Sendable {
             }
             if behind.isEmpty { return }
             guard Date() < deadline, !Task.isCancelled else {
-                throw FerryError(.kafkaError, "the view of table \(table) is behind \(topic) on partitions \(behind.keys.sorted()) after \(Int(timeout)) s")
+                throw FerryError(.kafkaError, "the view of table \(table) is behind \(topic) on partitions \(behind.keys.sorted()) after \(timeout.clampedInt()) s")
             }
             try? await Task.sleep(for: .milliseconds(10))
         }

@@ -34,6 +34,8 @@ struct ItemsCommand: AsyncParsableCommand {
         @Option(help: "With --wait: give up after this many seconds (default 600).") var timeout: Double = 600
 
         func definition() throws -> TableDefinition { try configured { try TableDefinition(parsing: table) } }
+        var requestId: String { id ?? UUID().uuidString.lowercased() }
+        var authToken: String? { auth ?? environment("FERRY_AUTH_TOKEN") }
         func level() throws -> AccessLevel? {
             guard let accessLevel else { return nil }
             guard let level = AccessLevel(rawValue: accessLevel) else { throw ValidationError("--access-level must be guest, protected or private") }
@@ -95,8 +97,8 @@ struct ItemsCommand: AsyncParsableCommand {
         func run() async throws {
             let client = try ItemsCommand.client(kafka, log)
             let id = try await client.putItem(try ItemsCommand.attributes(item, option: "--item"), into: try write.definition(),
-                                              id: write.id ?? UUID().uuidString.lowercased(), accessLevel: try write.level(),
-                                              identityId: write.identityId, auth: write.auth ?? environment("FERRY_AUTH_TOKEN"))
+                                              id: write.requestId, accessLevel: try write.level(),
+                                              identityId: write.identityId, auth: write.authToken)
             try await ItemsCommand.finish(id, client: client, write: write)
         }
     }
@@ -114,8 +116,8 @@ struct ItemsCommand: AsyncParsableCommand {
             let client = try ItemsCommand.client(kafka, log)
             let id = try await client.updateItem(key: try ItemsCommand.attributes(key, option: "--key"), in: try write.definition(),
                                                  set: try set.map { try ItemsCommand.attributes($0, option: "--set") } ?? [:], remove: remove,
-                                                 id: write.id ?? UUID().uuidString.lowercased(), accessLevel: try write.level(),
-                                                 identityId: write.identityId, auth: write.auth ?? environment("FERRY_AUTH_TOKEN"))
+                                                 id: write.requestId, accessLevel: try write.level(),
+                                                 identityId: write.identityId, auth: write.authToken)
             try await ItemsCommand.finish(id, client: client, write: write)
         }
     }
@@ -130,8 +132,8 @@ struct ItemsCommand: AsyncParsableCommand {
         func run() async throws {
             let client = try ItemsCommand.client(kafka, log)
             let id = try await client.deleteItem(key: try ItemsCommand.attributes(key, option: "--key"), from: try write.definition(),
-                                                 id: write.id ?? UUID().uuidString.lowercased(), accessLevel: try write.level(),
-                                                 identityId: write.identityId, auth: write.auth ?? environment("FERRY_AUTH_TOKEN"))
+                                                 id: write.requestId, accessLevel: try write.level(),
+                                                 identityId: write.identityId, auth: write.authToken)
             try await ItemsCommand.finish(id, client: client, write: write)
         }
     }

@@ -30,7 +30,7 @@ struct ReconcileCommand: AsyncParsableCommand {
     @Option(help: "Key prefix (default: the whole bucket).") var prefix = ""
     @Option(name: .customLong("state-dir"), help: "Directory of the catalog (default .ferry, a worker's state dir).") var stateDir = ".ferry"
     @Option(name: .customLong("local-store"), help: "Reconcile a local object store directory instead of S3.") var localStore: String?
-    @Option(help: "Run again every this many seconds, until interrupted.") var every: Double?
+    @Option(help: "Run again every this many seconds (1…604,800), until interrupted.") var every: Double?
     @Flag(name: .customLong("dry-run"), help: "Count what would be announced; announce nothing.") var dryRun = false
     @OptionGroup var kafka: KafkaOptions
     @OptionGroup var s3: S3Options
@@ -41,6 +41,7 @@ struct ReconcileCommand: AsyncParsableCommand {
         logOptions.level = log.level ?? environment("FERRY_LOG_LEVEL") ?? "warning"
         let logger = try logOptions.bootstrap(label: "ferry.reconcile")
         if let problem = RequestLimits.bucketNameProblem(bucket) { throw ValidationError(problem.message) }
+        try requireRange(every, 1...604_800, "--every")
         let store: any ObjectStore = try localStore.map { try LocalObjectStore(root: URL(fileURLWithPath: $0)) }
             ?? S3Client(try configured { try s3.configuration() })
         let kafkaConfiguration = try kafka.configuration()

@@ -99,5 +99,7 @@ import Testing
         #expect(records.filter(numeric.matches).sorted(by: ItemQuery.sortKeyOrder).compactMap { $0.keys["sk"]?.stringValue } == ["9", "10"])
         let texts = [record("a", .string("2026-01")), record("a", .string("2026-02")), record("a", .string("2025-12"))]
         #expect(texts.filter(ItemQuery(table: "t", partitionKey: "a", sortKeyPrefix: "2026-").matches).count == 2)
+        // A limit from a command line or a caller is never negative (a negative prefix would trap).
+        #expect(ItemQuery(table: "t", partitionKey: "a", limit: -5).limit == 0)
     }
 }

@@ -10,7 +10,7 @@ public struct ItemQuery: Sendable, Hashable {
 
     public init(table: String, partitionKey: String, sortKeyPrefix: String? = nil, from: String? = nil, to: String? = nil, limit: Int = 1000) {
         self.table = table; self.partitionKey = partitionKey; self.sortKeyPrefix = sortKeyPrefix
-        self.from = from; self.to = to; self.limit = limit
+        self.from = from; self.to = to; self.limit = max(0, limit)
     }
 
     /// Whether `record` answers the query (the SQLite view applies the same rule in SQL).

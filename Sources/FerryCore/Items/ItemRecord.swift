@@ -27,6 +27,9 @@ public struct ItemRecord: Sendable, Hashable, Codable {
 
     public var itemKey: String { ItemKey.text(keySchema.compactMap { keys[$0] }) }
 
+    /// Versions a record may carry: the next one (`version + 1`) always exists.
+    public static let versions: ClosedRange<Int64> = 1...(Int64.max - 1)
+
     public static let versionHeader = "ferry-item-version"
     public static let requestHeader = "ferry-request-id"
 }

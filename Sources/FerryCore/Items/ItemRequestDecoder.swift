@@ -8,11 +8,13 @@ public enum WorkerRequest: Sendable {
 
 extension RequestDecoder {
     /// Decodes a transfer or an item request; never traps on any input.
+    /// The JSON is parsed once, whichever kind the message is.
     public static func decodeAny(_ bytes: [UInt8]) -> Result<WorkerRequest, Failure> {
-        guard bytes.count <= RequestLimits.maxMessageBytes,
-              let loose = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
-              let op = loose["op"] as? String, let itemOp = ItemOperation(rawValue: op) else {
-            return decode(bytes).map(WorkerRequest.transfer)
+        if let tooLarge = sizeFailure(bytes) { return .failure(tooLarge) }
+        let data = Data(bytes)
+        let loose = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        guard let loose, let op = loose["op"] as? String, let itemOp = ItemOperation(rawValue: op) else {
+            return decodeTransfer(data, loose: loose).map(WorkerRequest.transfer)
         }
         let id = loose["id"] as? String
         do throws(FerryError) {

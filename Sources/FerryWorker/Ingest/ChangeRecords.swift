@@ -25,8 +25,17 @@ extension EventBuilder {
     /// microseconds, 16 hex digits, which grows per key.
     static func sequencer(for change: StoreNotification) -> String {
         if let sequencer = change.sequencer { return sequencer }
-        let date = ISO8601DateFormatter.fractional.date(from: change.eventTime) ?? Date()
-        return String(format: "%016llX", UInt64(max(0, date.timeIntervalSince1970 * 1_000_000)))
+        return String(format: "%016llX", Int64(microseconds(of: eventDate(change))))
+    }
+
+    /// When the change happened (now, when its time cannot be read).
+    static func eventDate(_ change: StoreNotification) -> Date {
+        ISO8601DateFormatter.fractional.date(from: change.eventTime) ?? Date()
+    }
+
+    /// Microseconds since 1970, never negative and never past Int.max, whatever the date.
+    static func microseconds(of date: Date) -> Int {
+        (date.timeIntervalSince1970 * 1_000_000).clampedInt(0...Int.max)
     }
 }
 
@@ -37,8 +46,8 @@ extension StreamRecordBuilder {
     /// `0000`, growing per key among these records.
     func objectRecord(change: StoreNotification, new: ObjectCatalog.Entry?, old: ObjectCatalog.Entry?) -> DynamoDBEvent.Record {
         let keys: AttributeMap = ["bucket": .string(change.bucket), "key": .string(change.key)]
-        let date = ISO8601DateFormatter.fractional.date(from: change.eventTime) ?? Date()
-        let sequence = String(format: "2%020lld0000", Int64(max(0, date.timeIntervalSince1970 * 1_000_000)))
+        let date = EventBuilder.eventDate(change)
+        let sequence = String(format: "2%020lld0000", Int64(EventBuilder.microseconds(of: date)))
         let oldImage = old.map { image(of: $0, keys: keys) }
         if change.isRemoval {
             return objectsRecord(name: .remove, keys: keys, new: nil, old: oldImage ?? keys, sequence: sequence, time: date)

@@ -62,6 +62,10 @@ extension RequestPipeline {
             let error = FerryError(.accessDenied, "item \(plan.itemKey) of table \(plan.table.name) belongs to another identity")
             return await reject(message, error: error, id: request.id, op: op, callback: callback, log: log)
         }
+        guard (current?.version ?? 0) < ItemRecord.versions.upperBound else {
+            let error = FerryError(.invalidRequest, "item \(plan.itemKey) of table \(plan.table.name) is at its last version")
+            return await reject(message, error: error, id: request.id, op: op, callback: callback, log: log)
+        }
         let held = current?.record?.item.referencedObjects ?? []
         var status = TransferStatus(id: request.id, op: op, state: .completed, attempt: 1, worker: workerId)
         var messages: [OutboxMessage] = []
