@@ -74,11 +74,17 @@ public struct HostileRequestGenerator {
             mutations.append(mutate(&request))
         }
         var value = encode(request)
-        // Brokers take at most about 1 MB: two large mutations together keep only the first.
+        // Brokers take at most about 1 MB: when large mutations add up past it,
+        // the padding goes first, then the largest other fields, until it fits.
         if value.count > 960_000, request["pad"] != nil {
             request["pad"] = nil
             value = encode(request)
             mutations.append("pad dropped to fit the broker")
+        }
+        while value.count > 960_000, let largest = request.filter({ $0.key != "id" }).max(by: { $0.value.count < $1.value.count }) {
+            request[largest.key] = nil
+            value = encode(request)
+            mutations.append("\(largest.key) dropped to fit the broker")
         }
         let carriedId = request["id"].flatMap { literal -> String? in
             guard literal.hasPrefix("\""), literal.hasSuffix("\"") else { return nil }
