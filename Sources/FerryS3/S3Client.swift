@@ -74,16 +74,23 @@ public final class S3Client: ObjectStore {
         if let range = input.range { headers.append(("range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
         if let eTag = input.ifMatch { headers.append(("if-match", eTag)) }
         if input.checksumMode { headers.append(("x-amz-checksum-mode", "ENABLED")) }
-        let response = try await send("GetObject", method: "GET", bucket: input.bucket, key: input.key, headers: headers,
-                                      sink: .file(descriptor: descriptor, offset: offset), progress: progress)
-        var attributes = Self.attributes(response)
-        // A ranged answer names the whole size after the slash: "bytes 0-99/12345".
-        if let contentRange = response.header("content-range"), let total = contentRange.split(separator: "/").last.flatMap({ Int64($0) }) {
-            attributes.size = total
-        } else {
-            attributes.size = response.bodyLength
+        let observer = input.observer.map { seen in
+            ResponseObserver(head: { _, headers in seen.attributes(Self.getAttributes(headers)) }, body: seen.body)
         }
+        let response = try await send("GetObject", method: "GET", bucket: input.bucket, key: input.key, headers: headers,
+                                      sink: .file(descriptor: descriptor, offset: offset), progress: progress, observer: observer)
+        var attributes = Self.getAttributes(response.headers)
         attributes.bytesReceived = response.bodyLength
+        return attributes
+    }
+
+    /// A GET's attributes from its headers: the whole object's size, also for a
+    /// range, whose answer names it after the slash ("bytes 0-99/12345").
+    static func getAttributes(_ headers: [String: String]) -> ObjectAttributes {
+        var attributes = attributes(headers)
+        if let total = headers["content-range"]?.split(separator: "/").last.flatMap({ Int64($0) }) {
+            attributes.size = total
+        }
         return attributes
     }
 
@@ -209,7 +216,8 @@ public final class S3Client: ObjectStore {
     func send(_ operation: String, method: String, bucket: String?, key: String?,
               query: [(String, String)] = [], headers: [(String, String)] = [],
               body: HTTPRequest.Body = .none, payloadHash: String? = nil,
-              sink: HTTPRequest.ResponseSink = .memory, progress: TransferMeter? = nil) async throws(FerryError) -> HTTPResponse {
+              sink: HTTPRequest.ResponseSink = .memory, progress: TransferMeter? = nil,
+              observer: ResponseObserver? = nil) async throws(FerryError) -> HTTPResponse {
         try Self.checkAddress(bucket: bucket, key: key)
         let endpoint = configuration.endpoint
         let host = endpoint.hostHeader(bucket: bucket)
@@ -226,8 +234,9 @@ public final class S3Client: ObjectStore {
         }
         let response: HTTPResponse
         do {
-            response = try await transport.execute(HTTPRequest(method: method, url: url, headers: signed,
-                                                               body: body, response: sink, progress: progress))
+            var request = HTTPRequest(method: method, url: url, headers: signed, body: body, response: sink, progress: progress)
+            request.observer = observer
+            response = try await transport.execute(request)
         } catch {
             Counter(label: "ferry_s3_errors_total", dimensions: [("operation", operation), ("code", error.code.rawValue)]).increment()
             throw error
@@ -302,18 +311,21 @@ public final class S3Client: ObjectStore {
         return "\"\(bare)\""
     }
 
-    static func attributes(_ response: HTTPResponse) -> ObjectAttributes {
+    static func attributes(_ response: HTTPResponse) -> ObjectAttributes { attributes(response.headers) }
+
+    /// From response headers (names lowercased).
+    static func attributes(_ headers: [String: String]) -> ObjectAttributes {
         var metadata: [String: String] = [:]
-        for (name, value) in response.headers where name.hasPrefix("x-amz-meta-") {
+        for (name, value) in headers where name.hasPrefix("x-amz-meta-") {
             metadata[String(name.dropFirst("x-amz-meta-".count))] = value
         }
-        let lastModified = response.header("last-modified").flatMap(HTTPDate.parse)
-        var attributes = ObjectAttributes(size: Int64(response.header("content-length") ?? "") ?? 0,
-                                          eTag: response.header("etag"), contentType: response.header("content-type"),
+        let lastModified = headers["last-modified"].flatMap(HTTPDate.parse)
+        var attributes = ObjectAttributes(size: Int64(headers["content-length"] ?? "") ?? 0,
+                                          eTag: headers["etag"], contentType: headers["content-type"],
                                           metadata: metadata, lastModified: lastModified,
-                                          versionId: response.header("x-amz-version-id"))
+                                          versionId: headers["x-amz-version-id"])
         for algorithm in ChecksumAlgorithm.allCases {
-            if let value = response.header(algorithm.headerName) { attributes.checksums[algorithm] = value }
+            if let value = headers[algorithm.headerName] { attributes.checksums[algorithm] = value }
         }
         return attributes
     }

@@ -1,6 +1,8 @@
 import FerryCore
 @testable import FerryS3
+import FerryTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 /// The transport against a server that accepts connections and never answers.
@@ -45,7 +47,8 @@ import Testing
         let elapsed = ContinuousClock.now - started
         guard case .failure(let error) = result else { Issue.record("a silent server answered?"); return }
         #expect((error as? FerryError)?.code == .cancelled, "\(error)")
-        #expect(elapsed < .seconds(10), "took \(elapsed); the low-speed cut-off is 30 s")
+        // The loop is woken on cancellation: well under the progress callback's second.
+        #expect(elapsed < .seconds(3), "took \(elapsed); the low-speed cut-off is 30 s")
         #expect(transport.connectionsInUse == 0)
     }
 
@@ -67,5 +70,114 @@ import Testing
             guard case .failure(let error) = await task.result else { Issue.record("answered?"); continue }
             #expect((error as? FerryError)?.code == .cancelled, "\(error)")
         }
+    }
+
+    /// Accepts connections and holds them unanswered until `answerAll()`,
+    /// which sends each a 200 and closes it.
+    final class HeldResponder: Sendable {
+        final class Held: Sendable { let connections = Mutex<[Int32]>([]) }
+        let server: SilentServer
+        private let held = Held()
+        var port: Int { server.port }
+        var holding: Int { held.connections.withLock { $0.count } }
+
+        init() throws {
+            server = try SilentServer()
+            let fd = server.fd
+            Thread { [held] in
+                while true {
+                    let connection = accept(fd, nil, nil)
+                    if connection < 0 { return }
+                    held.connections.withLock { $0.append(connection) }
+                }
+            }.start()
+        }
+
+        func answerAll() {
+            let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok".utf8)
+            for connection in held.connections.withLock({ s in defer { s = [] }; return s }) {
+                _ = answer.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                close(connection)
+            }
+        }
+    }
+
+    /// One transfer core: 48 requests in flight at once are all driven by the
+    /// transport's event loops (two threads), not by a thread each; curl's
+    /// callbacks for every one of them run on those threads.
+    @Test func requestsInFlightShareTheLoopThreads() async throws {
+        let server = try HeldResponder()
+        let transport = CurlTransport(limits: .init(maxConnections: 64))
+        let threads = Mutex<Set<UInt>>([])
+        let requests = (0..<48).map { i in
+            Task { @Sendable () async throws -> HTTPResponse in
+                var request = HTTPRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/r\(i)")
+                request.observer = ResponseObserver(head: { _, _ in threads.withLock { _ = $0.insert(UInt(pthread_self())) } },
+                                                    body: { _ in threads.withLock { _ = $0.insert(UInt(pthread_self())) } })
+                return try await transport.execute(request)
+            }
+        }
+        #expect(await eventually(timeout: 10, every: 0.05) { server.holding == 48 }, "\(server.holding) connections held")
+        #expect(transport.connectionsInUse == 48)
+        server.answerAll()
+        for request in requests {
+            let response = try await request.value
+            #expect(response.status == 200 && response.body == Array("ok".utf8))
+        }
+        #expect(threads.withLock { $0.count } <= 2, "callbacks ran on \(threads.withLock { $0.count }) threads")
+        #expect(transport.connectionsInUse == 0)
+    }
+
+    /// Cancelling many requests at once ends them all at once.
+    @Test func cancellingManyRequestsEndsThemAtOnce() async throws {
+        let server = try SilentServer()
+        let transport = CurlTransport(limits: .init(maxConnections: 64))
+        let requests = (0..<48).map { i in
+            Task { @Sendable () async throws -> HTTPResponse in
+                try await transport.execute(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/r\(i)"))
+            }
+        }
+        #expect(await eventually(timeout: 10, every: 0.05) { transport.connectionsInUse == 48 })
+        let started = ContinuousClock.now
+        requests.forEach { $0.cancel() }
+        for request in requests {
+            guard case .failure(let error) = await request.result else { Issue.record("a silent server answered?"); continue }
+            #expect((error as? FerryError)?.code == .cancelled, "\(error)")
+        }
+        #expect(ContinuousClock.now - started < .seconds(3), "48 cancelled requests took \(ContinuousClock.now - started) to end")
+        #expect(transport.connectionsInUse == 0)
+    }
+
+    /// The bandwidth limit holds for the whole transport, uploads and downloads
+    /// alike, without a thread sleeping: requests are paused and resumed.
+    @Test func theBandwidthLimitIsSharedAndPacesBothWays() async throws {
+        let logs = try TestPaths.temporaryDirectory("bandwidth")
+        defer { try? FileManager.default.removeItem(at: logs) }
+        let moto = try await MotoServer.start(logDirectory: logs)
+        defer { Task { await moto.stop() } }
+        let s3 = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+                                credentials: .init(accessKeyId: "testing", secretAccessKey: "testing"),
+                                limits: .init(bandwidthBytesPerSecond: 1 << 20)))
+        try await s3.createBucket("paced")
+        let body = (0..<(3 << 19)).map { UInt8(truncatingIfNeeded: $0 &* 31) }  // 1.5 MiB
+        // Two uploads of 1.5 MiB at once share 1 MiB/s: about three seconds together.
+        var started = ContinuousClock.now
+        async let a = s3.putObject(PutObjectInput(bucket: "paced", key: "a"), body: .bytes(body), progress: nil)
+        async let b = s3.putObject(PutObjectInput(bucket: "paced", key: "b"), body: .bytes(body), progress: nil)
+        _ = try await (a, b)
+        let up = ContinuousClock.now - started
+        #expect(up >= .milliseconds(2500) && up < .seconds(12), "3 MiB up at 1 MiB/s took \(up)")
+        let file = logs.appendingPathComponent("down.bin")
+        FileManager.default.createFile(atPath: file.path, contents: nil)
+        let fd = open(file.path, O_RDWR)
+        defer { close(fd) }
+        started = ContinuousClock.now
+        async let c = s3.getObject(GetObjectInput(bucket: "paced", key: "a"), into: fd, at: 0, progress: nil)
+        async let d = s3.getObject(GetObjectInput(bucket: "paced", key: "b"), into: fd, at: Int64(body.count), progress: nil)
+        let got = try await (c, d)
+        let down = ContinuousClock.now - started
+        #expect(got.0.bytesReceived + got.1.bytesReceived == Int64(2 * body.count))
+        #expect(down >= .milliseconds(2500) && down < .seconds(12), "3 MiB down at 1 MiB/s took \(down)")
+        #expect(try Data(contentsOf: file) == Data(body + body))
     }
 }

@@ -1,15 +1,19 @@
 import FerryCore
 import FerryS3
 import Foundation
+import Synchronization
 
 extension TransferRun {
-    /// Downloads into a hidden temp file beside the destination: a first GET of
-    /// one part's range learns the size and ETag; the other ranges follow in
-    /// parallel with `If-Match`, written at their offsets. An object replaced
-    /// meanwhile fails `If-Match` and the download starts over. The temp file
-    /// is fsynced (unless `syncDownloads` is off) and renamed into place, or removed. Ranges written are
-    /// journaled: a run that resumes (same ETag, same part size) skips them,
-    /// and a hand-off keeps the temp file for it.
+    /// Downloads into a hidden temp file beside the destination: a first GET
+    /// (`firstSpan`) learns the size and ETag from its headers, and the other
+    /// ranges start at once, in parallel with `If-Match`, written at their
+    /// offsets, while the first one's body still streams. An object replaced
+    /// meanwhile fails `If-Match` and the download starts over. Checksums are
+    /// computed as the first range streams; only what came in other ranges is
+    /// read back. The temp file is fsynced (unless `syncDownloads` is off) and
+    /// renamed into place, or removed. Ranges written are journaled: a run that
+    /// resumes (same ETag, same part size) skips them, and a hand-off keeps the
+    /// temp file for it.
     func download() async throws(FerryError) -> TransferOutcome {
         guard let destination = request.destination else { throw FerryError(.invalidRequest, "download needs a destination") }
         let path = try dataRoot.destinationPath(destination)
@@ -66,39 +70,35 @@ extension TransferRun {
 
     private func downloadOnce(into fd: Int32) async throws(FerryError) -> ObjectAttributes {
         let partSize = settings.partSize
+        let firstSpan = self.firstSpan
         // Of the request's headers only SSE-C keys belong on a GET.
         let sse = (request.headers ?? [:]).filter { HeaderPolicy.isCustomerKeyHeader($0.key) }
-        var first: ObjectAttributes
-        do {
-            first = try await attempt("GetObject") { () async throws(FerryError) -> ObjectAttributes in
-                try await store.getObject(GetObjectInput(bucket: location.bucket, key: location.key, range: 0...(partSize - 1),
-                                                         headers: sse, checksumMode: true), into: fd, at: 0, progress: meter)
-            }
-        } catch where error.code == .invalidRange {
-            // An empty object has no byte 0: fetch it whole.
-            first = try await attempt("GetObject") { () async throws(FerryError) -> ObjectAttributes in
-                try await store.getObject(GetObjectInput(bucket: location.bucket, key: location.key, headers: sse,
-                                                         checksumMode: true), into: fd, at: 0, progress: meter)
-            }
-        }
-        let size = first.size
+        let checkMD5 = request.headers?.isEmpty ?? true
+        let threshold = settings.multipartThreshold
+        let head = FirstHead()
+        let run = self
+        let location = self.location
+        // The first range runs in a task of its own; its head (size, ETag) starts the
+        // other ranges while its body is still arriving.
+        async let firstRange = fetchFirstRange(into: fd, sse: sse, head: head, checkMD5: checkMD5, threshold: threshold)
+        let early = try await head.value.get()
+        let size = early.size
         setTotal(size)
-        if first.bytesReceived < size {
-            guard let eTag = first.eTag else {
+        var written: Set<Int> = []
+        let firstParts = firstSpan / partSize
+        if size > firstSpan {
+            guard let eTag = early.eTag else {
                 throw FerryError(.storageError, "ranged GET answered without an ETag; cannot guard against a replaced object")
             }
             let id = request.id
             let journal = self.journal
-            let written = await journal?.downloadedParts(transferId: id, eTag: eTag, partSize: partSize) ?? []
-            await journal?.partDownloaded(transferId: id, eTag: eTag, partSize: partSize, partNumber: 1)
-            let rest = Array(PartPlan(rangesOf: size, partSize: partSize).parts.dropFirst())
+            written = await journal?.downloadedParts(transferId: id, eTag: eTag, partSize: partSize) ?? []
+            let rest = Array(PartPlan(rangesOf: size, partSize: partSize).parts.dropFirst(Int(firstParts)))
             let resumed = rest.filter { written.contains($0.number) }
             if !resumed.isEmpty {
                 meter.add(resumed.reduce(0) { $0 + $1.length })
-                logger.info("resuming download", metadata: ["partsOnDisk": "\(resumed.count + 1)", "parts": "\(rest.count + 1)"])
+                logger.info("resuming download", metadata: ["partsOnDisk": "\(resumed.count + Int(firstParts))", "parts": "\(rest.count + Int(firstParts))"])
             }
-            let run = self
-            let location = self.location
             _ = try await forEachConcurrently(rest.filter { !written.contains($0.number) },
                                               concurrency: settings.partConcurrency) { (part) async throws(FerryError) -> Int64 in
                 let got = try await run.attempt("GetObject range \(part.number)") { () async throws(FerryError) -> ObjectAttributes in
@@ -113,42 +113,165 @@ extension TransferRun {
                 return got.bytesReceived
             }
         }
-        guard ftruncate(fd, off_t(size)) == 0 else { throw FerryError(.localIOError, "cannot size the download file") }
-        // Both re-read the whole file: on the blocking pool.
-        let checkMD5 = size <= settings.multipartThreshold && request.headers?.isEmpty ?? true
-        let attributes = first
-        try await BlockingPool.shared.run { () throws(FerryError) in
-            try Self.verifyStoredChecksum(fd: fd, size: size, attributes: attributes)
-            if checkMD5 { try Self.verifyWholeObjectMD5(fd: fd, size: size, eTag: attributes.eTag) }
+        let (first, digest) = try await firstRange.get()
+        // A retried first range may have met a replaced object: the ranges
+        // fetched with If-Match are of the version the first head named.
+        guard first.eTag == early.eTag, first.size == size else {
+            throw FerryError(.preconditionFailed, "object changed while its first range was fetched (ETag \(first.eTag ?? "none"), expected \(early.eTag ?? "none"))")
         }
+        guard ftruncate(fd, off_t(size)) == 0 else { throw FerryError(.localIOError, "cannot size the download file") }
+        // What did not stream through the digest (later ranges, ranges resumed
+        // from disk) is read back from the file: on the blocking pool.
+        try await BlockingPool.shared.run { () throws(FerryError) in try digest.verify(fd: fd, size: size) }
         report()
         return first
     }
 
-    /// When the server returned the object's full additional checksum (not a
-    /// composite of parts), the bytes must match it.
-    private static func verifyStoredChecksum(fd: Int32, size: Int64, attributes: ObjectAttributes) throws(FerryError) {
-        guard let (algorithm, expected) = attributes.checksums.first(where: { !$0.value.contains("-") }) else { return }
-        var hasher = algorithm.makeHasher()
-        try ObjectBody.file(descriptor: fd, offset: 0, length: size).readAll { hasher.update($0) }
-        let actual = hasher.finish()
-        guard actual == expected else {
-            throw FerryError(.badDigest, "downloaded bytes have \(algorithm.rawValue) \(actual), the object's is \(expected)")
+    /// What the first GET asks for: up to the multipart threshold when that is
+    /// a whole number of parts, so an object no larger than the threshold
+    /// comes in one GET, in order, hashed as it streams (as uploads below the
+    /// threshold are one PUT); otherwise one part.
+    var firstSpan: Int64 {
+        let (threshold, partSize) = (settings.multipartThreshold, settings.partSize)
+        return threshold >= partSize && threshold % partSize == 0 ? threshold : partSize
+    }
+
+    /// GETs the first span (the whole object when it is empty, which
+    /// has no byte 0), hashing its bytes as they arrive; `head` hears its
+    /// attributes as soon as the first attempt's headers do, or the error.
+    private func fetchFirstRange(into fd: Int32, sse: [String: String], head: FirstHead, checkMD5: Bool,
+                                 threshold: Int64) async -> Result<(ObjectAttributes, DownloadDigest), FerryError> {
+        do {
+            let got = try await fetchFirstRangeOnce(into: fd, sse: sse, head: head, checkMD5: checkMD5, threshold: threshold)
+            head.deliver(.success(got.0))
+            // Journaled at once: a hand-off while later ranges run keeps it.
+            if got.0.size > firstSpan, let eTag = got.0.eTag {
+                for part in 1...Int(firstSpan / settings.partSize) {
+                    await journal?.partDownloaded(transferId: request.id, eTag: eTag, partSize: settings.partSize, partNumber: part)
+                }
+            }
+            return .success(got)
+        } catch {
+            head.deliver(.failure(error))
+            return .failure(error)
         }
     }
 
-    /// A single-part object's ETag is the MD5 of its bytes (unless encrypted
-    /// with SSE-C or KMS): checked for objects up to the multipart threshold
-    /// sent without SSE headers, where the extra read is cheap. A mismatch is
-    /// retried, never accepted.
-    private static func verifyWholeObjectMD5(fd: Int32, size: Int64, eTag: String?) throws(FerryError) {
-        guard let eTag, case let hex = eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")),
-              hex.count == 32, hex.allSatisfy(\.isHexDigit) else { return }
-        let md5 = Digest.Hasher.md5()
-        try ObjectBody.file(descriptor: fd, offset: 0, length: size).readAll { md5.update($0) }
-        let actual = md5.finish().hexString
-        guard actual == hex.lowercased() else {
-            throw FerryError(.badDigest, "downloaded bytes have MD5 \(actual), the object's ETag says \(hex)")
+    private func fetchFirstRangeOnce(into fd: Int32, sse: [String: String], head: FirstHead, checkMD5: Bool,
+                                     threshold: Int64) async throws(FerryError) -> (ObjectAttributes, DownloadDigest) {
+        let location = self.location, store = self.store, meter = self.meter
+        func get(_ range: ClosedRange<Int64>?) async throws(FerryError) -> (ObjectAttributes, DownloadDigest) {
+            try await attempt("GetObject") { () async throws(FerryError) -> (ObjectAttributes, DownloadDigest) in
+                // A fresh digest per attempt: a failed attempt's bytes are written again.
+                let digest = DownloadDigest()
+                let observer = GetObjectObserver(attributes: { attributes in
+                    digest.expect(attributes, checkMD5: checkMD5 && attributes.size <= threshold)
+                    head.deliver(.success(attributes))
+                }, body: { digest.feed($0) })
+                let attributes = try await store.getObject(GetObjectInput(bucket: location.bucket, key: location.key, range: range,
+                                                                          headers: sse, checksumMode: true, observer: observer),
+                                                           into: fd, at: 0, progress: meter)
+                // Stores that set no head (none today) still get their checks.
+                digest.expect(attributes, checkMD5: checkMD5 && attributes.size <= threshold)
+                return (attributes, digest)
+            }
+        }
+        do {
+            return try await get(0...(firstSpan - 1))
+        } catch where error.code == .invalidRange {
+            return try await get(nil)
+        }
+    }
+}
+
+/// The first head of a download's first range (or the error that ended it),
+/// awaited by the download to start the other ranges.
+final class FirstHead: Sendable {
+    private let state = Mutex<(value: Result<ObjectAttributes, FerryError>?, waiters: [CheckedContinuation<Result<ObjectAttributes, FerryError>, Never>])>((nil, []))
+
+    /// Only the first delivery counts.
+    func deliver(_ value: Result<ObjectAttributes, FerryError>) {
+        let waiters = state.withLock { s -> [CheckedContinuation<Result<ObjectAttributes, FerryError>, Never>] in
+            guard s.value == nil else { return [] }
+            s.value = value
+            defer { s.waiters = [] }
+            return s.waiters
+        }
+        waiters.forEach { $0.resume(returning: value) }
+    }
+
+    var value: Result<ObjectAttributes, FerryError> {
+        get async {
+            await withCheckedContinuation { continuation in
+                let now = state.withLock { s -> Result<ObjectAttributes, FerryError>? in
+                    if let value = s.value { return value }
+                    s.waiters.append(continuation)
+                    return nil
+                }
+                if let now { continuation.resume(returning: now) }
+            }
+        }
+    }
+}
+
+/// The checks a download's bytes must pass, computed while the first range
+/// streams in: the object's full additional checksum when the server returned
+/// one (not a composite of parts), and for a single-part object up to the
+/// multipart threshold sent without SSE headers its MD5, which is the ETag.
+/// Bytes that did not stream through (later ranges, resumed ranges, stores that
+/// copy locally) are read back from the file. A mismatch is `badDigest`: the
+/// download is retried, never accepted.
+///
+/// Not locked: one request feeds it, on the transport's thread, one callback
+/// after another; the download reads it only after that request has returned
+/// (the continuation that ends the request orders the two).
+final class DownloadDigest: @unchecked Sendable {
+    private var configured = false
+    private var md5: Digest.Hasher?
+    private var expectedMD5: String?
+    private var checksum: ChecksumHasher?
+    private var expectedChecksum: (ChecksumAlgorithm, String)?
+    /// Bytes hashed so far, from byte 0.
+    private var hashed: Int64 = 0
+
+    /// Sets the expected values from the object's attributes (once).
+    func expect(_ attributes: ObjectAttributes, checkMD5: Bool) {
+        guard !configured else { return }
+        configured = true
+        if let (algorithm, value) = attributes.checksums.first(where: { !$0.value.contains("-") }) {
+            expectedChecksum = (algorithm, value)
+            checksum = algorithm.makeHasher()
+        }
+        if checkMD5, let eTag = attributes.eTag, case let hex = eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")),
+           hex.count == 32, hex.allSatisfy(\.isHexDigit) {
+            expectedMD5 = hex.lowercased()
+            md5 = Digest.Hasher.md5()
+        }
+    }
+
+    /// The next bytes of the object, in order from byte 0.
+    func feed(_ bytes: UnsafeRawBufferPointer) {
+        guard configured else { return }
+        md5?.update(bytes)
+        checksum?.update(bytes)
+        hashed += Int64(bytes.count)
+    }
+
+    /// Hashes the file from where the stream stopped and compares.
+    func verify(fd: Int32, size: Int64) throws(FerryError) {
+        guard md5 != nil || checksum != nil else { return }
+        if hashed < size {
+            try ObjectBody.file(descriptor: fd, offset: hashed, length: size - hashed).readAll { chunk in
+                md5?.update(chunk)
+                checksum?.update(chunk)
+            }
+            hashed = size
+        }
+        if let (algorithm, expected) = expectedChecksum, let actual = checksum?.finish(), actual != expected {
+            throw FerryError(.badDigest, "downloaded bytes have \(algorithm.rawValue) \(actual), the object's is \(expected)")
+        }
+        if let expected = expectedMD5, let actual = md5?.finish().hexString, actual != expected {
+            throw FerryError(.badDigest, "downloaded bytes have MD5 \(actual), the object's ETag says \(expected)")
         }
     }
 }

@@ -2,9 +2,9 @@ import Foundation
 import Synchronization
 
 /// One bandwidth budget shared by every connection of a transport: each chunk
-/// of body bytes books its share of time on a common clock, and the transport
-/// thread moving it waits for its slot. Used from curl's callbacks, which run
-/// on the transport's own threads, never on Swift's cooperative pool.
+/// of body bytes books its share of time on a common clock. The event loop's
+/// callbacks pause a request whose chunk must wait, and resume it when its
+/// slot comes; the loop thread itself never sleeps.
 final class BandwidthLimiter: Sendable {
     private let bytesPerSecond: Double
     /// When the next byte may move, in monotonic seconds.
@@ -12,8 +12,8 @@ final class BandwidthLimiter: Sendable {
 
     init(bytesPerSecond: Int64) { self.bytesPerSecond = Double(max(1, bytesPerSecond)) }
 
-    /// Blocks the calling transport thread until `bytes` may move.
-    func consume(_ bytes: Int) {
+    /// Books `bytes`; returns how many seconds from now they may move (0: at once).
+    func book(_ bytes: Int) -> Double {
         let now = Self.now()
         let start = nextFree.withLock { next in
             // Unused budget is not saved up beyond a quarter second, so bursts stay small.
@@ -21,8 +21,7 @@ final class BandwidthLimiter: Sendable {
             next = begin + Double(bytes) / bytesPerSecond
             return begin
         }
-        let wait = start - now
-        if wait > 0 { usleep(useconds_t(min(wait, 10) * 1_000_000)) }
+        return max(0, min(start - now, 10))
     }
 
     static func now() -> Double {

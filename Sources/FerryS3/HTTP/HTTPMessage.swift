@@ -7,12 +7,13 @@ public struct HTTPRequest: Sendable {
     public var headers: [(String, String)]
     public var body: Body
     public var response: ResponseSink
-    /// Counts body bytes sent and (2xx) body bytes received; a failed request takes its count back.
     /// Counts body bytes sent and (2xx) body bytes received, and can abort the request.
     public var progress: TransferMeter?
     /// For remote sources: the addresses this request may connect to (checked on
     /// the resolved address of every connection), a body size cap and a time cap.
     public var addressPolicy: RemoteSourcePolicy?
+    /// Sees a successful response while it arrives.
+    public var observer: ResponseObserver?
 
     /// Where the request body comes from.
     public enum Body: Sendable {
@@ -41,6 +42,21 @@ public struct HTTPRequest: Sendable {
                 response: ResponseSink = .memory, progress: TransferMeter? = nil) {
         self.method = method; self.url = url; self.headers = headers; self.body = body; self.response = response
         self.progress = progress
+    }
+}
+
+/// Sees a successful (2xx) response while it arrives, on the transport's
+/// thread: `head` once its headers are complete (before any body byte), then
+/// `body` with each piece of the body in order. Keep both short: they run
+/// inside curl's callbacks. A request that fails after its head has been seen
+/// still throws; what the observer saw of it is the caller's to discard.
+public struct ResponseObserver: Sendable {
+    public var head: @Sendable (_ status: Int, _ headers: [String: String]) -> Void
+    public var body: @Sendable (UnsafeRawBufferPointer) -> Void
+
+    public init(head: @escaping @Sendable (_ status: Int, _ headers: [String: String]) -> Void,
+                body: @escaping @Sendable (UnsafeRawBufferPointer) -> Void = { _ in }) {
+        self.head = head; self.body = body
     }
 }
 

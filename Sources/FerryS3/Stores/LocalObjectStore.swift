@@ -73,10 +73,11 @@ public final class LocalObjectStore: ObjectStore {
             throw FerryError(.noSuchKey, "GetObject: object \(input.bucket)/\(input.key) was removed while it was read")
         }
         defer { close(source) }
+        var attributes = attributes(entry)
+        input.observer?.attributes(attributes)
         try await BlockingPool.shared.run { [start, length] () throws(FerryError) in
             try FileCopy.copy(from: source, at: start, to: descriptor, at: offset, length: length, progress: progress)
         }
-        var attributes = attributes(entry)
         attributes.bytesReceived = length
         return attributes
     }

@@ -208,11 +208,28 @@ public struct GetObjectInput: Sendable {
     public var headers: [String: String]
     /// Ask for the object's stored additional checksum (`x-amz-checksum-mode: ENABLED`).
     public var checksumMode: Bool
+    /// Sees the answer while it arrives.
+    public var observer: GetObjectObserver?
 
     public init(bucket: String, key: String, range: ClosedRange<Int64>? = nil, ifMatch: String? = nil,
-                headers: [String: String] = [:], checksumMode: Bool = false) {
+                headers: [String: String] = [:], checksumMode: Bool = false, observer: GetObjectObserver? = nil) {
         self.bucket = bucket; self.key = key; self.range = range; self.ifMatch = ifMatch; self.headers = headers
-        self.checksumMode = checksumMode
+        self.checksumMode = checksumMode; self.observer = observer
+    }
+}
+
+/// Sees a GetObject while it runs: `attributes` (with the whole object's size,
+/// also for a range) before any byte is written, so a download can start its
+/// other ranges at once; then `body` with the bytes in order, so they can be
+/// hashed in the same pass. A store that copies locally may skip `body`; a
+/// caller must not assume it saw every byte.
+public struct GetObjectObserver: Sendable {
+    public var attributes: @Sendable (ObjectAttributes) -> Void
+    public var body: @Sendable (UnsafeRawBufferPointer) -> Void
+
+    public init(attributes: @escaping @Sendable (ObjectAttributes) -> Void,
+                body: @escaping @Sendable (UnsafeRawBufferPointer) -> Void = { _ in }) {
+        self.attributes = attributes; self.body = body
     }
 }
 
