@@ -28,9 +28,10 @@ for path in glob.glob(sys.argv[1] + "/tsan*"):
         if "WARNING: ThreadSanitizer" not in block:
             continue
         # Frame #0 of each access: a closure taking `inout sending` state is a withLock body
-        # (the first or a later closure of its function, or a `defer` inside one).
+        # (the first or a later closure of its function, or a `defer` inside one); a
+        # tuple state mangles as `z_t` where a nominal one is `zYu`.
         tops = re.findall(r"^\s+#0 (\S+)", block, re.M)[:2]
-        if len(tops) == 2 and all(re.search(r"zYuYTXEfU\d*_(\d+\$deferL_yyF)?$", t) for t in tops):
+        if len(tops) == 2 and all(re.search(r"z(Yu|_t)YTXEfU\d*_(\d+\$deferL_yyF)?$", t) for t in tops):
             mutex += 1
         else:
             summary = re.search(r"SUMMARY: ThreadSanitizer: (.*)", block)

@@ -67,8 +67,6 @@ final class Exchange {
     /// The request's observer has been shown this response's head.
     var headSeen = false
 
-    /// The easy handle running this request (set by its event loop).
-    var handle: UnsafeMutableRawPointer?
     /// Paused by the bandwidth limit until then (monotonic seconds); the loop resumes it.
     var resumeAt: Double?
     /// The chunk curl hands over again after a pause has already booked its time.

@@ -157,7 +157,6 @@ final class CurlEventLoop: @unchecked Sendable {
         let transfer = CurlTransfer(handle: easy, request: s.request, timeouts: s.timeouts, bandwidth: s.bandwidth,
                                     caBundle: s.caBundle, cancellation: s.cancellation, continuation: s.continuation)
         running[easy] = transfer
-        transfer.exchange.handle = easy
         curl_multi_add_handle(multi, easy)
     }
 
