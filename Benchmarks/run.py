@@ -26,6 +26,8 @@ from botocore.config import Config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FERRY = os.environ.get("FERRY_BINARY", os.path.join(ROOT, ".build", "release", "ferry"))
+# Another ferry build to run beside FERRY in S1-S4 as "ferry-baseline": a before/after in one run.
+BASELINE = os.environ.get("FERRY_BASELINE_BINARY")
 BOTO = [sys.executable, os.path.join(ROOT, "Benchmarks", "boto3_bench.py")]
 MiB, GiB = 1 << 20, 1 << 30
 
@@ -107,6 +109,27 @@ class Bench:
 
     def ferry(self, *args):
         return [FERRY, *args, "--s3-endpoint", self.endpoint, "--region", "us-east-1", "--checksum", "NONE"]
+
+    def with_baseline(self, tools):
+        """Adds "ferry-baseline" (FERRY_BASELINE_BINARY) right after "ferry", same arguments."""
+        if not BASELINE:
+            return tools
+        out = {}
+        for name, run in tools.items():
+            out[name] = run
+            if name == "ferry":
+                out["ferry-baseline"] = self.baseline_of(run)
+        return out
+
+    def baseline_of(self, run):
+        def swapped(*a):
+            global FERRY
+            saved, FERRY = FERRY, BASELINE
+            try:
+                return run(*a)
+            finally:
+                FERRY = saved
+        return swapped
 
     def presign(self, method, key, **params):
         return self.s3.generate_presigned_url(method, Params=dict(Bucket=self.bucket, Key=key, **params), ExpiresIn=3600)
@@ -262,23 +285,26 @@ class Bench:
         for r in range(1, rounds + 1):
             if "S1" in wanted:
                 tools, key = self.s1_tools(r)
+                tools = self.with_baseline(tools)
                 for tool, run in tools.items():
                     k = key.format(tool=tool)
                     self.attempt("S1", tool, r, lambda: run(k), big, 1)
                     self.delete_prefix(k)
             if "S2" in wanted:
                 tools, out = self.s2_tools(r)
+                tools = self.with_baseline(tools)
                 for tool, run in tools.items():
                     if self.attempt("S2", tool, r, run, big, 1) and tool != "curl-parallel" and os.path.getsize(out) != big:
                         raise RuntimeError(f"S2 {tool} wrote {os.path.getsize(out)} bytes")
                     os.unlink(out) if os.path.exists(out) else None
             if "S3" in wanted:
-                for tool, run in self.s3_tools(r).items():
+                for tool, run in self.with_baseline(self.s3_tools(r)).items():
                     prefix = f"s3/{tool}-{r}/"
                     self.attempt("S3", tool, r, lambda: run(prefix), self.args.small_count * 64 * 1024, self.args.small_count)
                     self.delete_prefix(prefix)
             if "S4" in wanted:
                 tools, out = self.s4_tools(r)
+                tools = self.with_baseline(tools)
                 for tool, run in tools.items():
                     shutil.rmtree(out, ignore_errors=True)
                     os.makedirs(out)
@@ -293,14 +319,10 @@ class Bench:
     def s5(self):
         """5,000 small upload requests through Kafka (mock cluster) -> worker -> S3 -> ObjectCreated trigger."""
         count = self.args.small_count
-        base = os.path.join(self.work, "s5")
-        shutil.rmtree(base, ignore_errors=True)
-        data = os.path.join(base, "data")
-        os.makedirs(os.path.join(data, "in"))
+        base, data = self.scenario_dir("s5")
         for name in sorted(os.listdir(self.small_dir))[:count]:
             os.link(os.path.join(self.small_dir, name), os.path.join(data, "in", name))
-        kafka = subprocess.Popen([FERRY, "dev", "--kafka-only", "--partitions", "8"], stdout=subprocess.PIPE, text=True, cwd=base)
-        bootstrap = kafka.stdout.readline().strip().split(": ", 1)[1]
+        kafka, bootstrap = self.dev_cluster(base)
         port = 19090
         worker_log = open(os.path.join(base, "worker.log"), "w")
         worker = subprocess.Popen([FERRY, "worker", "--bootstrap-servers", bootstrap, "--s3-endpoint", self.endpoint,
@@ -382,26 +404,229 @@ class Bench:
             kafka.wait(30)
             self.delete_prefix("s5/")
 
+    # ---------- S6 and S7: a fleet of workers ----------
+
+    def scenario_dir(self, name):
+        """A fresh work directory for a scenario and its data root (with an empty `in/`)."""
+        base = os.path.join(self.work, name)
+        shutil.rmtree(base, ignore_errors=True)
+        data = os.path.join(base, "data")
+        os.makedirs(os.path.join(data, "in"))
+        return base, data
+
+    @staticmethod
+    def small_source(data):
+        """One 4 KiB file in the data root that every request of S6/S7 uploads."""
+        source = os.path.join(data, "in", "4k.bin")
+        with open(source, "wb") as f:
+            f.write(os.urandom(4096))
+        return source
+
+    def dev_cluster(self, base, partitions=8):
+        """`ferry dev --kafka-only`: the embedded broker; returns (process, bootstrap)."""
+        kafka = subprocess.Popen([FERRY, "dev", "--kafka-only", "--partitions", str(partitions)], stdout=subprocess.PIPE,
+                                 text=True, cwd=base)
+        return kafka, kafka.stdout.readline().strip().split(": ", 1)[1]
+
+    def start_worker(self, base, name, bootstrap, port, data, endpoint=None, max_transfers=32, extra=()):
+        """One `ferry worker` on S3 (`endpoint`) or, without one, on a local object store under base."""
+        log_file = open(os.path.join(base, f"{name}.log"), "w")
+        storage = (["--s3-endpoint", endpoint, "--region", "us-east-1", "--checksum", "NONE"] if endpoint
+                   else ["--local-store", os.path.join(base, "objects")])
+        worker = subprocess.Popen([FERRY, "worker", "--bootstrap-servers", bootstrap, *storage, "--data-root", data,
+                                   "--state-dir", os.path.join(base, f"state-{name}"), "--max-transfers", str(max_transfers),
+                                   "--kafka-property", "session.timeout.ms=6000", "--http-address", f"127.0.0.1:{port}",
+                                   "--log-level", "warning", *extra],
+                                  env=self.env, stdout=log_file, stderr=log_file, cwd=base)
+        for _ in range(240):
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200:
+                    return worker
+            except Exception:
+                time.sleep(0.25)
+        raise RuntimeError(f"worker {name} never became ready (see {base}/{name}.log)")
+
+    @staticmethod
+    def succeeded(port):
+        """Transfers a worker completed, from its /metrics (ferry_transfers_total{outcome="completed"})."""
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        except Exception:
+            return 0
+        return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
+                   if line.startswith("ferry_transfers_total{") and 'outcome="completed"' in line)
+
+    @staticmethod
+    def proc_status(pid, field):
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+        return 0
+
+    def rss_mib(self, pid):
+        return self.proc_status(pid, "VmRSS") / 1024
+
+    @staticmethod
+    def enqueue(bootstrap, requests):
+        """Sends (key, request) pairs through kcat, as any producer would."""
+        kcat = subprocess.Popen(["kcat", "-P", "-b", bootstrap, "-t", "ferry.requests", "-K", "\t", "-X", "linger.ms=5"],
+                                stdin=subprocess.PIPE, text=True)
+        for key, request in requests:
+            kcat.stdin.write(f"{key}\t{json.dumps(request)}\n")
+        kcat.stdin.close()
+        if kcat.wait() != 0:
+            raise RuntimeError("kcat could not enqueue the requests")
+
+    def s6(self):
+        """A backlog: N queued 4 KiB upload requests, then one worker (local object store) drains them."""
+        count = self.args.backlog_count
+        base, data = self.scenario_dir("s6")
+        source = self.small_source(data)
+        kafka, bootstrap = self.dev_cluster(base)
+        worker = None
+        try:
+            log(f"S6: queueing {count} upload requests")
+            self.enqueue(bootstrap, ((f"bench/r{i}", {"id": f"s6-{i}", "op": "upload", "bucket": "bench", "key": f"s6/r{i:06d}",
+                                                  "source": "file://" + source}) for i in range(count)))
+            port = 19091
+            started = time.time()
+            worker = self.start_worker(base, "worker", bootstrap, port, data)
+            samples = []  # (seconds since start, finished, RSS MiB, threads)
+            last_progress = time.time()
+            while True:
+                done = self.succeeded(port)
+                samples.append((time.time() - started, done, self.rss_mib(worker.pid), self.proc_status(worker.pid, "Threads")))
+                if done >= count:
+                    break
+                if len(samples) > 1 and done > samples[-2][1]:
+                    last_progress = time.time()
+                if time.time() - last_progress > 120 or worker.poll() is not None:
+                    raise RuntimeError(f"S6: the worker stopped at {done} of {count} requests (see {base}/worker.log)")
+                time.sleep(1)
+
+            def at(fraction):
+                """The first sample with at least fraction * count finished."""
+                return next(x for x in samples if x[1] >= fraction * count)
+            first_t = next(x for x in samples if x[1] > 0)[0]
+            t10, t90, t100 = at(0.1), at(0.9), at(1.0)
+            self.s6_result = {
+                "requests": count, "drain_s": t100[0] - first_t,
+                "first_10pct_rps": (t10[1]) / max(1e-9, t10[0] - first_t),
+                "last_10pct_rps": (t100[1] - t90[1]) / max(1e-9, t100[0] - t90[0]),
+                "rss_at_10pct_mib": t10[2], "rss_at_end_mib": t100[2], "rss_max_mib": max(x[2] for x in samples),
+                "threads_max": max(x[3] for x in samples),
+                "samples": samples[::max(1, len(samples) // 200)],
+            }
+            time.sleep(10)
+            self.s6_result["rss_idle_mib"] = self.rss_mib(worker.pid)
+            log("S6", json.dumps({k: v for k, v in self.s6_result.items() if k != "samples"}))
+        finally:
+            for p in (worker, kafka):
+                if p:
+                    p.terminate()
+                    p.wait(60)
+
+    def s7(self):
+        """1, 2 and 4 workers on one broker against RGW behind a 50 ms latency proxy: does throughput scale?"""
+        count, transfers = self.args.scaling_count, self.args.scaling_transfers
+        base, data = self.scenario_dir("s7")
+        source = self.small_source(data)
+        target = self.endpoint.rsplit(":", 1)
+        proxy_port = 17492
+        proxy = subprocess.Popen([sys.executable, os.path.join(ROOT, "Benchmarks", "latency_proxy.py"), str(proxy_port),
+                                  target[0].split("//")[1], target[1], str(self.args.scaling_latency_ms)],
+                                 stdout=subprocess.PIPE, text=True)
+        proxy.stdout.readline()
+        endpoint = f"http://127.0.0.1:{proxy_port}"
+        self.s7_result = {"requests": count, "max_transfers": transfers, "latency_ms": self.args.scaling_latency_ms, "runs": []}
+        try:
+            for n in (1, 2, 4):
+                run_base = os.path.join(base, f"w{n}")
+                os.makedirs(run_base)
+                kafka, bootstrap = self.dev_cluster(run_base)
+                workers, ports = [], [19100 + i for i in range(n)]
+                try:
+                    joined = time.time()
+                    for i, port in enumerate(ports):
+                        workers.append(self.start_worker(run_base, f"worker{i}", bootstrap, port, data, endpoint=endpoint,
+                                                         max_transfers=transfers, extra=["--role", "transfers"]))
+                    ready = time.time() - joined
+                    # Warm-up: the group has settled once every worker has finished some work.
+                    warm = 8 * n * transfers
+                    self.enqueue(bootstrap, ((f"bench/s7/{n}/warm{i}", {"id": f"s7-{n}-warm-{i}", "op": "upload", "bucket": self.bucket,
+                                                                        "key": f"s7/{n}/warm{i:05d}", "source": "file://" + source})
+                                             for i in range(warm)))
+                    deadline = time.time() + 180
+                    while not (all(self.succeeded(p) > 0 for p in ports) and sum(self.succeeded(p) for p in ports) >= warm):
+                        if time.time() > deadline:
+                            raise RuntimeError(f"S7: {n} workers did not all take work within 180 s")
+                        time.sleep(0.2)
+                    settle = time.time() - joined
+                    base_counts = [self.succeeded(p) for p in ports]
+                    log(f"S7 {n} worker(s): ready after {ready:.1f} s, settled after {settle:.1f} s; {count} requests")
+                    start = time.time()
+                    self.enqueue(bootstrap, ((f"bench/s7/{n}/r{i}", {"id": f"s7-{n}-{i}", "op": "upload", "bucket": self.bucket,
+                                                                     "key": f"s7/{n}/r{i:05d}", "source": "file://" + source})
+                                             for i in range(count)))
+                    previous, last_change, longest_gap, first_done = 0, None, 0.0, None
+                    while True:
+                        done = sum(self.succeeded(p) for p in ports) - sum(base_counts)
+                        now = time.time()
+                        if done > previous:
+                            if first_done is None:
+                                first_done = now - start
+                            elif last_change is not None:
+                                longest_gap = max(longest_gap, now - last_change)
+                            last_change, previous = now, done
+                        if done >= count:
+                            break
+                        if now - (last_change or start) > 120:
+                            raise RuntimeError(f"S7: {n} workers stopped at {done} of {count} requests")
+                        time.sleep(0.1)
+                    elapsed = time.time() - start
+                    shares = [self.succeeded(p) - b for p, b in zip(ports, base_counts)]
+                    run = {"workers": n, "rps": count / elapsed, "elapsed_s": elapsed, "ready_s": ready, "settled_s": settle,
+                           "first_done_s": first_done, "longest_gap_s": longest_gap, "per_worker": shares}
+                    self.s7_result["runs"].append(run)
+                    log("S7", json.dumps(run))
+                finally:
+                    for p in workers + [kafka]:
+                        p.terminate()
+                        p.wait(60)
+                self.delete_prefix(f"s7/{n}/")
+        finally:
+            proxy.terminate()
+            proxy.wait(10)
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--scenarios", default="S1,S2,S3,S4,S5")
+    parser.add_argument("--scenarios", default="S1,S2,S3,S4,S5,S6,S7")
     parser.add_argument("--big-gib", type=float, default=1.0)
     parser.add_argument("--small-count", type=int, default=5000)
     parser.add_argument("--medium-count", type=int, default=100)
     parser.add_argument("--s5-load", type=float, default=0.5, help="offered rate as a fraction of the saturation rate")
+    parser.add_argument("--backlog-count", type=int, default=100000, help="S6: requests queued before the worker starts")
+    parser.add_argument("--scaling-count", type=int, default=2000, help="S7: requests per fleet size")
+    parser.add_argument("--scaling-transfers", type=int, default=4, help="S7: --max-transfers of each worker")
+    parser.add_argument("--scaling-latency-ms", type=float, default=50, help="S7: delay the proxy adds to every request")
     parser.add_argument("--work", default=os.path.join(ROOT, ".bench"))
     args = parser.parse_args()
     args.scenarios = set(args.scenarios.split(","))
     bench = Bench(args)
     bench.prepare()
     bench.run_scenarios()
-    bench.s5_result = None
+    bench.s5_result = bench.s6_result = bench.s7_result = None
     if "S5" in args.scenarios:
         bench.s5()
+    if "S6" in args.scenarios:
+        bench.s6()
+    if "S7" in args.scenarios:
+        bench.s7()
     with open(os.path.join(ROOT, "Benchmarks", "results.json"), "w") as f:
-        json.dump({"results": bench.results, "s5": bench.s5_result, "failures": bench.failures, "args": {k: (sorted(v) if isinstance(v, set) else v)
+        json.dump({"results": bench.results, "s5": bench.s5_result, "s6": bench.s6_result, "s7": bench.s7_result, "failures": bench.failures, "args": {k: (sorted(v) if isinstance(v, set) else v)
                                                                            for k, v in vars(args).items()}}, f, indent=1)
     import report
     report.write(ROOT)

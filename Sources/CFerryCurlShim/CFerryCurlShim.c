@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 #include "CFerryCurlShim.h"
 
 CURLcode ferry_curl_setopt_long(CURL *h, CURLoption o, long v) { return curl_easy_setopt(h, o, v); }
@@ -83,3 +84,9 @@ int ferry_epoll_wait(int epfd, int *fds, int *flags, int max, int timeout_ms) {
 #include <sys/eventfd.h>
 int ferry_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 int ferry_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+#include <pthread.h>
+void ferry_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }
+
+#include <fcntl.h>
+int ferry_reserve_file_space(int fd, long long length) { return fallocate(fd, 0, 0, (off_t)length); }

@@ -32,23 +32,23 @@ import Testing
         deinit { close(fd) }
     }
 
-    /// A cancelled task ends its request within about a second (curl's
-    /// progress callback), not at the 30 s low-speed cut-off; the error says cancelled.
+    /// A cancelled task ends its request at once (the event loop is woken),
+    /// not at the 30 s low-speed cut-off; the error says cancelled.
     @Test func cancellingTheTaskAbortsASilentRequest() async throws {
         let server = try SilentServer()
         let transport = CurlTransport()
-        let started = ContinuousClock.now
         let request = Task { @Sendable () async throws -> HTTPResponse in
             try await transport.execute(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/never"))
         }
-        try await Task.sleep(for: .milliseconds(500))
+        #expect(await eventually(timeout: 10, every: 0.05) { transport.connectionsInUse == 1 })
+        let started = ContinuousClock.now
         request.cancel()
         let result = await request.result
         let elapsed = ContinuousClock.now - started
         guard case .failure(let error) = result else { Issue.record("a silent server answered?"); return }
         #expect((error as? FerryError)?.code == .cancelled, "\(error)")
-        // The loop is woken on cancellation: well under the progress callback's second.
-        #expect(elapsed < .seconds(3), "took \(elapsed); the low-speed cut-off is 30 s")
+        // The loop is woken on cancellation; the bound leaves room for a loaded machine.
+        #expect(elapsed < .seconds(5), "took \(elapsed) from the cancel; the low-speed cut-off is 30 s")
         #expect(transport.connectionsInUse == 0)
     }
 
@@ -144,7 +144,7 @@ import Testing
             guard case .failure(let error) = await request.result else { Issue.record("a silent server answered?"); continue }
             #expect((error as? FerryError)?.code == .cancelled, "\(error)")
         }
-        #expect(ContinuousClock.now - started < .seconds(3), "48 cancelled requests took \(ContinuousClock.now - started) to end")
+        #expect(ContinuousClock.now - started < .seconds(5), "48 cancelled requests took \(ContinuousClock.now - started) to end")
         #expect(transport.connectionsInUse == 0)
     }
 

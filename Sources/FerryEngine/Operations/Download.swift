@@ -84,6 +84,10 @@ extension TransferRun {
         let early = try await head.value.get()
         let size = early.size
         setTotal(size)
+        // Reserve the blocks at once: the ranges then write into allocated space
+        // instead of making the filesystem allocate (ext4: delayed allocation)
+        // piece by piece. Where the filesystem cannot, writes allocate as before.
+        FileSpace.reserve(fd, length: size)
         var written: Set<Int> = []
         let firstParts = firstSpan / partSize
         if size > firstSpan {

@@ -31,6 +31,8 @@ final class CurlEventLoop: @unchecked Sendable {
     private var running: [UnsafeMutableRawPointer: CurlTransfer] = [:]
     private var idleHandles: [UnsafeMutableRawPointer] = []
     private let maxIdleHandles: Int
+    /// Running requests under a bandwidth limit (only those can be paused).
+    private var paced = 0
     /// When curl wants its timeout action (monotonic seconds); nil for never.
     fileprivate var timerDeadline: Double?
 
@@ -51,9 +53,11 @@ final class CurlEventLoop: @unchecked Sendable {
         ferry_curl_multi_setopt_timer_function(multi, curlTimerCallback)
         ferry_curl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, context)
         // The thread keeps the loop alive until `shutdown` lets it end.
-        let thread = Thread { [self] in run() }
-        thread.name = name
-        thread.start()
+        Thread { [self] in
+            // Linux threads inherit their creator's name; this one says what it is.
+            ferry_set_thread_name(name)
+            run()
+        }.start()
     }
 
     /// Requests submitted and not yet finished.
@@ -90,35 +94,47 @@ final class CurlEventLoop: @unchecked Sendable {
         var stillRunning: Int32 = 0
         var fds = [Int32](repeating: 0, count: 64)
         var flags = [Int32](repeating: 0, count: 64)
+        var woken = true
+        var nextSweep = 0.0
         while true {
-            let (new, stopping) = submitted.withLock { s in
-                defer { s.queue = [] }
-                return (s.queue, s.stopping)
-            }
-            new.forEach(start)
-            if stopping && running.isEmpty { break }
-            // A cancelled request ends now, not at curl's next progress callback.
-            for (easy, transfer) in running where transfer.exchange.shouldStop {
-                end(easy, CURLE_ABORTED_BY_CALLBACK)
-            }
             var now = BandwidthLimiter.now()
-            var wakeAt = now + 1
-            for (easy, transfer) in running {
-                guard let at = transfer.exchange.resumeAt else { continue }
-                if at <= now {
-                    transfer.exchange.resumeAt = nil
-                    curl_easy_pause(easy, 0)  // CURLPAUSE_CONT
-                } else {
-                    wakeAt = min(wakeAt, at)
+            // Housekeeping costs a walk over the running requests, so it is done
+            // when woken (new or cancelled requests) and ten times a second, not on
+            // every socket event: a download has tens of thousands of those per GiB.
+            if woken || now >= nextSweep {
+                let (new, stopping) = submitted.withLock { s in
+                    defer { s.queue = [] }
+                    return (s.queue, s.stopping)
+                }
+                new.forEach(start)
+                if stopping && running.isEmpty { break }
+                // A cancelled or aborted request ends now.
+                for (easy, transfer) in running where transfer.exchange.shouldStop {
+                    end(easy, CURLE_ABORTED_BY_CALLBACK)
+                }
+                nextSweep = now + 0.1
+            }
+            var wakeAt = min(now + 1, nextSweep)
+            if paced > 0 {
+                for (easy, transfer) in running {
+                    guard let at = transfer.exchange.resumeAt else { continue }
+                    if at <= now {
+                        transfer.exchange.resumeAt = nil
+                        curl_easy_pause(easy, 0)  // CURLPAUSE_CONT
+                    } else {
+                        wakeAt = min(wakeAt, at)
+                    }
                 }
             }
             if let deadline = timerDeadline { wakeAt = min(wakeAt, deadline) }
             let timeout = Int32(max(0, ((wakeAt - now) * 1000).rounded(.up)))
             let ready = ferry_epoll_wait(epoll, &fds, &flags, 64, timeout)
+            woken = false
             for i in 0..<max(0, Int(ready)) {
                 if fds[i] == wakeup {
                     var count: UInt64 = 0
                     _ = read(wakeup, &count, 8)
+                    woken = true
                 } else {
                     curl_multi_socket_action(multi, fds[i], flags[i], &stillRunning)
                 }
@@ -157,11 +173,13 @@ final class CurlEventLoop: @unchecked Sendable {
         let transfer = CurlTransfer(handle: easy, request: s.request, timeouts: s.timeouts, bandwidth: s.bandwidth,
                                     caBundle: s.caBundle, cancellation: s.cancellation, continuation: s.continuation)
         running[easy] = transfer
+        if s.bandwidth != nil { paced += 1 }
         curl_multi_add_handle(multi, easy)
     }
 
     private func end(_ easy: UnsafeMutableRawPointer, _ code: CURLcode) {
         guard let transfer = running.removeValue(forKey: easy) else { return }
+        if transfer.exchange.bandwidth != nil { paced -= 1 }
         curl_multi_remove_handle(multi, easy)
         let result = transfer.finish(code)
         if idleHandles.count < maxIdleHandles { idleHandles.append(easy) } else { curl_easy_cleanup(easy) }

@@ -70,7 +70,7 @@ public final class CurlTransport: Sendable {
     public var bufferedBytesInUse: Int64 { buffers.inUse }
 
     /// libcurl's receive buffer (CURLOPT_BUFFERSIZE) and upload buffer (CURLOPT_UPLOAD_BUFFERSIZE).
-    static let receiveBufferSize = 64 << 10
+    static let receiveBufferSize = 256 << 10
     static let uploadBufferSize = 256 << 10
     /// Downloads to a file are gathered here and written in large pieces:
     /// curl hands over at most 16 KiB per callback, and a pwrite each was a
