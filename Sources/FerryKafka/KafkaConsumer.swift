@@ -197,7 +197,8 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         self.gaps = gaps
         poller = PollThread(name: "ferry-kafka-consumer") {
             let rk = handle.rk
-            flow.adjust(bufferedCount: buffer.count, capacity: bufferCapacity)
+            let load = buffer.load
+            flow.adjust(count: load.count, bytes: load.bytes, capacity: bufferCapacity, byteCapacity: MessageBuffer.byteCapacity)
             guard let message = rd_kafka_consumer_poll(rk, 100) else { return }
             defer { rd_kafka_message_destroy(message) }
             let err = message.pointee.err
@@ -426,7 +427,8 @@ private final class GapDetector: Sendable {
     }
 }
 
-/// Pauses the assignment when the buffer is full, resumes it at a quarter. Driven
+/// Pauses the assignment when the buffer is full (messages or bytes), resumes it
+/// at a quarter. Driven
 /// by the poll thread; the rebalance callback also runs on whichever thread
 /// closes the consumer, so the flag is atomic.
 private final class FlowControl: Sendable {
@@ -456,11 +458,11 @@ private final class FlowControl: Sendable {
         }
     }
 
-    func adjust(bufferedCount: Int, capacity: Int) {
+    func adjust(count: Int, bytes: Int, capacity: Int, byteCapacity: Int) {
         let paused = pausedFlag.load(ordering: .acquiring)
-        if !paused && bufferedCount >= capacity {
+        if !paused && (count >= capacity || bytes >= byteCapacity) {
             pausedFlag.store(apply(pause: true), ordering: .releasing)
-        } else if paused && bufferedCount <= capacity / 4 {
+        } else if paused && count <= capacity / 4 && bytes <= byteCapacity / 4 {
             pausedFlag.store(!apply(pause: false), ordering: .releasing)
         }
     }
@@ -485,20 +487,29 @@ public final class MessageBuffer: Sendable {
     private struct State {
         var messages: [KafkaMessage] = []
         var head = 0
+        /// Key and value bytes of the messages held.
+        var bytes = 0
         var waiter: CheckedContinuation<KafkaMessage?, Never>?
         var finished = false
     }
     private let state = Mutex(State())
     let capacity: Int
+    /// Fetching pauses at `capacity` messages or at this many bytes, whichever comes first.
+    static let byteCapacity = 32 << 20
 
     init(capacity: Int) { self.capacity = capacity }
 
     var count: Int { state.withLock { $0.messages.count - $0.head } }
+    /// Messages and their bytes held now.
+    var load: (count: Int, bytes: Int) { state.withLock { ($0.messages.count - $0.head, $0.bytes) } }
+
+    private static func size(_ message: KafkaMessage) -> Int { message.value.count + (message.key?.count ?? 0) }
 
     func append(_ message: KafkaMessage) {
         let waiter: CheckedContinuation<KafkaMessage?, Never>? = state.withLock { s in
             if let w = s.waiter { s.waiter = nil; return w }
             s.messages.append(message)
+            s.bytes += Self.size(message)
             return nil
         }
         waiter?.resume(returning: message)
@@ -511,6 +522,7 @@ public final class MessageBuffer: Sendable {
             let before = s.messages.count - s.head
             s.messages = s.messages[s.head...].filter { !partitions.contains(TopicPartition(topic: $0.topic, partition: $0.partition)) }
             s.head = 0
+            s.bytes = s.messages.reduce(0) { $0 + Self.size($1) }
             return before - s.messages.count
         }
     }
@@ -530,6 +542,7 @@ public final class MessageBuffer: Sendable {
                 if s.head < s.messages.count {
                     let m = s.messages[s.head]
                     s.head += 1
+                    s.bytes -= Self.size(m)
                     if s.head > 1024 && s.head * 2 > s.messages.count {
                         s.messages.removeFirst(s.head); s.head = 0
                     }
