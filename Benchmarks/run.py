@@ -428,14 +428,16 @@ class Bench:
                                  text=True, cwd=base)
         return kafka, kafka.stdout.readline().strip().split(": ", 1)[1]
 
-    def start_worker(self, base, name, bootstrap, port, data, endpoint=None, max_transfers=32, extra=()):
-        """One `ferry worker` on S3 (`endpoint`) or, without one, on a local object store under base."""
+    def start_worker(self, base, name, bootstrap, port, data, endpoint=None, max_transfers=32, extra=(), session_timeout_ms=6000):
+        """One `ferry worker` on S3 (`endpoint`) or, without one, on a local object store under base.
+        A short session timeout finds a lone worker's group at once; a fleet keeps librdkafka's default (45 s)."""
         log_file = open(os.path.join(base, f"{name}.log"), "w")
         storage = (["--s3-endpoint", endpoint, "--region", "us-east-1", "--checksum", "NONE"] if endpoint
                    else ["--local-store", os.path.join(base, "objects")])
         worker = subprocess.Popen([FERRY, "worker", "--bootstrap-servers", bootstrap, *storage, "--data-root", data,
                                    "--state-dir", os.path.join(base, f"state-{name}"), "--max-transfers", str(max_transfers),
-                                   "--kafka-property", "session.timeout.ms=6000", "--http-address", f"127.0.0.1:{port}",
+                                   *(["--kafka-property", f"session.timeout.ms={session_timeout_ms}"] if session_timeout_ms else []),
+                                   "--http-address", f"127.0.0.1:{port}",
                                    "--log-level", "warning", *extra],
                                   env=self.env, stdout=log_file, stderr=log_file, cwd=base)
         for _ in range(240):
@@ -550,7 +552,8 @@ class Bench:
                     joined = time.time()
                     for i, port in enumerate(ports):
                         workers.append(self.start_worker(run_base, f"worker{i}", bootstrap, port, data, endpoint=endpoint,
-                                                         max_transfers=transfers, extra=["--role", "transfers"]))
+                                                         max_transfers=transfers, extra=["--role", "transfers"],
+                                                         session_timeout_ms=None))
                     ready = time.time() - joined
                     # Warm-up: the group has settled once every worker has finished some work.
                     warm = 8 * n * transfers

@@ -2,7 +2,8 @@
 # Ferry's benchmark (not part of the test suite): installs the peers when
 # missing, builds ferry in release mode, starts a Ceph RADOS Gateway on
 # loopback (BlueStore on a file), runs Benchmarks/run.py, stops the gateway.
-#   Benchmarks/run.sh [--rounds 3] [--scenarios S1,S2,S3,S4,S5] [--big-gib 1] ...
+#   Benchmarks/run.sh [--rounds 3] [--scenarios S1,S2,S3,S4,S5,S6,S7] [--big-gib 1] [--backlog-count 100000] ...
+#   FERRY_BASELINE_BINARY=/path/to/other/ferry adds its runs beside ferry's in S1-S4 (a before/after in one run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
