@@ -209,6 +209,7 @@ def write(root):
     out += ["## Versions and settings", ""] + [f"- {k}: {v}" for k, v in versions.items()] + [
         f"- run: `Benchmarks/run.sh --rounds {args['rounds']}` (scenarios {', '.join(args['scenarios'])}, "
         f"{args['big_gib']} GiB, {args['small_count']} small files, {args['medium_count']} medium objects)",
+        *([f"- runs: {data['note']}"] if data.get("note") else []),
         "- every tool without an additional checksum (`--checksum NONE`, `AWS_REQUEST_CHECKSUM_CALCULATION=when_required`, "
         "rclone `--s3-disable-checksum`): RGW ignores them, and the same choice on all sides keeps it fair",
         "- boto3 with `max_pool_connections` ≥ 2 × its concurrency; the aws CLI with `max_concurrent_requests` and "
