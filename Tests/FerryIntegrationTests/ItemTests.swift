@@ -196,7 +196,10 @@ import Testing
             _ = try await setup.client.putItem(refused, into: Self.table, id: "put-refused")
             let status = try await setup.env.terminalStatus(of: "put-refused")
             #expect(status?.state == .rejected && status?.error?.code == "InvalidPath", "\(String(describing: status))")
-            #expect(try await setup.env.kcat.consumeAll(topic: "ferry.requests.dlq").contains { $0.value.contains("put-refused") })
+            // The status and the dead letter are separate outbox messages: wait for the latter too.
+            #expect(await eventually(timeout: 30) {
+                (try? await setup.env.kcat.consumeAll(topic: "ferry.requests.dlq").contains { $0.value.contains("put-refused") }) == true
+            })
             #expect(try await setup.tableContents()["[{\"S\":\"post-refused\"}]"] == nil)
             #expect(try await setup.stored()["public/posts/refused.bin"] == nil)
             // A file key that climbs out of its prefix, sent raw (FerryClient would refuse it): refused the same way.
