@@ -88,7 +88,6 @@ extension TransferRun {
         // instead of making the filesystem allocate (ext4: delayed allocation)
         // piece by piece. Where the filesystem cannot, writes allocate as before.
         FileSpace.reserve(fd, length: size)
-        var written: Set<Int> = []
         let firstParts = firstSpan / partSize
         if size > firstSpan {
             guard let eTag = early.eTag else {
@@ -96,7 +95,7 @@ extension TransferRun {
             }
             let id = request.id
             let journal = self.journal
-            written = await journal?.downloadedParts(transferId: id, eTag: eTag, partSize: partSize) ?? []
+            let written = await journal?.downloadedParts(transferId: id, eTag: eTag, partSize: partSize) ?? []
             let rest = Array(PartPlan(rangesOf: size, partSize: partSize).parts.dropFirst(Int(firstParts)))
             let resumed = rest.filter { written.contains($0.number) }
             if !resumed.isEmpty {
