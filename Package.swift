@@ -37,6 +37,8 @@ let package = Package(
                        providers: [.apt(["libsqlite3-dev"])]),
         // curl_easy_setopt / curl_easy_getinfo are variadic: Swift cannot call them.
         .target(name: "CFerryCurlShim", dependencies: ["CCurl"]),
+        // glibc's allocator statistics (mallinfo2), for the process gauges in /metrics.
+        .target(name: "CFerryProcess"),
 
         // The contracts: requests, statuses, events, errors.
         .target(name: "FerryCore"),
@@ -84,7 +86,7 @@ let package = Package(
                 exclude: ["README.md"]),
         // The pipeline: consume requests, run transfers, publish outcomes.
         .target(name: "FerryWorker", dependencies: [
-            "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggers", "FerryTables",
+            "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggers", "FerryTables", "CFerryProcess",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "Metrics", package: "swift-metrics"),

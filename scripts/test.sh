@@ -11,4 +11,17 @@ swift build --build-tests
 # then starve each other past their timeouts (a full run saw 70 s before a
 # 10 s test got going); a few at a time keep each test's timing meaningful.
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-6}"
-exec swift test --skip-build "$@"
+
+# CI shows only the tail of the output, where librdkafka's connection chatter
+# from the last tests would hide which test failed: keep the whole log, and
+# repeat every failure line (Swift Testing marks them ✘) at the very end.
+log="${FERRY_TEST_LOG:-.build/ferry-test.log}"
+mkdir -p "$(dirname "$log")"
+status=0
+swift test --skip-build "$@" 2>&1 | tee "$log" || status=$?
+if [ "$status" -ne 0 ]; then
+    echo
+    echo "=== failures (whole log: $log) ==="
+    grep -E '✘|error:|Fatal error|Assertion|Crash|signal' "$log" | grep -v '^%' | cut -c1-600 | tail -n 40 || true
+fi
+exit "$status"

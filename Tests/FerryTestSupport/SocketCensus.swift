@@ -13,7 +13,9 @@ public enum SocketCensus {
             inodes.insert(String(target.dropFirst("socket:[".count).dropLast()))
         }
         let wantedPort = String(format: "%04X", port)
-        var count = 0
+        // The tables are read in pieces while other sockets open and close, and
+        // the kernel can then list one socket more than once: count inodes, not lines.
+        var matched: Set<Substring> = []
         for table in ["tcp", "tcp6"] {
             // Read to the end: /proc files report a size of 0, which String(contentsOfFile:) trusts.
             guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/net/\(table)"),
@@ -26,9 +28,9 @@ public enum SocketCensus {
                 guard fields.count > 9, fields[3] == "01",
                       fields[2].split(separator: ":").last.map(String.init) == wantedPort,
                       inodes.contains(String(fields[9])) else { continue }
-                count += 1
+                matched.insert(fields[9])
             }
         }
-        return count
+        return matched.count
     }
 }

@@ -68,6 +68,7 @@ public struct AdminRouter: Sendable {
             let report = health.report()
             return .json(report.ready ? 200 : 503, report)
         case ("GET", "metrics", 1):
+            ProcessGauges.update()
             return Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.emitToBuffer())
         case ("GET", "transfers", 1):
             return .json(200, TransferList(worker: workerId, transfers: inFlight?.all ?? []))
