@@ -182,6 +182,9 @@ def write(root):
                 f"| first 10% / last 10% | {s6['first_10pct_rps']:.0f} / {s6['last_10pct_rps']:.0f} requests/s |",
                 f"| RSS after 10% / at the end / peak / 10 s idle | {s6['rss_at_10pct_mib']:.0f} / {s6['rss_at_end_mib']:.0f} / "
                 f"{s6['rss_max_mib']:.0f} / {s6.get('rss_idle_mib', 0):.0f} MiB |",
+                *([f"| heap in use (`ferry_process_heap_in_use_bytes`) after 10% / at the end / 10 s idle | "
+                   f"{s6['heap_at_10pct_mib']:.1f} / {s6['heap_at_end_mib']:.1f} / {s6.get('heap_idle_mib', 0):.1f} MiB |"]
+                  if "heap_at_10pct_mib" in s6 else []),
                 f"| the worker's threads (most seen) | {s6.get('threads_max', 0)} |", ""]
     if s7 and s7["runs"]:
         out += ["## S7: horizontal scaling", "",

@@ -459,6 +459,16 @@ class Bench:
                    if line.startswith("ferry_transfers_total{") and 'outcome="completed"' in line)
 
     @staticmethod
+    def heap_mib(port):
+        """The worker's allocator bytes in use (ferry_process_heap_in_use_bytes), MiB; 0 if unreadable."""
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        except Exception:
+            return 0.0
+        return next((float(line.split()[1]) / 2**20 for line in text.splitlines()
+                     if line.startswith("ferry_process_heap_in_use_bytes ")), 0.0)
+
+    @staticmethod
     def proc_status(pid, field):
         with open(f"/proc/{pid}/status") as f:
             for line in f:
@@ -494,11 +504,12 @@ class Bench:
             port = 19091
             started = time.time()
             worker = self.start_worker(base, "worker", bootstrap, port, data)
-            samples = []  # (seconds since start, finished, RSS MiB, threads)
+            samples = []  # (seconds since start, finished, RSS MiB, threads, heap in use MiB)
             last_progress = time.time()
             while True:
                 done = self.succeeded(port)
-                samples.append((time.time() - started, done, self.rss_mib(worker.pid), self.proc_status(worker.pid, "Threads")))
+                samples.append((time.time() - started, done, self.rss_mib(worker.pid), self.proc_status(worker.pid, "Threads"),
+                                self.heap_mib(port)))
                 if done >= count:
                     break
                 if len(samples) > 1 and done > samples[-2][1]:
@@ -518,10 +529,12 @@ class Bench:
                 "last_10pct_rps": (t100[1] - t90[1]) / max(1e-9, t100[0] - t90[0]),
                 "rss_at_10pct_mib": t10[2], "rss_at_end_mib": t100[2], "rss_max_mib": max(x[2] for x in samples),
                 "threads_max": max(x[3] for x in samples),
+                "heap_at_10pct_mib": t10[4], "heap_at_end_mib": t100[4],
                 "samples": samples[::max(1, len(samples) // 200)],
             }
             time.sleep(10)
             self.s6_result["rss_idle_mib"] = self.rss_mib(worker.pid)
+            self.s6_result["heap_idle_mib"] = self.heap_mib(port)
             log("S6", json.dumps({k: v for k, v in self.s6_result.items() if k != "samples"}))
         finally:
             for p in (worker, kafka):

@@ -5,6 +5,7 @@ usage: s3_client.py ENDPOINT create-bucket BUCKET
        s3_client.py ENDPOINT put BUCKET KEY INFILE [METADATA_JSON]
        s3_client.py ENDPOINT head BUCKET KEY
        s3_client.py ENDPOINT list-uploads BUCKET PREFIX    (prints JSON: keys with uploads in progress)
+       s3_client.py ENDPOINT upload-parts BUCKET PREFIX    (prints JSON: [{key, uploadId, parts}] of the uploads in progress)
        s3_client.py ENDPOINT sha256-all BUCKET PREFIX      (prints JSON: key -> SHA-256 of its bytes)
        s3_client.py ENDPOINT list-all                      (prints JSON: bucket -> key -> {ETag, Metadata} of every object)
        s3_client.py ENDPOINT put-many BUCKET PREFIX COUNT [START] [TAG]   (COUNT small objects PREFIX<START>…, in parallel)
@@ -43,6 +44,11 @@ elif command == "head":
 elif command == "list-uploads":
     response = s3.list_multipart_uploads(Bucket=args[0], Prefix=args[1])
     print(json.dumps([u["Key"] for u in response.get("Uploads", [])]))
+elif command == "upload-parts":
+    uploads = s3.list_multipart_uploads(Bucket=args[0], Prefix=args[1]).get("Uploads", [])
+    print(json.dumps([{"key": u["Key"], "uploadId": u["UploadId"],
+                       "parts": len(s3.list_parts(Bucket=args[0], Key=u["Key"], UploadId=u["UploadId"]).get("Parts", []))}
+                      for u in uploads]))
 elif command == "sha256-all":
     import hashlib
     digests = {}
