@@ -449,23 +449,21 @@ class Bench:
         raise RuntimeError(f"worker {name} never became ready (see {base}/{name}.log)")
 
     @staticmethod
-    def succeeded(port):
-        """Transfers a worker completed, from its /metrics (ferry_transfers_total{outcome="completed"})."""
+    def metric_lines(port):
+        """A worker's /metrics, one line each; none if it does not answer."""
         try:
-            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode().splitlines()
         except Exception:
-            return 0
-        return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
+            return []
+
+    def succeeded(self, port):
+        """Transfers a worker completed, from its /metrics (ferry_transfers_total{outcome="completed"})."""
+        return sum(int(float(line.rsplit(" ", 1)[1])) for line in self.metric_lines(port)
                    if line.startswith("ferry_transfers_total{") and 'outcome="completed"' in line)
 
-    @staticmethod
-    def heap_mib(port):
+    def heap_mib(self, port):
         """The worker's allocator bytes in use (ferry_process_heap_in_use_bytes), MiB; 0 if unreadable."""
-        try:
-            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-        except Exception:
-            return 0.0
-        return next((float(line.split()[1]) / 2**20 for line in text.splitlines()
+        return next((float(line.split()[1]) / 2**20 for line in self.metric_lines(port)
                      if line.startswith("ferry_process_heap_in_use_bytes ")), 0.0)
 
     @staticmethod
