@@ -22,6 +22,7 @@ swift test --skip-build "$@" 2>&1 | tee "$log" || status=$?
 if [ "$status" -ne 0 ]; then
     echo
     echo "=== failures (whole log: $log) ==="
-    grep -E '✘|error:|Fatal error|Assertion|Crash|signal' "$log" | grep -v '^%' | cut -c1-600 | tail -n 40 || true
+    { grep -E -A4 '^✘ Test .*recorded an issue' "$log"; grep -E '^✘ (Suite|Test run)|Fatal error:|Assertion .*failed|^error: ' "$log"; } \
+        | grep -v '^%' | cut -c1-600 | tail -n 60 || true
 fi
 exit "$status"
