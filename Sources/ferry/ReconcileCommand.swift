@@ -65,9 +65,5 @@ struct ReconcileCommand: AsyncParsableCommand {
     }
 
     /// The process's peak resident memory (VmHWM), MiB.
-    static func peakResidentMiB() -> Int {
-        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
-        let line = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") } ?? ""
-        return (Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0) / 1024
-    }
+    static func peakResidentMiB() -> Int { (ProcessStatus.read()["VmHWM"] ?? 0) / 1024 }
 }

@@ -1,5 +1,5 @@
 import CFerryProcess
-import Foundation
+import FerryCore
 import Metrics
 
 /// The process's own memory and threads, read when /metrics is scraped.
@@ -7,16 +7,9 @@ import Metrics
 /// stays resident), so the allocator's in-use bytes are given beside it.
 enum ProcessGauges {
     static func update() {
-        Gauge(label: "ferry_process_heap_in_use_bytes").record(Int(ferry_heap_in_use_bytes()))
-        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
-        for line in status.split(separator: "\n") {
-            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
-            guard fields.count >= 2, let value = Int(fields[1]) else { continue }
-            switch fields[0] {
-            case "VmRSS:": Gauge(label: "ferry_process_resident_memory_bytes").record(value * 1024)
-            case "Threads:": Gauge(label: "ferry_process_threads").record(value)
-            default: break
-            }
-        }
+        Gauge(label: "ferry_process_heap_in_use_bytes").record(Int(clamping: ferry_heap_in_use_bytes()))
+        let status = ProcessStatus.read()
+        if let kB = status["VmRSS"] { Gauge(label: "ferry_process_resident_memory_bytes").record(kB &* 1024) }
+        if let threads = status["Threads"] { Gauge(label: "ferry_process_threads").record(threads) }
     }
 }
