@@ -39,12 +39,14 @@ let package = Package(
         .target(name: "CFerryCurlShim", dependencies: ["CCurl"]),
         // glibc's allocator statistics (mallinfo2), for the process gauges in /metrics.
         .target(name: "CFerryProcess"),
+        // CRC-32C on the CPU's instruction where there is one; both CRC-32s on tables otherwise.
+        .target(name: "CFerryChecksum"),
 
         // The contracts: requests, statuses, events, errors.
         .target(name: "FerryCore"),
         // Object storage: SigV4, credentials, S3 over libcurl, the local directory store.
         .target(name: "FerryS3", dependencies: [
-            "FerryCore", "CCurl", "CFerryCurlShim", "CFerryOpenSSL",
+            "FerryCore", "CCurl", "CFerryCurlShim", "CFerryOpenSSL", "CFerryChecksum",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
         ]),
@@ -111,14 +113,14 @@ let package = Package(
             "FerryCore", "FerryTestSupport", .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
         .testTarget(name: "FerryS3Tests", dependencies: [
-            "FerryS3", "FerryTestSupport", .product(name: "PropertyBased", package: "swift-property-based"),
+            "FerryS3", "CFerryChecksum", "FerryTestSupport", .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
         .testTarget(name: "FerryTriggersTests", dependencies: [
             "FerryTriggers", "Triggers", "FerryKafka", "FerryTestSupport",
         ]),
         .testTarget(name: "FerryEngineTests", dependencies: ["FerryEngine", "FerryS3", "FerryTestSupport"]),
         .testTarget(name: "FerryKafkaTests", dependencies: ["FerryKafka", "FerryTestSupport"]),
-        .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore"]),
+        .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "FerryTestSupport"]),
         .testTarget(name: "FerryWorkerTests", dependencies: [
             "FerryWorker", "FerryTriggers", "FerryEngine", "FerryS3", "FerryStore", "FerryKafka", .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "PropertyBased", package: "swift-property-based"),

@@ -1,5 +1,6 @@
 import FerryCore
 import FerryStore
+import FerryTestSupport
 import Foundation
 import Testing
 
@@ -33,18 +34,5 @@ import Testing
         try await store.apply(Array(versions.prefix(6).reversed()), topic: "ferry.tables.posts", partition: 0, next: 6)
         #expect(try await store.currentItem(table: "posts", itemKey: key)?.record?.item["title"] == .string("v6"))
         #expect(try await store.queryItems(ItemQuery(table: "posts", partitionKey: "p1")).map(\.version) == [6])
-    }
-}
-
-/// SplitMix64: reproducible shuffles.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
