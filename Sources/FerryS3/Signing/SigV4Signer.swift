@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// AWS Signature Version 4 as a pure function of its inputs, in the stages AWS
 /// documents (canonical request → string to sign → signing key → signature), so
@@ -7,6 +8,9 @@ public struct SigV4Signer: Sendable {
     public var credentials: AWSCredentials
     public var region: String
     public var service: String
+    /// Process-wide (a signer is made per request); keyed by everything the
+    /// key depends on, so a refreshed secret or a new day derives a new one.
+    private static let keyCache = SigningKeyCache()
 
     public init(credentials: AWSCredentials, region: String, service: String = "s3") {
         self.credentials = credentials
@@ -120,7 +124,16 @@ public struct SigV4Signer: Sendable {
 
     public func signingKey(_ date: Date) -> [UInt8] {
         let day = String(Self.amzDate(date).prefix(8))
-        let kDate = Digest.hmacSHA256(key: Array("AWS4\(credentials.secretAccessKey)".utf8), Array(day.utf8))
+        let cacheKey = SigningKeyCache.Key(day: day, region: region, service: service, secret: credentials.secretAccessKey)
+        if let key = Self.keyCache.key(for: cacheKey) { return key }
+        let key = Self.deriveSigningKey(day: day, region: region, service: service, secret: credentials.secretAccessKey)
+        Self.keyCache.store(key, for: cacheKey)
+        return key
+    }
+
+    /// The four HMACs of the key derivation, which depend on the day, not the request.
+    static func deriveSigningKey(day: String, region: String, service: String, secret: String) -> [UInt8] {
+        let kDate = Digest.hmacSHA256(key: Array("AWS4\(secret)".utf8), Array(day.utf8))
         let kRegion = Digest.hmacSHA256(key: kDate, Array(region.utf8))
         let kService = Digest.hmacSHA256(key: kRegion, Array(service.utf8))
         return Digest.hmacSHA256(key: kService, Array("aws4_request".utf8))
@@ -177,8 +190,38 @@ public struct SigV4Signer: Sendable {
         Set(headers.map { $0.0.lowercased() }).sorted().joined(separator: ";")
     }
 
+    /// A header value as SigV4 signs it: runs of spaces and tabs become one
+    /// space, none at either end (botocore: `' '.join(value.split())`, for the
+    /// ASCII that HTTP header values may hold). Byte by byte: Foundation's
+    /// trimming bridged through NSString was a few % of a small PUT's CPU.
     static func foldSpaces(_ value: String) -> String {
-        value.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
-            .trimmingCharacters(in: .whitespaces)
+        var out = [UInt8]()
+        out.reserveCapacity(value.utf8.count)
+        var gap = false
+        for b in value.utf8 {
+            if b == UInt8(ascii: " ") || b == UInt8(ascii: "\t") {
+                gap = !out.isEmpty
+                continue
+            }
+            if gap { out.append(UInt8(ascii: " ")); gap = false }
+            out.append(b)
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Signing keys derived today, for the next requests with the same secret
+/// (a handful: one per credential in use; emptied when it reaches 64).
+final class SigningKeyCache: Sendable {
+    struct Key: Hashable { var day, region, service, secret: String }
+    private let keys = Mutex<[Key: [UInt8]]>([:])
+
+    func key(for key: Key) -> [UInt8]? { keys.withLock { $0[key] } }
+
+    func store(_ value: [UInt8], for key: Key) {
+        keys.withLock { keys in
+            if keys.count >= 64 { keys.removeAll() }
+            keys[key] = value
+        }
     }
 }
