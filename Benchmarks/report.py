@@ -31,6 +31,9 @@ def medians(results):
     out = {}
     for key, runs in table.items():
         out[key] = {m: statistics.median(x[m] for x in runs) for m in ("mb_s", "objects_s", "cpu_per_gib", "rss_mib", "wall")}
+        # Runs before the server was sampled have no server figure.
+        server = [x["server_cpu_per_gib"] for x in runs if "server_cpu_per_gib" in x]
+        out[key]["server_cpu_per_gib"] = statistics.median(server) if server else None
         out[key]["rounds"] = len(runs)
     return out
 
@@ -150,17 +153,22 @@ def write(root):
            "Written by `Benchmarks/run.sh` (see the README); every figure is a median of "
            f"{args['rounds']} rounds, the tools run in alternation within each round, against one Ceph RADOS Gateway "
            "on loopback, on the same machine, in one run. MB/s are 10^6 bytes per second of wall time; CPU is the "
-           "user+sys time of the client's whole process tree (GNU time) per GiB moved; RSS is the client's peak.", ""]
+           "user+sys time of the client's whole process tree (GNU time) per GiB moved, and server CPU the same for the "
+           "gateway's processes (radosgw, ceph-osd, ceph-mon) meanwhile: client and server share the machine's two "
+           "cores, so a client that makes the server work less also goes faster; RSS is the client's peak.", ""]
     if plotted:
         out += ["![benchmarks](Benchmarks/benchmarks.png)", ""]
     for s, title in SCENARIOS.items():
         rows = sorted(((t, v) for (sc, t), v in med.items() if sc == s), key=lambda kv: -kv[1]["mb_s"])
         if not rows:
             continue
-        out += [f"## {s}: {title}", "", "| tool | MB/s | objects/s | CPU-s/GiB | peak RSS MiB | wall s |", "|---|---|---|---|---|---|"]
+        out += [f"## {s}: {title}", "",
+                "| tool | MB/s | objects/s | CPU-s/GiB | server CPU-s/GiB | peak RSS MiB | wall s |", "|---|---|---|---|---|---|---|"]
         for t, v in rows:
             name = f"**{t}**" if t == "ferry" else (f"{t} (reference)" if t in REFERENCES else t)
-            out.append(f"| {name} | {v['mb_s']:.0f} | {v['objects_s']:.1f} | {v['cpu_per_gib']:.2f} | {v['rss_mib']:.0f} | {v['wall']:.2f} |")
+            server = "–" if v["server_cpu_per_gib"] is None else f"{v['server_cpu_per_gib']:.2f}"
+            out.append(f"| {name} | {v['mb_s']:.0f} | {v['objects_s']:.1f} | {v['cpu_per_gib']:.2f} | {server} | "
+                       f"{v['rss_mib']:.0f} | {v['wall']:.2f} |")
         out.append("")
     if s5:
         out += ["## S5: the full pipeline", "",

@@ -36,6 +36,26 @@ def log(*args):
     print(time.strftime("%H:%M:%S"), *args, flush=True)
 
 
+
+SERVER_PROCESSES = ("radosgw", "ceph-osd", "ceph-mon")
+
+
+def server_cpu_seconds():
+    """user+sys CPU seconds of the storage server's processes (RGW, OSD, monitor) so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        if name in SERVER_PROCESSES:
+            fields = stat[stat.rindex(")") + 2:].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -65,9 +85,11 @@ class Bench:
         return dict(self.env, AWS_CONFIG_FILE=self.aws_config)
 
     def timed(self, command, env=None):
-        """Runs a client command under GNU time: wall s, CPU s (user+sys of its tree), peak RSS MiB."""
+        """Runs a client command under GNU time: wall s, CPU s (user+sys of its tree), peak RSS MiB,
+        and the CPU s the storage server's processes used meanwhile (they share the machine's cores)."""
         out = tempfile.NamedTemporaryFile(delete=False)
         out.close()
+        server_before = server_cpu_seconds()
         start = time.perf_counter()
         proc = subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", out.name] + command, env=env or self.env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -78,7 +100,7 @@ class Bench:
         if proc.returncode != 0:
             raise RuntimeError(f"{command[0]} failed ({proc.returncode}): {proc.stderr[-2000:]}")
         user, system, rss_kib = float(fields[0]), float(fields[1]), int(fields[2])
-        return {"wall": wall, "cpu": user + system, "rss_mib": rss_kib / 1024}
+        return {"wall": wall, "cpu": user + system, "rss_mib": rss_kib / 1024, "server_cpu": server_cpu_seconds() - server_before}
 
     def delete_prefix(self, prefix):
         paginator = self.s3.get_paginator("list_objects_v2")
@@ -102,13 +124,15 @@ class Bench:
 
     def record(self, scenario, tool, round_, m, bytes_, objects):
         m.update(scenario=scenario, tool=tool, round=round_, bytes=bytes_, objects=objects,
-                 mb_s=bytes_ / m["wall"] / 1e6, objects_s=objects / m["wall"], cpu_per_gib=m["cpu"] / (bytes_ / GiB))
+                 mb_s=bytes_ / m["wall"] / 1e6, objects_s=objects / m["wall"], cpu_per_gib=m["cpu"] / (bytes_ / GiB),
+                 server_cpu_per_gib=m["server_cpu"] / (bytes_ / GiB))
         self.results.append(m)
         log(f"{scenario} {tool:14} round {round_}: {m['mb_s']:8.1f} MB/s {m['objects_s']:8.1f} obj/s "
-            f"{m['cpu_per_gib']:6.2f} CPU-s/GiB {m['rss_mib']:7.1f} MiB RSS")
+            f"{m['cpu_per_gib']:6.2f} CPU-s/GiB {m['server_cpu_per_gib']:6.2f} server CPU-s/GiB {m['rss_mib']:7.1f} MiB RSS")
 
     def ferry(self, *args):
-        return [FERRY, *args, "--s3-endpoint", self.endpoint, "--region", "us-east-1", "--checksum", "NONE"]
+        # Ferry as it runs by default: Content-MD5 on single PUTs and a CRC-32C on every request.
+        return [FERRY, *args, "--s3-endpoint", self.endpoint, "--region", "us-east-1"]
 
     def with_baseline(self, tools):
         """Adds "ferry-baseline" (FERRY_BASELINE_BINARY) right after "ferry", same arguments."""
@@ -327,7 +351,7 @@ class Bench:
         worker_log = open(os.path.join(base, "worker.log"), "w")
         worker = subprocess.Popen([FERRY, "worker", "--bootstrap-servers", bootstrap, "--s3-endpoint", self.endpoint,
                                    "--region", "us-east-1", "--data-root", data, "--state-dir", os.path.join(base, "state"),
-                                   "--checksum", "NONE", "--max-transfers", "32", "--kafka-property", "session.timeout.ms=6000",
+                                   "--max-transfers", "32", "--kafka-property", "session.timeout.ms=6000",
                                    "--http-address", f"127.0.0.1:{port}", "--log-level", "warning"],
                                   env=self.env, stdout=worker_log, stderr=worker_log, cwd=base)
         try:
@@ -432,7 +456,7 @@ class Bench:
         """One `ferry worker` on S3 (`endpoint`) or, without one, on a local object store under base.
         A short session timeout finds a lone worker's group at once; a fleet keeps librdkafka's default (45 s)."""
         log_file = open(os.path.join(base, f"{name}.log"), "w")
-        storage = (["--s3-endpoint", endpoint, "--region", "us-east-1", "--checksum", "NONE"] if endpoint
+        storage = (["--s3-endpoint", endpoint, "--region", "us-east-1"] if endpoint
                    else ["--local-store", os.path.join(base, "objects")])
         worker = subprocess.Popen([FERRY, "worker", "--bootstrap-servers", bootstrap, *storage, "--data-root", data,
                                    "--state-dir", os.path.join(base, f"state-{name}"), "--max-transfers", str(max_transfers),
