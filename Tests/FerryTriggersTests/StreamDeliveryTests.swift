@@ -318,4 +318,25 @@ import Testing
         #expect(dlq.count == 1)
         #expect(dlq.first?.value.contains("UndecodableRecord") == true)
     }
+
+    /// A trigger passes over another table's records by their key, before
+    /// decoding: even an undecodable one is not this trigger's to dead-letter.
+    @Test func anotherTablesRecordsArePassedOverUndecoded() async throws {
+        let handler = Scripted()
+        let trigger = StreamTriggerRegistration(name: "objects-only", table: "objects", handler: handler)
+        let kafka = try Cluster(partitions: 1, logger: logger)
+        let dispatcher = try kafka.dispatcher([trigger], logger: logger)
+        let running = Task { await dispatcher.run() }
+        try await kafka.producer.send(topic: kafka.topics.streams, key: "transfers/t-1", value: Array("{garbage".utf8))
+        try await kafka.send([Self.record("after", 1)])
+        _ = await eventually(timeout: 30) { !handler.seen.isEmpty }
+        let dlq = try await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ)
+        running.cancel()
+        await running.value
+        #expect(handler.seen == [["after#1"]])
+        #expect(dlq.isEmpty, "\(dlq.map(\.value))")
+        #expect(StreamMapping.table(keyedBy: Array("posts/p1/x".utf8)) == "posts")
+        #expect(StreamMapping.table(keyedBy: Array("/x".utf8)) == nil)
+        #expect(StreamMapping.table(keyedBy: nil) == nil)
+    }
 }
