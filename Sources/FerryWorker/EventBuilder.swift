@@ -42,6 +42,6 @@ extension EventBuilder {
     /// sequencer) and handlers can deduplicate. (It restarts if the requests
     /// topic is recreated or its partition count changes.)
     static func sequencer(for message: KafkaMessage) -> String {
-        String(format: "%016llX", UInt64(max(0, message.offset)))
+        Digits.upperHex(UInt64(max(0, message.offset)), width: 16)
     }
 }

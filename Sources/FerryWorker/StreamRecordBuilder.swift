@@ -24,7 +24,7 @@ struct StreamRecordBuilder: Sendable {
     /// transfer's records share its request's offset. A redelivered request
     /// yields the same numbers, so (table, key, SequenceNumber) identifies a change.
     static func sequenceNumber(offset: Int64, step: Int) -> String {
-        String(format: "1%020lld%04d", max(0, offset), min(max(0, step), 9999))
+        "1" + Digits.decimal(max(0, offset), width: 20) + Digits.decimal(Int64(min(max(0, step), 9999)), width: 4)
     }
 
     /// The step of a `transfers` item's expiry: after every state change.
@@ -111,7 +111,7 @@ struct StreamRecordBuilder: Sendable {
 
     /// `3` + the item's version (20 digits) + `0000`: grows with every write of the item, whichever worker made it.
     static func itemSequenceNumber(version: Int64) -> String {
-        String(format: "3%020lld0000", max(0, version))
+        "3" + Digits.decimal(max(0, version), width: 20) + "0000"
     }
 
     /// A change of a declared record table's item.
@@ -141,7 +141,7 @@ struct StreamRecordBuilder: Sendable {
     /// 32 hex digits derived from the change's identity, so a redelivered change has the same id.
     static func eventID(table: String, itemKey: String, sequence: String) -> String {
         let identity = "\(table)\u{0}\(itemKey)\u{0}\(sequence)"
-        return Digest.md5(Array(identity.utf8)).map { String(format: "%02x", $0) }.joined()
+        return Digest.md5(Array(identity.utf8)).hexString
     }
 
     /// The Kafka message, keyed `<table>/<item key>`.

@@ -176,7 +176,7 @@ public enum FormURLEncoding {
             case UInt8(ascii: " "):
                 out.append("+")
             default:
-                out += String(format: "%%%02X", byte)
+                out += "%" + Digits.upperHex(UInt64(byte), width: 2)
             }
         }
         return out

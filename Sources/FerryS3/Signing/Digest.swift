@@ -60,17 +60,3 @@ public enum Digest {
         deinit { EVP_MD_CTX_free(context) }
     }
 }
-
-extension Collection<UInt8> {
-    /// Lowercase hex, as SigV4 and ETags use.
-    public var hexString: String {
-        let digits: [UInt8] = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(count * 2)
-        for b in self {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-}

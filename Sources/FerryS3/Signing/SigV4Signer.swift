@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 import Synchronization
 

@@ -25,7 +25,7 @@ extension EventBuilder {
     /// microseconds, 16 hex digits, which grows per key.
     static func sequencer(for change: StoreNotification) -> String {
         if let sequencer = change.sequencer { return sequencer }
-        return String(format: "%016llX", Int64(microseconds(of: eventDate(change))))
+        return Digits.upperHex(UInt64(microseconds(of: eventDate(change))), width: 16)
     }
 
     /// When the change happened (now, when its time cannot be read).
@@ -47,7 +47,7 @@ extension StreamRecordBuilder {
     func objectRecord(change: StoreNotification, new: ObjectCatalog.Entry?, old: ObjectCatalog.Entry?) -> DynamoDBEvent.Record {
         let keys: AttributeMap = ["bucket": .string(change.bucket), "key": .string(change.key)]
         let date = EventBuilder.eventDate(change)
-        let sequence = String(format: "2%020lld0000", Int64(EventBuilder.microseconds(of: date)))
+        let sequence = "2" + Digits.decimal(Int64(EventBuilder.microseconds(of: date)), width: 20) + "0000"
         let oldImage = old.map { image(of: $0, keys: keys) }
         if change.isRemoval {
             return objectsRecord(name: .remove, keys: keys, new: nil, old: oldImage ?? keys, sequence: sequence, time: date)

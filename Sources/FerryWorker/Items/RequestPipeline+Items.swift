@@ -196,7 +196,7 @@ extension RequestPipeline {
     static func fileTransferId(_ id: String, _ index: Int) -> String {
         let plain = "\(id).f\(index)"
         if plain.utf8.count <= RequestDecoder.maxIdLength { return plain }
-        let digest = Digest.sha256(Array(id.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
+        let digest = Digest.sha256(Array(id.utf8)).prefix(16).hexString
         return "\(digest).f\(index)"
     }
 }
