@@ -32,7 +32,12 @@ public struct FilterCriteria: Sendable {
         guard !patterns.isEmpty else { return true }
         guard let data = try? JSONEncoder().encode(record),
               let json = try? JSONSerialization.jsonObject(with: data) else { return false }
-        return patterns.contains { $0.matches(json) }
+        return matches(json: json)
+    }
+
+    /// Whether a record's JSON, as `JSONSerialization` reads it, matches.
+    public func matches(json: Any) -> Bool {
+        patterns.isEmpty || patterns.contains { $0.matches(json) }
     }
 }
 

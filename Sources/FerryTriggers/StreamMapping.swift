@@ -6,7 +6,8 @@ import Metrics
 
 /// One stream trigger's event source mapping: reads `<prefix>.streams` in its
 /// own consumer group, and per partition gathers batches (BatchSize,
-/// MaximumBatchingWindowInSeconds), drops records its filters do not match,
+/// MaximumBatchingWindowInSeconds), drops records of other tables (by their
+/// key) and records its filters do not match, both before decoding them,
 /// and invokes the handler, retrying a failing batch (bisecting it, or from
 /// the first reported item failure) until it succeeds, runs out of retries or
 /// its records out of age; then a failure record goes to the on-failure
@@ -74,9 +75,15 @@ final class StreamMapping: Sendable {
             // stream trigger was the worker's largest CPU cost in the pipeline
             // benchmark). A record keyed otherwise is decoded and checked.
             if let table = Self.table(keyedBy: message.key), table != trigger.table { continue }
+            // Filters see the record's JSON as it arrived, as Lambda's do; one it
+            // drops is not decoded. (JSON that does not parse fails below.)
+            let filters = trigger.mapping.filterCriteria
+            if !filters.isEmpty, let json = try? JSONSerialization.jsonObject(with: Data(message.value)), !filters.matches(json: json) {
+                continue
+            }
             do {
                 let record = try JSONDecoder().decode(DynamoDBEvent.Record.self, from: Data(message.value))
-                guard trigger.matches(record) else { continue }  // another table, or filtered out
+                guard record.tableName == trigger.table else { continue }  // an unkeyed record of another table
                 var projected = record
                 projected.dynamodb = record.dynamodb.projected(to: trigger.viewType)
                 items.append(Item(message: message, record: projected))

@@ -339,4 +339,27 @@ import Testing
         #expect(StreamMapping.table(keyedBy: Array("/x".utf8)) == nil)
         #expect(StreamMapping.table(keyedBy: nil) == nil)
     }
+
+    /// Filters run on the record's JSON before it is decoded: what they drop is
+    /// never decoded (a malformed record they drop goes nowhere), what they keep
+    /// is decoded and, if malformed, dead-lettered.
+    @Test func filtersRunBeforeDecoding() async throws {
+        let handler = Scripted()
+        let filters = try FilterCriteria(patterns: [#"{"eventName":["INSERT"]}"#])
+        let trigger = StreamTriggerRegistration(name: "inserts", table: "objects", mapping: EventSourceMapping(filterCriteria: filters),
+                                                handler: handler)
+        let kafka = try Cluster(partitions: 1, logger: logger)
+        let dispatcher = try kafka.dispatcher([trigger], logger: logger)
+        let running = Task { await dispatcher.run() }
+        try await kafka.producer.send(topic: kafka.topics.streams, key: "objects/b/dropped", value: Array(#"{"eventName":"REMOVE"}"#.utf8))
+        try await kafka.producer.send(topic: kafka.topics.streams, key: "objects/b/kept", value: Array(#"{"eventName":"INSERT"}"#.utf8))
+        try await kafka.send([Self.record("after", 1)])
+        _ = await eventually(timeout: 30) { !handler.seen.isEmpty }
+        let dlq = try await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ)
+        running.cancel()
+        await running.value
+        #expect(handler.seen == [["after#1"]])
+        #expect(dlq.count == 1, "\(dlq.map(\.value))")
+        #expect(dlq.first?.value.contains("UndecodableRecord") == true)
+    }
 }
