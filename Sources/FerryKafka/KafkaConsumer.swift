@@ -220,6 +220,8 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
 
     /// Messages fetched but not yet read.
     public var bufferedCount: Int { buffer.count }
+    /// Key and value bytes of the messages buffered now.
+    public var bufferedBytes: Int { buffer.load.bytes }
 
     public func makeAsyncIterator() -> MessageBuffer.Iterator { MessageBuffer.Iterator(buffer: buffer) }
 

@@ -93,6 +93,40 @@ import Testing
         await consumer.close()
     }
 
+    /// Large messages pause fetching at the byte cap (32 MiB) long before the
+    /// count cap: 80 messages of 450 KB, nobody reading, stay under 32 MiB and
+    /// one message more; then all 80 are read, none lost. (32 partitions: the
+    /// mock cluster keeps 5 MiB of each.)
+    @Test func byteCapPausesFetchingBeforeTheCountCap() async throws {
+        let cluster = try cluster(topics: ["t.bytes": 32])
+        let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+        let producer = try KafkaProducer(configuration: kafka, logger: logger)
+        let size = 450_000, count = 80
+        for i in 0..<count {
+            var value = [UInt8](repeating: UInt8(i), count: size)
+            value.replaceSubrange(0..<8, with: Array(String(format: "%08d", i).utf8))
+            try await producer.send(topic: "t.bytes", key: "k\(i)", value: value)
+        }
+        var group = kafka
+        group["group.id"] = "g-bytes"
+        let consumer = try KafkaConsumer(configuration: group, subscribing: ["t.bytes"], bufferCapacity: 10_000, logger: logger)
+        let first = try #require(await next(consumer))
+        var most = 0
+        for _ in 0..<30 {
+            try await Task.sleep(for: .milliseconds(100))
+            most = max(most, consumer.bufferedBytes)
+        }
+        #expect(most >= MessageBuffer.byteCapacity - size, "fetching stopped early: \(most) bytes buffered")
+        #expect(most <= MessageBuffer.byteCapacity + size + 16, "\(most) bytes buffered")
+        var seen: Set<String> = [String(decoding: first.value.prefix(8), as: UTF8.self)]
+        while seen.count < count, let m = await next(consumer, timeout: 15) {
+            #expect(m.value.count == size)
+            seen.insert(String(decoding: m.value.prefix(8), as: UTF8.self))
+        }
+        #expect(seen.count == count)
+        await consumer.close()
+    }
+
     /// A paused member (full buffer) loses partitions and gets them back in
     /// rebalances: every partition fetches again once the buffer drains.
     /// librdkafka keeps a pause through unassign/assign; before the fix such
