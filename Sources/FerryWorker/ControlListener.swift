@@ -18,7 +18,7 @@ final class ControlListener: Sendable {
     private let book: ControlBook
     private let state: WorkerStateStore
     private let logger: Logger
-    private let replayed = OneShot()
+    private let replayed = OnceValue<Void>()
 
     /// The longest a worker waits for the control topic's past before it starts anyway.
     static let catchUpSeconds: Double = 30
@@ -29,16 +29,16 @@ final class ControlListener: Sendable {
         self.book = book
         self.state = state
         self.logger = logger
-        if ends.values.allSatisfy({ $0 <= 0 }) { replayed.fire() }
+        if ends.values.allSatisfy({ $0 <= 0 }) { replayed.deliver(()) }
     }
 
     /// Returns when the decisions sent before this worker started are in the
     /// book (or after `catchUpSeconds`, with a warning).
     func caughtUp() async {
         let timer = DeadlineTimer.start(after: Self.catchUpSeconds) { [replayed, logger] in
-            if replayed.fire() { logger.warning("the control topic's past was not read within \(Int(Self.catchUpSeconds)) s; taking requests anyway") }
+            if replayed.deliver(()) { logger.warning("the control topic's past was not read within \(Int(Self.catchUpSeconds)) s; taking requests anyway") }
         }
-        await replayed.wait()
+        await replayed.value
         timer.cancel()
     }
 
@@ -51,7 +51,7 @@ final class ControlListener: Sendable {
                 if let end = remaining[message.partition], message.offset >= end - 1 {
                     remaining[message.partition] = nil
                     if remaining.isEmpty {
-                        replayed.fire()
+                        replayed.deliver(())
                         logger.info("control decisions read: \(book.count) in force")
                     }
                 }
@@ -77,35 +77,6 @@ final class ControlListener: Sendable {
             logger.info("control \(command.action.rawValue) for \(command.id): already finished here (\(finished.state.rawValue)); no effect")
         } else {
             logger.info("control \(command.action.rawValue) for \(command.id): not running on this worker; remembered for when its request is reached")
-        }
-    }
-}
-
-/// A signal that fires once; waiters before or after are released.
-final class OneShot: Sendable {
-    private let state = Mutex<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    /// True for the call that fired it.
-    @discardableResult
-    func fire() -> Bool {
-        let waiters: [CheckedContinuation<Void, Never>]? = state.withLock { s in
-            guard !s.fired else { return nil }
-            s.fired = true
-            defer { s.waiters = [] }
-            return s.waiters
-        }
-        waiters?.forEach { $0.resume() }
-        return waiters != nil
-    }
-
-    func wait() async {
-        await withCheckedContinuation { continuation in
-            let now = state.withLock { s in
-                if s.fired { return true }
-                s.waiters.append(continuation)
-                return false
-            }
-            if now { continuation.resume() }
         }
     }
 }

@@ -189,33 +189,7 @@ extension TransferRun {
 
 /// The first head of a download's first range (or the error that ended it),
 /// awaited by the download to start the other ranges.
-final class FirstHead: Sendable {
-    private let state = Mutex<(value: Result<ObjectAttributes, FerryError>?, waiters: [CheckedContinuation<Result<ObjectAttributes, FerryError>, Never>])>((nil, []))
-
-    /// Only the first delivery counts.
-    func deliver(_ value: Result<ObjectAttributes, FerryError>) {
-        let waiters = state.withLock { s -> [CheckedContinuation<Result<ObjectAttributes, FerryError>, Never>] in
-            guard s.value == nil else { return [] }
-            s.value = value
-            defer { s.waiters = [] }
-            return s.waiters
-        }
-        waiters.forEach { $0.resume(returning: value) }
-    }
-
-    var value: Result<ObjectAttributes, FerryError> {
-        get async {
-            await withCheckedContinuation { continuation in
-                let now = state.withLock { s -> Result<ObjectAttributes, FerryError>? in
-                    if let value = s.value { return value }
-                    s.waiters.append(continuation)
-                    return nil
-                }
-                if let now { continuation.resume(returning: now) }
-            }
-        }
-    }
-}
+typealias FirstHead = OnceValue<Result<ObjectAttributes, FerryError>>
 
 /// The checks a download's bytes must pass, computed while the first range
 /// streams in: the object's full additional checksum when the server returned
