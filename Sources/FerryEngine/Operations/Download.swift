@@ -84,6 +84,11 @@ extension TransferRun {
         let early = try await head.value.get()
         let size = early.size
         setTotal(size)
+        // The size is the server's word: a download that cannot fit fails now,
+        // with the figures, instead of filling the disk first.
+        if let (needed, free) = FileSpace.shortfall(fd, length: size) {
+            throw FerryError(.localIOError, "the object is \(size) bytes; its destination's filesystem has \(free) bytes free and the download needs \(needed) more")
+        }
         // Reserve the blocks at once: the ranges then write into allocated space
         // instead of making the filesystem allocate (ext4: delayed allocation)
         // piece by piece. Where the filesystem cannot, writes allocate as before.

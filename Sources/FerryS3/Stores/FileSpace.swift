@@ -1,4 +1,5 @@
 import CFerryCurlShim
+import Glibc
 
 /// Disk space for a file that is about to be written out of order.
 public enum FileSpace {
@@ -9,5 +10,16 @@ public enum FileSpace {
     @discardableResult
     public static func reserve(_ fd: Int32, length: Int64) -> Bool {
         length > 0 && ferry_reserve_file_space(fd, length) == 0
+    }
+
+    /// Bytes `fd`'s file still needs to reach `length` (what it already holds
+    /// allocated counts), and what its filesystem has free for this user, when
+    /// that is not enough; nil when it is (or the figures cannot be read).
+    public static func shortfall(_ fd: Int32, length: Int64) -> (needed: Int64, free: Int64)? {
+        var fs = statvfs(), st = stat()
+        guard fstatvfs(fd, &fs) == 0, fstat(fd, &st) == 0 else { return nil }
+        let free = Int64(clamping: UInt64(fs.f_bavail).multipliedReportingOverflow(by: UInt64(fs.f_frsize)).partialValue)
+        let needed = max(0, length - Int64(st.st_blocks) * 512)
+        return needed > free ? (needed, free) : nil
     }
 }
