@@ -221,8 +221,9 @@ def write(root):
         f"- run: `Benchmarks/run.sh --rounds {args['rounds']}` (scenarios {', '.join(args['scenarios'])}, "
         f"{args['big_gib']} GiB, {args['small_count']} small files, {args['medium_count']} medium objects)",
         *([f"- runs: {data['note']}"] if data.get("note") else []),
-        "- every tool without an additional checksum (`--checksum NONE`, `AWS_REQUEST_CHECKSUM_CALCULATION=when_required`, "
-        "rclone `--s3-disable-checksum`): RGW ignores them, and the same choice on all sides keeps it fair",
+        "- Ferry as it runs by default: a CRC-32C on every PUT and part (on the CPU's instruction) and Content-MD5 on "
+        "single PUTs, which this RGW (Ceph 16) does not store but checks the MD5 of; the peers without their additional "
+        "checksums (`AWS_REQUEST_CHECKSUM_CALCULATION=when_required`, rclone `--s3-disable-checksum`), as they ran before",
         "- boto3 with `max_pool_connections` ≥ 2 × its concurrency; the aws CLI with `max_concurrent_requests` and "
         "8 MB chunks; s5cmd `-p 8 -c 8` / `--numworkers`; rclone `--s3-chunk-size 8M --s3-upload-concurrency 8`, "
         "`--multi-thread-streams 8`, `--transfers`; curl through presigned URLs (single stream, and `--parallel "
