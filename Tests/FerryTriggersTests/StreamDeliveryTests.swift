@@ -302,19 +302,30 @@ import Testing
         #expect(perDispatcher.count == 2, "both dispatchers had partitions: \(perDispatcher)")
     }
 
-    @Test func undecodableRecordsGoToTheDestinationAndDoNotBlock() async throws {
-        let handler = Scripted()
-        let trigger = StreamTriggerRegistration(name: "robust", table: "objects", handler: handler)
+    /// Runs `trigger`, sends `raw` messages (key, value) to the stream and then
+    /// one good record (`after#1`); returns the trigger's dead letters once the
+    /// good record has been handled.
+    func deadLettersAfter(_ raw: [(key: String, value: String)], trigger: StreamTriggerRegistration,
+                          handler: Scripted) async throws -> [Kcat.Record] {
         let kafka = try Cluster(partitions: 1, logger: logger)
         let dispatcher = try kafka.dispatcher([trigger], logger: logger)
         let running = Task { await dispatcher.run() }
-        try await kafka.producer.send(topic: kafka.topics.streams, key: "objects/b/x", value: Array("{garbage".utf8))
+        for message in raw {
+            try await kafka.producer.send(topic: kafka.topics.streams, key: message.key, value: Array(message.value.utf8))
+        }
         try await kafka.send([Self.record("after", 1)])
         _ = await eventually(timeout: 30) { !handler.seen.isEmpty }
         let dlq = try await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ)
         running.cancel()
         await running.value
         #expect(handler.seen == [["after#1"]])
+        return dlq
+    }
+
+    @Test func undecodableRecordsGoToTheDestinationAndDoNotBlock() async throws {
+        let handler = Scripted()
+        let trigger = StreamTriggerRegistration(name: "robust", table: "objects", handler: handler)
+        let dlq = try await deadLettersAfter([("objects/b/x", "{garbage")], trigger: trigger, handler: handler)
         #expect(dlq.count == 1)
         #expect(dlq.first?.value.contains("UndecodableRecord") == true)
     }
@@ -324,16 +335,7 @@ import Testing
     @Test func anotherTablesRecordsArePassedOverUndecoded() async throws {
         let handler = Scripted()
         let trigger = StreamTriggerRegistration(name: "objects-only", table: "objects", handler: handler)
-        let kafka = try Cluster(partitions: 1, logger: logger)
-        let dispatcher = try kafka.dispatcher([trigger], logger: logger)
-        let running = Task { await dispatcher.run() }
-        try await kafka.producer.send(topic: kafka.topics.streams, key: "transfers/t-1", value: Array("{garbage".utf8))
-        try await kafka.send([Self.record("after", 1)])
-        _ = await eventually(timeout: 30) { !handler.seen.isEmpty }
-        let dlq = try await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ)
-        running.cancel()
-        await running.value
-        #expect(handler.seen == [["after#1"]])
+        let dlq = try await deadLettersAfter([("transfers/t-1", "{garbage")], trigger: trigger, handler: handler)
         #expect(dlq.isEmpty, "\(dlq.map(\.value))")
         #expect(StreamMapping.table(keyedBy: Array("posts/p1/x".utf8)) == "posts")
         #expect(StreamMapping.table(keyedBy: Array("/x".utf8)) == nil)
@@ -348,17 +350,8 @@ import Testing
         let filters = try FilterCriteria(patterns: [#"{"eventName":["INSERT"]}"#])
         let trigger = StreamTriggerRegistration(name: "inserts", table: "objects", mapping: EventSourceMapping(filterCriteria: filters),
                                                 handler: handler)
-        let kafka = try Cluster(partitions: 1, logger: logger)
-        let dispatcher = try kafka.dispatcher([trigger], logger: logger)
-        let running = Task { await dispatcher.run() }
-        try await kafka.producer.send(topic: kafka.topics.streams, key: "objects/b/dropped", value: Array(#"{"eventName":"REMOVE"}"#.utf8))
-        try await kafka.producer.send(topic: kafka.topics.streams, key: "objects/b/kept", value: Array(#"{"eventName":"INSERT"}"#.utf8))
-        try await kafka.send([Self.record("after", 1)])
-        _ = await eventually(timeout: 30) { !handler.seen.isEmpty }
-        let dlq = try await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ)
-        running.cancel()
-        await running.value
-        #expect(handler.seen == [["after#1"]])
+        let dlq = try await deadLettersAfter([("objects/b/dropped", #"{"eventName":"REMOVE"}"#),
+                                              ("objects/b/kept", #"{"eventName":"INSERT"}"#)], trigger: trigger, handler: handler)
         #expect(dlq.count == 1, "\(dlq.map(\.value))")
         #expect(dlq.first?.value.contains("UndecodableRecord") == true)
     }
