@@ -36,6 +36,7 @@ final class IngestProcessor: Sendable {
     private let settleSeconds: Double
     private let recent = RecentFerryChanges()
     private let offsets = ContiguousOffsets()
+    private let claims = ClaimedNotifications()
     private let logger: Logger
 
     /// Notifications handled at once (removals wait out the settle window).
@@ -136,6 +137,8 @@ final class IngestProcessor: Sendable {
     }
 
     private func handle(_ change: StoreNotification, received: Date) async throws {
+        await claims.claim(change.eventId)
+        defer { claims.release(change.eventId) }
         if try await catalog.seen(change.eventId) {
             Counter(label: "ferry_ingest_changes_total", dimensions: [("outcome", "repeat")]).increment()
             return
