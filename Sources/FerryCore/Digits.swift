@@ -2,7 +2,7 @@
 /// goes through Foundation's formatter: in the pipeline benchmark it was
 /// 1.8 % of the worker's CPU, for sequence numbers and event ids.
 public enum Digits {
-    private static let lower = Array("0123456789abcdef".utf8), upper = Array("0123456789ABCDEF".utf8)
+    static let lower = Array("0123456789abcdef".utf8), upper = Array("0123456789ABCDEF".utf8)
 
     /// `value` in base 10, zero-padded to `width` (as `%0<width>lld`; a wider
     /// value is written whole, a negative one with its `-` first).
@@ -34,13 +34,9 @@ extension Collection<UInt8> {
         var out = [UInt8]()
         out.reserveCapacity(count * 2)
         for b in self {
-            out.append(Digits.lowerDigit(b >> 4))
-            out.append(Digits.lowerDigit(b & 0x0F))
+            out.append(Digits.lower[Int(b >> 4)])
+            out.append(Digits.lower[Int(b & 0x0F)])
         }
         return String(decoding: out, as: UTF8.self)
     }
-}
-
-extension Digits {
-    @inline(__always) static func lowerDigit(_ nibble: UInt8) -> UInt8 { lower[Int(nibble)] }
 }

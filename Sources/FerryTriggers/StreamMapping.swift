@@ -77,12 +77,12 @@ final class StreamMapping: Sendable {
             if let table = Self.table(keyedBy: message.key), table != trigger.table { continue }
             // Filters see the record's JSON as it arrived, as Lambda's do; one it
             // drops is not decoded. (JSON that does not parse fails below.)
-            let filters = trigger.mapping.filterCriteria
-            if !filters.isEmpty, let json = try? JSONSerialization.jsonObject(with: Data(message.value)), !filters.matches(json: json) {
+            let value = Data(message.value), filters = trigger.mapping.filterCriteria
+            if !filters.isEmpty, let json = try? JSONSerialization.jsonObject(with: value), !filters.matches(json: json) {
                 continue
             }
             do {
-                let record = try JSONDecoder().decode(DynamoDBEvent.Record.self, from: Data(message.value))
+                let record = try JSONDecoder().decode(DynamoDBEvent.Record.self, from: value)
                 guard record.tableName == trigger.table else { continue }  // an unkeyed record of another table
                 var projected = record
                 projected.dynamodb = record.dynamodb.projected(to: trigger.viewType)

@@ -19,7 +19,8 @@ public enum FileSpace {
         var fs = statvfs(), st = stat()
         guard fstatvfs(fd, &fs) == 0, fstat(fd, &st) == 0 else { return nil }
         let free = Int64(clamping: UInt64(fs.f_bavail).multipliedReportingOverflow(by: UInt64(fs.f_frsize)).partialValue)
-        let needed = max(0, length - Int64(st.st_blocks) * 512)
+        let held = Int64(clamping: st.st_blocks).multipliedReportingOverflow(by: 512)
+        let needed = held.overflow ? 0 : (length > held.partialValue ? length - held.partialValue : 0)
         return needed > free ? (needed, free) : nil
     }
 }

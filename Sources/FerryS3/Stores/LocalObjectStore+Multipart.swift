@@ -6,6 +6,9 @@ import Foundation
 /// concatenates the parts into a blob and commits it like a single PUT. The
 /// ETag is S3's: the MD5 of the parts' binary MD5s, then `-<part count>`.
 extension LocalObjectStore {
+    /// A stored part's file in its upload's directory: `part-00001`.
+    static func partFileName(_ number: Int) -> String { "part-" + Digits.decimal(Int64(number), width: 5) }
+
     struct UploadRecord: Codable {
         var key: String
         var contentType: String?
@@ -34,7 +37,7 @@ extension LocalObjectStore {
                            checksum: ChecksumAlgorithm?, headers extra: [String: String], progress: TransferMeter?) async throws(FerryError) -> CompletedPart {
         guard (1...10_000).contains(partNumber) else { throw FerryError(.invalidRequest, "part number \(partNumber) is not in 1…10000") }
         let dir = try uploadDirectory(location, uploadId: uploadId)
-        let name = String(format: "part-%05d", partNumber)
+        let name = Self.partFileName(partNumber)
         let temp = dir.appendingPathComponent(".\(name)-\(UUID().uuidString)").path
         let (md5, value) = try await BlockingPool.shared.run { () throws(FerryError) -> ([UInt8], String?) in
             let md5 = try self.writeBlob(body, to: temp, progress: progress)
@@ -100,7 +103,7 @@ extension LocalObjectStore {
                 defer { close(blob) }
                 var size: Int64 = 0
                 for part in ordered {
-                    let path = dir.appendingPathComponent(String(format: "part-%05d", part.partNumber)).path
+                    let path = dir.appendingPathComponent(Self.partFileName(part.partNumber)).path
                     let fd = open(path, O_RDONLY | O_CLOEXEC)
                     guard fd >= 0 else { throw FerryError(.localIOError, "part \(part.partNumber) vanished") }
                     defer { close(fd) }
