@@ -88,7 +88,7 @@ public final class S3Client: ObjectStore {
     /// range, whose answer names it after the slash ("bytes 0-99/12345").
     static func getAttributes(_ headers: [String: String]) -> ObjectAttributes {
         var attributes = attributes(headers)
-        if let total = headers["content-range"]?.split(separator: "/").last.flatMap({ Int64($0) }) {
+        if let total = headers["content-range"]?.split(separator: "/").last.flatMap({ Int64($0) }), total >= 0 {
             attributes.size = total
         }
         return attributes
@@ -320,7 +320,7 @@ public final class S3Client: ObjectStore {
             metadata[String(name.dropFirst("x-amz-meta-".count))] = value
         }
         let lastModified = headers["last-modified"].flatMap(HTTPDate.parse)
-        var attributes = ObjectAttributes(size: Int64(headers["content-length"] ?? "") ?? 0,
+        var attributes = ObjectAttributes(size: Int64(headers["content-length"] ?? "").map { max(0, $0) } ?? 0,
                                           eTag: headers["etag"], contentType: headers["content-type"],
                                           metadata: metadata, lastModified: lastModified,
                                           versionId: headers["x-amz-version-id"])
