@@ -24,8 +24,8 @@ import Synchronization
 /// Any worker that takes the partition reads the records from the committed
 /// offset's metadata, so the count holds across SIGKILL, restarts with a new
 /// state directory, and rebalances to workers that never saw the crash. When
-/// Kafka cannot take the commit (no coordinator), the local record still counts
-/// on this worker, and the next successful commit carries it.
+/// Kafka cannot take the commit (no coordinator, a rebalance), the local record
+/// still counts on this worker, and the next successful commit carries it.
 final class CrashLoopBreaker: Sendable {
     enum Admission: Equatable, Sendable {
         /// Run it; alone when it is a suspect.
@@ -37,13 +37,17 @@ final class CrashLoopBreaker: Sendable {
     }
 
     let maxStarts: Int
+    /// How long a start waits for Kafka to take its record: a commit takes
+    /// milliseconds, except in a rebalance, which holds commits until every
+    /// member has rejoined; then the start runs with its local record.
+    static let kafkaWait: Duration = .seconds(5)
     private let tracker: OffsetTracker
     private let committer: OffsetCommitter
     private let consumer: KafkaConsumer
     private let state: WorkerStateStore
     private let logger: Logger
     private let seeding = Mutex<[TopicPartition: Task<Void, Never>]>([:])
-    private let lastUnrecordedWarning = Mutex<(last: ContinuousClock.Instant?, count: Int)>((nil, 0))
+    private let unrecordedWarnings = WarningThrottle()
 
     init(maxStarts: Int, tracker: OffsetTracker, committer: OffsetCommitter, consumer: KafkaConsumer,
          state: WorkerStateStore, logger: Logger) {
@@ -80,7 +84,7 @@ final class CrashLoopBreaker: Sendable {
         guard let count = tracker.recordStart(of: message) else { return false }
         let position = DeliveryPosition(topic: message.topic, partition: message.partition, offset: message.offset)
         async let local: Void = recordLocally(position, count)
-        let inKafka = await committer.commit()
+        let inKafka = await committer.commitStart(waitingAtMost: Self.kafkaWait)
         await local
         if !inKafka { unrecordedInKafka(message) }
         return true
@@ -89,14 +93,7 @@ final class CrashLoopBreaker: Sendable {
     /// Says, at most every 10 s (rebalances refuse commits for a while), that
     /// starts are counted locally only for now.
     private func unrecordedInKafka(_ message: KafkaMessage) {
-        let now = ContinuousClock.now
-        let due = lastUnrecordedWarning.withLock { state -> Int? in
-            state.count += 1
-            guard state.last.map({ now - $0 > .seconds(10) }) ?? true else { return nil }
-            defer { state = (now, 0) }
-            return state.count
-        }
-        guard let count = due else { return }
+        guard let count = unrecordedWarnings.occurred() else { return }
         logger.warning("\(count) start(s) not yet recorded in Kafka (the commit failed; the next one carries them); counted in this worker's state meanwhile",
                        metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
     }

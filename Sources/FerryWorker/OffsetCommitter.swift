@@ -1,3 +1,4 @@
+import FerryCore
 import FerryKafka
 import Logging
 import Synchronization
@@ -7,18 +8,33 @@ import Synchronization
 /// (group commit), which carries everything recorded before they asked. The
 /// periodic commit of finished work and the crash-loop breaker's "this start
 /// is recorded" both come through here, so commits never overtake each other.
+///
+/// In a rebalance the group coordinator holds a member's requests until every
+/// member has rejoined (a broker answers one request per connection at a time,
+/// and the JoinGroup waits), so commits stall or fail for the rebalance's
+/// length. Starts must not wait that out: `commitStart` waits a short bound,
+/// and not at all while the last commit failed, and the next commit that
+/// Kafka takes carries the starts recorded meanwhile.
 final class OffsetCommitter: Sendable {
+    typealias Commit = @Sendable ([TopicPartitionOffset]) async throws -> Void
     private struct State {
-        var waiters: [CheckedContinuation<Bool, Never>] = []
+        var waiters: [@Sendable (Bool) -> Void] = []
         var running = false
     }
     private let state = Mutex(State())
-    private let consumer: KafkaConsumer
+    /// Whether Kafka took the last commit (or nothing had been tried yet).
+    private let takingCommits = Atomic<Bool>(true)
+    private let kafkaCommit: Commit
     private let tracker: OffsetTracker
     private let logger: Logger
+    private let failureWarnings = WarningThrottle()
 
-    init(consumer: KafkaConsumer, tracker: OffsetTracker, logger: Logger) {
-        self.consumer = consumer
+    convenience init(consumer: KafkaConsumer, tracker: OffsetTracker, logger: Logger) {
+        self.init(tracker: tracker, logger: logger) { offsets in try await consumer.commit(offsets) }
+    }
+
+    init(tracker: OffsetTracker, logger: Logger, commit: @escaping Commit) {
+        kafkaCommit = commit
         self.tracker = tracker
         self.logger = logger
     }
@@ -28,20 +44,44 @@ final class OffsetCommitter: Sendable {
     /// with the next one).
     func commit() async -> Bool {
         await withCheckedContinuation { continuation in
-            let startRunner = state.withLock { s -> Bool in
-                s.waiters.append(continuation)
-                guard !s.running else { return false }
-                s.running = true
-                return true
-            }
-            // Detached: one caller's cancellation must not drop a commit others wait for.
-            if startRunner { Task.detached { [self] in await run() } }
+            enqueue { continuation.resume(returning: $0) }
         }
+    }
+
+    /// A start record's commit: true once Kafka has it. Waits at most `limit`,
+    /// and not at all while Kafka is refusing or timing out commits (then only
+    /// asks for one); false means the start is not in Kafka yet and the next
+    /// commit Kafka takes carries it.
+    func commitStart(waitingAtMost limit: Duration) async -> Bool {
+        guard takingCommits.load(ordering: .relaxed) else {
+            enqueue { _ in }
+            return false
+        }
+        let answer = OnceValue<Bool>()
+        enqueue { answer.deliver($0) }
+        let timer = Task { [self] in
+            try? await Task.sleep(for: limit)
+            // Still no answer: Kafka is not taking commits now; later starts stop waiting for it.
+            if answer.deliver(false) { takingCommits.store(false, ordering: .relaxed) }
+        }
+        defer { timer.cancel() }
+        return await answer.value
+    }
+
+    private func enqueue(_ waiter: @escaping @Sendable (Bool) -> Void) {
+        let startRunner = state.withLock { s -> Bool in
+            s.waiters.append(waiter)
+            guard !s.running else { return false }
+            s.running = true
+            return true
+        }
+        // Detached: one caller's cancellation must not drop a commit others wait for.
+        if startRunner { Task.detached { [self] in await run() } }
     }
 
     private func run() async {
         while true {
-            let waiters = state.withLock { s -> [CheckedContinuation<Bool, Never>] in
+            let waiters = state.withLock { s -> [@Sendable (Bool) -> Void] in
                 defer { s.waiters = [] }
                 if s.waiters.isEmpty { s.running = false }
                 return s.waiters
@@ -51,14 +91,22 @@ final class OffsetCommitter: Sendable {
             var succeeded = true
             if !offsets.isEmpty {
                 do {
-                    try await consumer.commit(offsets)
+                    try await kafkaCommit(offsets)
                 } catch {
                     tracker.commitFailed(offsets)
-                    logger.warning("offset commit failed (will retry): \(error)")
+                    failed(error)
                     succeeded = false
                 }
             }
-            waiters.forEach { $0.resume(returning: succeeded) }
+            takingCommits.store(succeeded, ordering: .relaxed)
+            waiters.forEach { $0(succeeded) }
         }
+    }
+
+    /// Logs a failed commit, at most every 10 s with the count since the last
+    /// line: a rebalance refuses every commit for its whole length.
+    private func failed(_ error: any Error) {
+        guard let count = failureWarnings.occurred() else { return }
+        logger.warning("offset commit failed (will retry): \(error)\(count > 1 ? " (\(count) failed commits since the last warning)" : "")")
     }
 }

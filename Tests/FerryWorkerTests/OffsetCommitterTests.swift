@@ -1,0 +1,95 @@
+import FerryCore
+import FerryKafka
+import FerryTestSupport
+@testable import FerryWorker
+import Logging
+import Synchronization
+import Testing
+
+/// Starts never wait out a rebalance: while Kafka holds commits, a start waits
+/// for it once (a bound), then not at all until Kafka takes a commit again;
+/// the starts recorded meanwhile ride on that commit.
+@Suite struct OffsetCommitterTests {
+    /// A stand-in for the group coordinator: commits hang while `holding`
+    /// (as in a rebalance, which ends by itself after 40 s), and every commit
+    /// that got through is kept.
+    final class Coordinator: Sendable {
+        let holding = Mutex(true)
+        let taken = Mutex<[[TopicPartitionOffset]]>([])
+        let rebalanceEnds = ContinuousClock.now + .seconds(40)
+
+        func commit(_ offsets: [TopicPartitionOffset]) async throws {
+            while holding.withLock({ $0 }) && ContinuousClock.now < rebalanceEnds { try await Task.sleep(for: .milliseconds(20)) }
+            taken.withLock { $0.append(offsets) }
+        }
+    }
+
+    let partition = TopicPartition(topic: "ferry.requests", partition: 0)
+
+    func message(_ offset: Int64) -> KafkaMessage {
+        KafkaMessage(topic: "ferry.requests", partition: 0, offset: offset, key: nil, value: [], headers: [])
+    }
+
+    /// Begins `offset` and counts its start, as the crash-loop breaker does before a message runs.
+    func start(_ offset: Int64, on tracker: OffsetTracker) {
+        #expect(tracker.begin(message(offset)))
+        #expect(tracker.recordStart(of: message(offset)) == 1)
+    }
+
+    @Test func startsWaitOutAHeldCommitOnceThenNotAtAll() async {
+        let tracker = OffsetTracker()
+        tracker.assign([partition])
+        tracker.seedStarts([:], for: partition)
+        let coordinator = Coordinator()
+        let committer = OffsetCommitter(tracker: tracker, logger: Logger(label: "test.committer")) {
+            try await coordinator.commit($0)
+        }
+        let clock = ContinuousClock()
+
+        // Kafka holds commits: the first start waits the bound, then runs unrecorded in Kafka.
+        start(0, on: tracker)
+        var recorded = true
+        let first = await clock.measure { recorded = await committer.commitStart(waitingAtMost: .seconds(2)) }
+        #expect(!recorded)
+        #expect(first >= .seconds(2))
+
+        // The next ones do not wait at all (a bound of a minute would show).
+        for offset in Int64(1)...20 {
+            start(offset, on: tracker)
+            let waited = await clock.measure { recorded = await committer.commitStart(waitingAtMost: .seconds(60)) }
+            #expect(!recorded)
+            #expect(waited < .seconds(30), "start \(offset) waited \(waited) for a commit Kafka holds")
+        }
+
+        // The rebalance ends: the held commit and the next carry every start recorded meanwhile.
+        coordinator.holding.withLock { $0 = false }
+        let caughtUp = await eventually(timeout: 30) {
+            let last = coordinator.taken.withLock { $0.last?.first }
+            return StartRecords.decode(last?.metadata).keys.sorted() == Array(0...20)
+        }
+        #expect(caughtUp, "commits after the rebalance: \(coordinator.taken.withLock { $0.map { $0.map(\.metadata) } })")
+
+        // Kafka takes commits again: a start waits for its record once more, and has it.
+        start(21, on: tracker)
+        #expect(await committer.commitStart(waitingAtMost: .seconds(60)))
+        let last = coordinator.taken.withLock { $0.last?.first }
+        #expect(StartRecords.decode(last?.metadata)[21] == 1)
+    }
+
+    @Test func aHealthyCommitIsAwaited() async {
+        let tracker = OffsetTracker()
+        tracker.assign([partition])
+        tracker.seedStarts([:], for: partition)
+        let coordinator = Coordinator()
+        coordinator.holding.withLock { $0 = false }
+        let committer = OffsetCommitter(tracker: tracker, logger: Logger(label: "test.committer")) {
+            try await coordinator.commit($0)
+        }
+        for offset in Int64(0)..<50 {
+            start(offset, on: tracker)
+            #expect(await committer.commitStart(waitingAtMost: .seconds(60)))
+            let last = coordinator.taken.withLock { $0.last?.first }
+            #expect(StartRecords.decode(last?.metadata)[offset] == 1, "start \(offset) is in Kafka before it runs")
+        }
+    }
+}
