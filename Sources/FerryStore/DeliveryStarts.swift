@@ -18,10 +18,10 @@ extension WorkerStateStore {
     /// Records that `position` has now been started `starts` times.
     public func recordStart(_ position: DeliveryPosition, starts: Int) async throws {
         try await writes.write { db in
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT INTO delivery_start (topic, partition, offset, starts, recordedAt) VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT (topic, partition, offset) DO UPDATE SET starts = excluded.starts, recordedAt = excluded.recordedAt
-                """, arguments: [position.topic, position.partition, position.offset, starts, Date().timeIntervalSince1970])
+                """).execute(arguments: [position.topic, position.partition, position.offset, starts, Date().timeIntervalSince1970])
         }
     }
 
@@ -33,20 +33,20 @@ extension WorkerStateStore {
     }
 
     static func clearStart(_ position: DeliveryPosition, in db: Database) throws {
-        try db.execute(sql: "DELETE FROM delivery_start WHERE topic = ? AND partition = ? AND offset = ?",
-                       arguments: [position.topic, position.partition, position.offset])
+        try db.cachedStatement(sql: "DELETE FROM delivery_start WHERE topic = ? AND partition = ? AND offset = ?")
+            .execute(arguments: [position.topic, position.partition, position.offset])
     }
 
     /// The start records of one partition at or past `offset`; older ones (their
     /// messages are committed) are deleted.
     public func startRecords(topic: String, partition: Int32, from offset: Int64) async throws -> [Int64: Int] {
         try await writes.write { db in
-            try db.execute(sql: "DELETE FROM delivery_start WHERE topic = ? AND partition = ? AND offset < ?",
-                           arguments: [topic, partition, offset])
+            try db.cachedStatement(sql: "DELETE FROM delivery_start WHERE topic = ? AND partition = ? AND offset < ?")
+                .execute(arguments: [topic, partition, offset])
         }
         return try await database.read { db in
             var records: [Int64: Int] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT offset, starts FROM delivery_start WHERE topic = ? AND partition = ?",
+            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT offset, starts FROM delivery_start WHERE topic = ? AND partition = ?"),
                                         arguments: [topic, partition]) {
                 records[row["offset"]] = row["starts"]
             }
@@ -58,7 +58,7 @@ extension WorkerStateStore {
     public func pruneStarts(olderThan age: TimeInterval) async throws {
         let cutoff = Date().timeIntervalSince1970 - age
         try await writes.write { db in
-            try db.execute(sql: "DELETE FROM delivery_start WHERE recordedAt < ?", arguments: [cutoff])
+            try db.cachedStatement(sql: "DELETE FROM delivery_start WHERE recordedAt < ?").execute(arguments: [cutoff])
         }
     }
 }

@@ -32,7 +32,7 @@ public enum ItemView {
     /// Stores `change` when it is newer than what the view holds; true when it was.
     @discardableResult
     static func apply(_ change: ItemVersion, in db: Database) throws -> Bool {
-        if let held = try Int64.fetchOne(db, sql: "SELECT version FROM item_view WHERE tableName = ? AND itemKey = ?",
+        if let held = try Int64.fetchOne(db.cachedStatement(sql: "SELECT version FROM item_view WHERE tableName = ? AND itemKey = ?"),
                                          arguments: [change.table, change.itemKey]), held >= change.version {
             return false
         }
@@ -45,17 +45,17 @@ public enum ItemView {
             }
         }
         let blob = try change.record.map { try JSONEncoder().encode($0) }
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
             INSERT INTO item_view (tableName, itemKey, partitionKey, sortKey, sortNumber, version, record) VALUES (?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (tableName, itemKey) DO UPDATE SET partitionKey = excluded.partitionKey, sortKey = excluded.sortKey,
               sortNumber = excluded.sortNumber, version = excluded.version, record = excluded.record
-            """, arguments: [change.table, change.itemKey, partitionKey, sortKey, sortNumber, change.version, blob])
+            """).execute(arguments: [change.table, change.itemKey, partitionKey, sortKey, sortNumber, change.version, blob])
         return true
     }
 
     /// The item and the version it is at (a deleted item: nil record, its tombstone's version).
     static func current(table: String, itemKey: String, in db: Database) throws -> (record: ItemRecord?, version: Int64)? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT version, record FROM item_view WHERE tableName = ? AND itemKey = ?",
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT version, record FROM item_view WHERE tableName = ? AND itemKey = ?"),
                                          arguments: [table, itemKey]) else { return nil }
         let blob: Data? = row["record"]
         return (try blob.map { try JSONDecoder().decode(ItemRecord.self, from: $0) }, row["version"])
@@ -83,7 +83,7 @@ public enum ItemView {
         }
         sql += " ORDER BY sortNumber, sortKey LIMIT ?"
         arguments.append(limit)
-        return try Data.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)).map {
+        return try Data.fetchAll(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments)).map {
             try JSONDecoder().decode(ItemRecord.self, from: $0)
         }
     }
@@ -95,15 +95,15 @@ public enum ItemView {
     }
 
     static func position(topic: String, partition: Int32, in db: Database) throws -> Int64? {
-        try Int64.fetchOne(db, sql: "SELECT nextOffset FROM item_view_position WHERE topic = ? AND partition = ?",
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT nextOffset FROM item_view_position WHERE topic = ? AND partition = ?"),
                            arguments: [topic, partition])
     }
 
     static func setPosition(topic: String, partition: Int32, next: Int64, in db: Database) throws {
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
             INSERT INTO item_view_position (topic, partition, nextOffset) VALUES (?, ?, ?)
             ON CONFLICT (topic, partition) DO UPDATE SET nextOffset = max(nextOffset, excluded.nextOffset)
-            """, arguments: [topic, partition, next])
+            """).execute(arguments: [topic, partition, next])
     }
 }
 
@@ -129,7 +129,8 @@ extension WorkerStateStore: ItemViewWriter {
     /// request's): deleted by the `FileReleaser` after the write is durable.
     public func pendingReleases(limit: Int) async throws -> [FileRelease] {
         try await database.read { db in
-            try Row.fetchAll(db, sql: "SELECT id, bucket, key, transferId, requestId, sequencer FROM item_file_release ORDER BY id LIMIT ?",
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT id, bucket, key, transferId, requestId, sequencer FROM item_file_release ORDER BY id LIMIT ?"),
+                
                              arguments: [limit]).map {
                 FileRelease(id: $0["id"], object: ObjectReference(bucket: $0["bucket"], key: $0["key"], transferId: $0["transferId"]),
                             requestId: $0["requestId"], sequencer: $0["sequencer"])
@@ -139,21 +140,21 @@ extension WorkerStateStore: ItemViewWriter {
 
     /// Files waiting to be deleted.
     public func releaseBacklog() async throws -> Int {
-        try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item_file_release") ?? 0 }
+        try await database.read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM item_file_release")) ?? 0 }
     }
 
     /// Ends a release: its messages (the removal's event and record) go to the outbox in the same transaction.
     public func completeRelease(id: Int64, messages: [OutboxMessage]) async throws {
         try await writes.write { db in
             try Self.enqueue(messages, in: db)
-            try db.execute(sql: "DELETE FROM item_file_release WHERE id = ?", arguments: [id])
+            try db.cachedStatement(sql: "DELETE FROM item_file_release WHERE id = ?").execute(arguments: [id])
         }
     }
 
     static func queueReleases(_ objects: [ObjectReference], requestId: String, sequencer: String, in db: Database) throws {
         for object in objects {
-            try db.execute(sql: "INSERT INTO item_file_release (bucket, key, transferId, requestId, sequencer, createdAt) VALUES (?, ?, ?, ?, ?, ?)",
-                           arguments: [object.bucket, object.key, object.transferId, requestId, sequencer, Date().timeIntervalSince1970])
+            try db.cachedStatement(sql: "INSERT INTO item_file_release (bucket, key, transferId, requestId, sequencer, createdAt) VALUES (?, ?, ?, ?, ?, ?)")
+                .execute(arguments: [object.bucket, object.key, object.transferId, requestId, sequencer, Date().timeIntervalSince1970])
         }
     }
 

@@ -54,7 +54,7 @@ public final class ObjectCatalog: Sendable {
 
     public func entry(bucket: String, key: String) async throws -> Entry? {
         try await database.read { db in
-            try Data.fetchOne(db, sql: "SELECT entry FROM catalog_object WHERE bucket = ? AND key = ?", arguments: [bucket, key])
+            try Data.fetchOne(db.cachedStatement(sql: "SELECT entry FROM catalog_object WHERE bucket = ? AND key = ?"), arguments: [bucket, key])
                 .flatMap { try? JSONDecoder().decode(Entry.self, from: $0) }
         }
     }
@@ -64,7 +64,8 @@ public final class ObjectCatalog: Sendable {
         let encoded = try entries.map { ($0.bucket, $0.key, try JSONEncoder().encode($0)) }
         try await database.write { db in
             for (bucket, key, data) in encoded {
-                try db.execute(sql: "INSERT OR REPLACE INTO catalog_object (bucket, key, entry) VALUES (?, ?, ?)", arguments: [bucket, key, data])
+                try db.cachedStatement(sql: "INSERT OR REPLACE INTO catalog_object (bucket, key, entry) VALUES (?, ?, ?)")
+                    .execute(arguments: [bucket, key, data])
             }
         }
     }
@@ -73,7 +74,7 @@ public final class ObjectCatalog: Sendable {
         guard !objects.isEmpty else { return }
         try await database.write { db in
             for (bucket, key) in objects {
-                try db.execute(sql: "DELETE FROM catalog_object WHERE bucket = ? AND key = ?", arguments: [bucket, key])
+                try db.cachedStatement(sql: "DELETE FROM catalog_object WHERE bucket = ? AND key = ?").execute(arguments: [bucket, key])
             }
         }
     }
@@ -83,29 +84,32 @@ public final class ObjectCatalog: Sendable {
     public func page(bucket: String, prefix: String, after: String?, limit: Int) async throws -> [Entry] {
         try await database.read { db in
             // Keys are compared as BLOBs: byte order, as S3 lists them.
-            let rows = try Data.fetchAll(db, sql: """
+            let rows = try Data.fetchAll(db.cachedStatement(sql: """
                 SELECT entry FROM catalog_object
                 WHERE bucket = ? AND CAST(key AS BLOB) >= CAST(? AS BLOB) AND (? IS NULL OR CAST(key AS BLOB) > CAST(? AS BLOB))
                   AND substr(key, 1, length(?)) = ?
                 ORDER BY CAST(key AS BLOB) LIMIT ?
-                """, arguments: [bucket, prefix, after, after, prefix, prefix, limit])
+                """), arguments: [bucket, prefix, after, after, prefix, prefix, limit])
             return rows.compactMap { try? JSONDecoder().decode(Entry.self, from: $0) }
         }
     }
 
     public func count(bucket: String) async throws -> Int {
-        try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM catalog_object WHERE bucket = ?", arguments: [bucket]) ?? 0 }
+        try await database.read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM catalog_object WHERE bucket = ?"),
+            arguments: [bucket]) ?? 0 }
     }
 
     /// Whether a notification with this id was handled before.
     public func seen(_ id: String) async throws -> Bool {
-        try await database.read { db in try Int.fetchOne(db, sql: "SELECT 1 FROM catalog_sighting WHERE id = ?", arguments: [id]) != nil }
+        try await database.read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM catalog_sighting WHERE id = ?"),
+            arguments: [id]) != nil }
     }
 
     /// Records a notification's id; false when it was seen before (a store's repeat).
     public func firstSighting(_ id: String, at date: Date = Date()) async throws -> Bool {
         try await database.write { db in
-            try db.execute(sql: "INSERT OR IGNORE INTO catalog_sighting (id, seenAt) VALUES (?, ?)", arguments: [id, date.timeIntervalSince1970])
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO catalog_sighting (id, seenAt) VALUES (?, ?)")
+                .execute(arguments: [id, date.timeIntervalSince1970])
             return db.changesCount > 0
         }
     }
@@ -113,17 +117,18 @@ public final class ObjectCatalog: Sendable {
     /// Forgets sightings older than `date`.
     public func pruneSightings(before date: Date) async throws {
         try await database.write { db in
-            try db.execute(sql: "DELETE FROM catalog_sighting WHERE seenAt < ?", arguments: [date.timeIntervalSince1970])
+            try db.cachedStatement(sql: "DELETE FROM catalog_sighting WHERE seenAt < ?").execute(arguments: [date.timeIntervalSince1970])
         }
     }
 
     public func value(_ name: String) async throws -> String? {
-        try await database.read { db in try String.fetchOne(db, sql: "SELECT value FROM catalog_value WHERE name = ?", arguments: [name]) }
+        try await database.read { db in try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM catalog_value WHERE name = ?"),
+            arguments: [name]) }
     }
 
     public func setValue(_ value: String, for name: String) async throws {
         try await database.write { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO catalog_value (name, value) VALUES (?, ?)", arguments: [name, value])
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO catalog_value (name, value) VALUES (?, ?)").execute(arguments: [name, value])
         }
     }
 }

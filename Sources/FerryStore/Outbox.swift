@@ -43,14 +43,14 @@ extension WorkerStateStore {
             for item in items { try ItemView.apply(item, in: db) }
             try Self.queueReleases(releases, requestId: releasedBy.requestId, sequencer: releasedBy.sequencer, in: db)
             if let (id, state, status) = finishedRow {
-                try db.execute(sql: "INSERT OR IGNORE INTO finished_transfer (id, state, status, finishedAt, streamOffset) VALUES (?, ?, ?, ?, ?)",
-                               arguments: [id, state, status, now, streamOffset])
+                try db.cachedStatement(sql: "INSERT OR IGNORE INTO finished_transfer (id, state, status, finishedAt, streamOffset) VALUES (?, ?, ?, ?, ?)")
+                    .execute(arguments: [id, state, status, now, streamOffset])
             }
             // The message has an outcome: it no longer counts as started.
             if let delivery { try Self.clearStart(delivery, in: db) }
             if let id {
-                try db.execute(sql: "DELETE FROM journal_transfer WHERE id = ?", arguments: [id])
-                try db.execute(sql: "DELETE FROM download_part WHERE transferId = ?", arguments: [id])
+                try db.cachedStatement(sql: "DELETE FROM journal_transfer WHERE id = ?").execute(arguments: [id])
+                try db.cachedStatement(sql: "DELETE FROM download_part WHERE transferId = ?").execute(arguments: [id])
             }
         }
     }
@@ -60,15 +60,15 @@ extension WorkerStateStore {
         let now = Date().timeIntervalSince1970
         for message in messages {
             let headers = message.headers.isEmpty ? nil : try JSONEncoder().encode(message.headers)
-            try db.execute(sql: "INSERT INTO outbox (topic, key, value, headers, createdAt) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [message.topic, message.key.map { Data($0) }, Data(message.value), headers, now])
+            try db.cachedStatement(sql: "INSERT INTO outbox (topic, key, value, headers, createdAt) VALUES (?, ?, ?, ?, ?)")
+                .execute(arguments: [message.topic, message.key.map { Data($0) }, Data(message.value), headers, now])
         }
     }
 
     /// The oldest `limit` messages not yet acknowledged by Kafka, in the order they were written.
     public func pendingOutbox(limit: Int) async throws -> [(seq: Int64, message: OutboxMessage)] {
         try await database.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM outbox ORDER BY seq LIMIT ?", arguments: [limit]).map { row in
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM outbox ORDER BY seq LIMIT ?"), arguments: [limit]).map { row in
                 let headerData: Data? = row["headers"]
                 let headers = try headerData.map { try JSONDecoder().decode([OutboxMessage.Header].self, from: $0) } ?? []
                 let key: Data? = row["key"]
@@ -82,7 +82,7 @@ extension WorkerStateStore {
     public func removeFromOutbox(_ seqs: [Int64]) async throws {
         guard !seqs.isEmpty else { return }
         try await writes.write { db in
-            for seq in seqs { try db.execute(sql: "DELETE FROM outbox WHERE seq = ?", arguments: [seq]) }
+            for seq in seqs { try db.cachedStatement(sql: "DELETE FROM outbox WHERE seq = ?").execute(arguments: [seq]) }
         }
     }
 
@@ -90,8 +90,8 @@ extension WorkerStateStore {
     public func replaceInOutbox(seq: Int64, with message: OutboxMessage) async throws {
         let headers = message.headers.isEmpty ? nil : try JSONEncoder().encode(message.headers)
         try await writes.write { db in
-            try db.execute(sql: "UPDATE outbox SET key = ?, value = ?, headers = ? WHERE seq = ?",
-                           arguments: [message.key.map { Data($0) }, Data(message.value), headers, seq])
+            try db.cachedStatement(sql: "UPDATE outbox SET key = ?, value = ?, headers = ? WHERE seq = ?")
+                .execute(arguments: [message.key.map { Data($0) }, Data(message.value), headers, seq])
         }
     }
 
@@ -99,21 +99,21 @@ extension WorkerStateStore {
     /// `outbox_parked`, with the reason, so it no longer holds up the others.
     public func parkOutboxMessage(seq: Int64, reason: String) async throws {
         try await writes.write { db in
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT INTO outbox_parked (topic, key, value, headers, createdAt, parkedAt, reason)
                 SELECT topic, key, value, headers, createdAt, ?, ? FROM outbox WHERE seq = ?
-                """, arguments: [Date().timeIntervalSince1970, reason, seq])
-            try db.execute(sql: "DELETE FROM outbox WHERE seq = ?", arguments: [seq])
+                """).execute(arguments: [Date().timeIntervalSince1970, reason, seq])
+            try db.cachedStatement(sql: "DELETE FROM outbox WHERE seq = ?").execute(arguments: [seq])
         }
     }
 
     /// Messages parked because Kafka refused them for good.
     public func parkedOutboxCount() async throws -> Int {
-        try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox_parked") ?? 0 }
+        try await database.read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM outbox_parked")) ?? 0 }
     }
 
     /// Messages waiting to be published.
     public func outboxDepth() async throws -> Int {
-        try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox") ?? 0 }
+        try await database.read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM outbox")) ?? 0 }
     }
 }

@@ -113,7 +113,7 @@ public final class WorkerStateStore: Sendable {
     /// The terminal status recorded for `id`, if the transfer already finished here.
     public func finishedStatus(id: String) async throws -> TransferStatus? {
         let data = try await database.read { db in
-            try Data.fetchOne(db, sql: "SELECT status FROM finished_transfer WHERE id = ?", arguments: [id])
+            try Data.fetchOne(db.cachedStatement(sql: "SELECT status FROM finished_transfer WHERE id = ?"), arguments: [id])
         }
         return try data.map { try JSONDecoder().decode(TransferStatus.self, from: $0) }
     }
@@ -123,8 +123,8 @@ public final class WorkerStateStore: Sendable {
         precondition(status.state.isTerminal, "only terminal statuses are recorded")
         let data = try JSONEncoder().encode(status)
         try await writes.write { db in
-            try db.execute(sql: "INSERT OR IGNORE INTO finished_transfer (id, state, status, finishedAt) VALUES (?, ?, ?, ?)",
-                           arguments: [status.id, status.state.rawValue, data, Date().timeIntervalSince1970])
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO finished_transfer (id, state, status, finishedAt) VALUES (?, ?, ?, ?)")
+                .execute(arguments: [status.id, status.state.rawValue, data, Date().timeIntervalSince1970])
         }
     }
 
@@ -137,7 +137,8 @@ public final class WorkerStateStore: Sendable {
         let cutoff = Date().timeIntervalSince1970 - age
         return try await database.write { db in
             if let expiry {
-                let rows = try Row.fetchAll(db, sql: "SELECT status, streamOffset FROM finished_transfer WHERE finishedAt < ? AND streamOffset IS NOT NULL",
+                let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT status, streamOffset FROM finished_transfer WHERE finishedAt < ? AND streamOffset IS NOT NULL"),
+                    
                                             arguments: [cutoff])
                 let messages = rows.compactMap { row -> OutboxMessage? in
                     guard let status = try? JSONDecoder().decode(TransferStatus.self, from: row["status"] as Data) else { return nil }
@@ -145,7 +146,7 @@ public final class WorkerStateStore: Sendable {
                 }
                 try Self.enqueue(messages, in: db)
             }
-            try db.execute(sql: "DELETE FROM finished_transfer WHERE finishedAt < ?", arguments: [cutoff])
+            try db.cachedStatement(sql: "DELETE FROM finished_transfer WHERE finishedAt < ?").execute(arguments: [cutoff])
             return db.changesCount
         }
     }

@@ -45,12 +45,18 @@ final class OutboxDrainer: Sendable {
     /// Drains until the task is cancelled.
     func run() async {
         var delay = 0.1
+        var depthReadAt = ContinuousClock.now - .seconds(1)
         while !Task.isCancelled {
             let round = await drainOnce()
-            if let depth = try? await state.outboxDepth() {
-                Gauge(label: "ferry_outbox_depth").record(depth)
-                health?.outbox(depth: depth, delivered: round == .progress)
+            // An empty round knows the depth; otherwise it is counted (a read
+            // transaction) at most once a second, not after every round.
+            var depth: Int? = round == .empty ? 0 : nil
+            if depth == nil && ContinuousClock.now - depthReadAt >= .seconds(1) {
+                depth = try? await state.outboxDepth()
+                depthReadAt = .now
             }
+            if let depth { Gauge(label: "ferry_outbox_depth").record(depth) }
+            health?.outbox(depth: depth, delivered: round == .progress)
             switch round {
             case .empty:
                 delay = 0.1

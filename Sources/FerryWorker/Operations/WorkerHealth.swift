@@ -26,10 +26,11 @@ public final class WorkerHealth: Sendable {
     func storage(reachable: Bool, error: String? = nil) {
         state.withLock { $0.storageReachable = reachable; $0.storageError = error }
     }
-    func outbox(depth: Int, delivered: Bool) {
+    /// After a drain round: `depth` when it was read (nil: as before), and whether the round delivered.
+    func outbox(depth: Int?, delivered: Bool) {
         state.withLock { s in
-            s.outboxDepth = depth
-            if delivered || depth == 0 { s.lastDrain = Date() }
+            if let depth { s.outboxDepth = depth }
+            if delivered || s.outboxDepth == 0 { s.lastDrain = Date() }
         }
     }
 
