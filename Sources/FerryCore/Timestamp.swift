@@ -3,14 +3,38 @@ import Foundation
 /// Time formats of the contracts.
 public enum Timestamp {
     /// `2026-11-21T05:00:00.123Z`: ISO-8601, milliseconds, UTC (S3 events, statuses).
+    /// Written digit by digit: every status and record carries one, and
+    /// `String(format:)` made this 2 % of a worker's CPU (S7 profile).
     public static func iso8601(_ date: Date) -> String {
         var t = time_t(date.timeIntervalSince1970.rounded(.down))
-        let ms = Int((date.timeIntervalSince1970 - Double(t)) * 1000)
+        let ms = min(999, max(0, Int((date.timeIntervalSince1970 - Double(t)) * 1000)))
         var parts = tm()
         gmtime_r(&t, &parts)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-                      Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
-                      Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), min(ms, 999))
+        var out = [UInt8]()
+        out.reserveCapacity(24)
+        func put(_ number: Int, width: Int) {
+            if number < 0 { out.append(UInt8(ascii: "-")) }
+            let value = number.magnitude
+            var divisor: UInt = 1
+            // As %0Nd: the sign counts toward the width.
+            for _ in 1..<(number < 0 ? width - 1 : width) { divisor *= 10 }
+            // A year past 9999 keeps all its digits, as %04d does.
+            while value / divisor >= 10 { divisor *= 10 }
+            var rest = value
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+        put(Int(parts.tm_year) + 1900, width: 4); out.append(UInt8(ascii: "-"))
+        put(Int(parts.tm_mon) + 1, width: 2); out.append(UInt8(ascii: "-"))
+        put(Int(parts.tm_mday), width: 2); out.append(UInt8(ascii: "T"))
+        put(Int(parts.tm_hour), width: 2); out.append(UInt8(ascii: ":"))
+        put(Int(parts.tm_min), width: 2); out.append(UInt8(ascii: ":"))
+        put(Int(parts.tm_sec), width: 2); out.append(UInt8(ascii: "."))
+        put(ms, width: 3); out.append(UInt8(ascii: "Z"))
+        return String(decoding: out, as: UTF8.self)
     }
 }
 
