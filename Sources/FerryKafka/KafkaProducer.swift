@@ -94,6 +94,17 @@ public final class KafkaProducer: Sendable {
         _ = await BlockingPool.shared.run { rd_kafka_flush(handle.rk, timeoutMs).rawValue }
     }
 
+    /// The cluster's id from the brokers' metadata (waiting up to `timeoutMs`
+    /// for it); nil when no broker answered.
+    public func clusterId(timeoutMs: Int32 = 5_000) async -> String? {
+        let handle = self.handle
+        return await BlockingPool.shared.run { () -> String? in
+            guard let id = rd_kafka_clusterid(handle.rk, timeoutMs) else { return nil }
+            defer { rd_kafka_mem_free(handle.rk, id) }
+            return String(cString: id)
+        }
+    }
+
     /// Hands the message to librdkafka, which copies key and value; an empty value goes as null (a tombstone).
     private func enqueue(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)],
                          opaque: UnsafeMutableRawPointer) -> KafkaError? {

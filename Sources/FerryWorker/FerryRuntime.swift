@@ -24,10 +24,15 @@ public enum FerryRuntime {
                            objects: try? makeStore(configuration.storage, http: configuration.http), http: configuration.http)
     }
 
-    public static func run(configuration: WorkerConfiguration, registry: TriggerRegistry, logger: Logger) async throws {
+    public static func run(configuration given: WorkerConfiguration, registry: TriggerRegistry, logger: Logger) async throws {
         // Installed before any metric is made: swift-metrics binds a metric to the backend it was made with.
-        let metrics = configuration.httpAddress.map { _ in WorkerMetrics.registry() }
-        let producer = try KafkaProducer(configuration: configuration.kafka, logger: logger)
+        let metrics = given.httpAddress.map { _ in WorkerMetrics.registry() }
+        let producer = try KafkaProducer(configuration: given.kafka, logger: logger)
+        var configuration = given
+        configuration.kafka = EmbeddedKafkaCluster.groupConfiguration(given.kafka, clusterId: await producer.clusterId())
+        if configuration.kafka["session.timeout.ms"] != given.kafka["session.timeout.ms"] {
+            logger.info("the broker is Ferry's embedded cluster: consumer groups use session.timeout.ms=\(EmbeddedKafkaCluster.groupSessionTimeoutMs), so that a worker joining takes seconds (set it with --kafka-property to override)")
+        }
         let health = WorkerHealth(transfers: configuration.roles.transfers)
         if !configuration.roles.transfers { health.storage(reachable: true) }
         let inFlight = InFlightTransfers()

@@ -79,8 +79,8 @@ struct DevCommand: AsyncParsableCommand {
 
         let root = try configured { try DataRoot(dataRoot) }
         var devConfiguration = WorkerConfiguration(
-            // The mock cluster forgets a departed group member only when its session times out.
-            kafka: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, ["session.timeout.ms": "6000"]), topics: topics,
+            // Its consumer groups get EmbeddedKafkaCluster.groupSessionTimeoutMs (FerryRuntime asks the cluster's id).
+            kafka: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), topics: topics,
             storage: .local(URL(fileURLWithPath: storeDir)), dataRoot: root,
             stateDirectory: URL(fileURLWithPath: stateDir), region: "us-east-1")
         // The same access layout as `ferry worker`: triggers/Registrations.swift may substitute its resolver.

@@ -84,7 +84,7 @@ import Testing
             arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", server.endpoint,
                         "--region", "us-east-1", "--data-root", dataRoot.path, "--state-dir", base.appendingPathComponent("state").path,
                         "--max-transfers", "16", "--https-sources", "--shutdown-grace", "5", "--table", "fzposts:id",
-                        "--kafka-property", "session.timeout.ms=6000", "--kafka-property", "compression.type=lz4"],
+                        "--kafka-property", "compression.type=lz4"],
             environment: server.clientEnvironment, logDirectory: base)
 
         // Generate and produce.

@@ -36,7 +36,7 @@ import Testing
             name: "worker", executable: TestPaths.ferryBinary,
             arguments: ["worker", "--bootstrap-servers", setup.bootstrap, "--local-store", setup.store.path, "--data-root", data.path,
                         "--state-dir", setup.base.appendingPathComponent("state").path, "--max-transfers", "32", "--role", "transfers",
-                        "--kafka-property", "session.timeout.ms=6000", "--log-level", "warning"] + extra,
+                        "--log-level", "warning"] + extra,
             logDirectory: setup.base)
     }
 

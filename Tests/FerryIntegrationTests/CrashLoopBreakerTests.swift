@@ -37,7 +37,7 @@ import Testing
                     arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", moto.endpoint,
                                 "--region", "us-east-1", "--data-root", env.dataRoot.path, "--worker-id", "breaker-\(n)",
                                 "--state-dir", base.appendingPathComponent(freshState ? "state-\(n)" : "state").path,
-                                "--max-starts", "\(maxStarts)", "--kafka-property", "session.timeout.ms=6000"],
+                                "--max-starts", "\(maxStarts)"],
                     environment: moto.clientEnvironment.merging(faultEnvironment) { $1 }, logDirectory: base)
                 workers.append(worker)
                 return worker

@@ -36,7 +36,7 @@ import Testing
                 arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", server.endpoint,
                             "--region", "us-east-1", "--data-root", dataRoot.path,
                             "--state-dir", logs.appendingPathComponent(stateDir).path,
-                            "--kafka-property", "session.timeout.ms=6000", "--log-level", "debug"] + extra,
+                            "--log-level", "debug"] + extra,
                 environment: server.clientEnvironment, logDirectory: logs)
         }
 

@@ -40,8 +40,7 @@ import Testing
         let worker = try BackgroundProcess(
             name: "worker-hostile", executable: TestPaths.ferryBinary,
             arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", server.endpoint,
-                        "--region", "us-east-1", "--data-root", env.dataRoot.path, "--state-dir", base.appendingPathComponent("state").path,
-                        "--kafka-property", "session.timeout.ms=6000"] + extra,
+                        "--region", "us-east-1", "--data-root", env.dataRoot.path, "--state-dir", base.appendingPathComponent("state").path] + extra,
             environment: server.clientEnvironment.merging(environment) { $1 }, logDirectory: base)
         do {
             try await body(env, worker)

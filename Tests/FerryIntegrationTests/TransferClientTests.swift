@@ -24,8 +24,7 @@ import Testing
                 name: name, executable: TestPaths.ferryBinary,
                 arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", env.server.endpoint,
                             "--region", "us-east-1", "--data-root", env.dataRoot.path, "--worker-id", name,
-                            "--state-dir", base.appendingPathComponent("state-\(name)").path,
-                            "--kafka-property", "session.timeout.ms=6000"] + extra,
+                            "--state-dir", base.appendingPathComponent("state-\(name)").path] + extra,
                 environment: env.server.clientEnvironment, logDirectory: base)
         }
 

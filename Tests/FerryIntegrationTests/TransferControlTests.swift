@@ -24,7 +24,7 @@ import Testing
                 arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", proxy.endpoint,
                             "--region", "us-east-1", "--data-root", env.dataRoot.path, "--worker-id", name,
                             "--state-dir", base.appendingPathComponent(state ?? "state-\(name)").path,
-                            "--kafka-property", "session.timeout.ms=6000", "--log-level", "debug"] + extra,
+                            "--log-level", "debug"] + extra,
                 environment: env.server.clientEnvironment, logDirectory: base)
         }
 

@@ -31,8 +31,7 @@ import Testing
                 try BackgroundProcess(
                     name: name, executable: TestPaths.ferryBinary,
                     arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", proxy.endpoint,
-                                "--data-root", env.dataRoot.path, "--state-dir", base.appendingPathComponent("state-\(name)").path,
-                                "--kafka-property", "session.timeout.ms=6000"] + extra,
+                                "--data-root", env.dataRoot.path, "--state-dir", base.appendingPathComponent("state-\(name)").path] + extra,
                     environment: noKeys.merging(environment) { $1 }, logDirectory: base)
             }
 
