@@ -151,8 +151,9 @@ def write(root):
     plotted = plot(med, png)
     out = ["# Benchmarks", "",
            "Written by `Benchmarks/run.sh` (see the README); every figure is a median of "
-           f"{args['rounds']} rounds, the tools run in alternation within each round, against one Ceph RADOS Gateway "
-           "on loopback, on the same machine, in one run. MB/s are 10^6 bytes per second of wall time; CPU is the "
+           "the rounds of its run (which run each scenario's figures come from is listed at the end), the tools run in "
+           "alternation within each round (each round starting one tool later, each run once the server is idle), against one Ceph RADOS Gateway on loopback, on the same machine: only "
+           "figures of one scenario, from one run, compare. MB/s are 10^6 bytes per second of wall time; CPU is the "
            "user+sys time of the client's whole process tree (GNU time) per GiB moved, and server CPU the same for the "
            "gateway's processes (radosgw, ceph-osd, ceph-mon) meanwhile: client and server share the machine's two "
            "cores, so a client that makes the server work less also goes faster; RSS is the client's peak.", ""]
@@ -199,16 +200,27 @@ def write(root):
                 f"{s7['requests']:,} upload requests of 4 KiB per fleet size, on one embedded broker (8 partitions), "
                 f"workers with `--max-transfers {s7['max_transfers']}` against the same RGW behind a loopback proxy that "
                 f"delays every request by {s7['latency_ms']:.0f} ms (`Benchmarks/latency_proxy.py`), so the work waits on "
-                "the network, not the CPU. Each fleet size starts its workers, waits until every one has finished "
-                "warm-up work (the group has settled), then gets the burst. Join: from the first worker's start "
-                "until all are ready and each has done work (the rebalances). Longest pause: the longest time no "
-                "worker finished anything during the burst.", "",
-                "| workers | requests/s | × one worker | join | longest pause | per worker |", "|---|---|---|---|---|---|"]
+                "the network, not the CPU. Each fleet size starts its workers together (as a deployment scaled "
+                "to n does), waits until every one has finished warm-up work (the group has settled), then gets "
+                "the burst. Join: from the workers' start until all are ready and each has done work. Longest "
+                "pause: the longest time no worker finished anything during the burst.", "",
+                "| workers | requests/s | × one worker | join | longest pause | per worker | workers' CPU ms per request |",
+                "|---|---|---|---|---|---|---|"]
         one = s7["runs"][0]["rps"]
         for r in s7["runs"]:
+            cpu = f"{r['worker_cpu_ms_per_request']:.1f}" if "worker_cpu_ms_per_request" in r else "–"
             out.append(f"| {r['workers']} | {r['rps']:.1f} | {r['rps'] / one:.2f} | {r.get('settled_s', 0):.1f} s | "
-                       f"{r['longest_gap_s']:.2f} s | {' / '.join(str(x) for x in r['per_worker'])} |")
+                       f"{r['longest_gap_s']:.2f} s | {' / '.join(str(x) for x in r['per_worker'])} | {cpu} |")
         out.append("")
+        join = s7.get("scale_out")
+        if join:
+            first = join["joiners_first_work_s"]
+            started = f"{first:.0f} s after they started" if first is not None else "never"
+            out += [f"Scale-out under load: two workers busy with {join['requests']:,} requests, two more started "
+                    f"{join['joined_at_s']:.0f} s in. The fleet's longest pause (nobody finished anything): "
+                    f"{join['longest_pause_s']:.2f} s. Requests/s before the join {join['rps_before_join']:.1f}, "
+                    f"while the new workers waited for partitions {join['rps_while_joining']:.1f}; the new "
+                    f"workers' first work: {started} (per worker: {' / '.join(str(x) for x in join['per_worker'])}).", ""]
     failures = data.get("failures") or {}
     if failures:
         out += ["## Runs that could not be made", "", "| scenario and tool | reason (as the tool said it) |", "|---|---|"]
@@ -218,8 +230,9 @@ def write(root):
     if os.path.exists(notes):
         out += [open(notes).read().strip(), ""]
     out += ["## Versions and settings", ""] + [f"- {k}: {v}" for k, v in versions.items()] + [
-        f"- run: `Benchmarks/run.sh --rounds {args['rounds']}` (scenarios {', '.join(args['scenarios'])}, "
-        f"{args['big_gib']} GiB, {args['small_count']} small files, {args['medium_count']} medium objects)",
+        f"- last run: `Benchmarks/run.sh --rounds {args['rounds']} --scenarios {','.join(args['scenarios'])}` "
+        f"({args['big_gib']} GiB, {args['small_count']} small files, {args['medium_count']} medium objects)",
+        *([f"- figures from: " + "; ".join(f"{s}: {src}" for s, src in data["sources"].items())] if data.get("sources") else []),
         *([f"- runs: {data['note']}"] if data.get("note") else []),
         "- Ferry as it runs by default: a CRC-32C on every PUT and part (on the CPU's instruction) and Content-MD5 on "
         "single PUTs, which this RGW (Ceph 16) does not store but checks the MD5 of; the peers without their additional "

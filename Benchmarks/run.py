@@ -3,8 +3,9 @@
 the aws CLI and curl, on one local S3 server (Ceph RGW). Run it through
 Benchmarks/run.sh, which installs the peers and starts the server.
 
-Every scenario runs every tool in alternation (A B C ... A B C ...) for
---rounds rounds; the report gives medians of wall throughput, client
+Every scenario runs every tool in alternation for --rounds rounds, each round
+starting one tool later (A B C, B C A, ...), and each timed run starts once
+the server is idle; the report gives medians of wall throughput, client
 CPU-seconds per GiB (user+sys of the client's process tree, GNU time) and
 client peak RSS. Results go to Benchmarks/results.json, BENCHMARKS.md and
 Benchmarks/benchmarks.png.
@@ -40,21 +41,31 @@ def log(*args):
 SERVER_PROCESSES = ("radosgw", "ceph-osd", "ceph-mon")
 
 
+def process_cpu(pid):
+    """(name, user+sys CPU seconds so far) of one process, from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    fields = stat[stat.rindex(")") + 2:].split()
+    return stat[stat.index("(") + 1:stat.rindex(")")], (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_seconds(pid):
+    """user+sys CPU seconds of one process so far."""
+    return process_cpu(pid)[1]
+
+
 def server_cpu_seconds():
     """user+sys CPU seconds of the storage server's processes (RGW, OSD, monitor) so far."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
+    total = 0.0
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
+            name, seconds = process_cpu(pid)
         except OSError:
             continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
         if name in SERVER_PROCESSES:
-            fields = stat[stat.rindex(")") + 2:].split()
-            total += int(fields[11]) + int(fields[12])
-    return total / ticks
+            total += seconds
+    return total
+
 
 class Bench:
     def __init__(self, args):
@@ -89,6 +100,7 @@ class Bench:
         and the CPU s the storage server's processes used meanwhile (they share the machine's cores)."""
         out = tempfile.NamedTemporaryFile(delete=False)
         out.close()
+        self.settle()
         server_before = server_cpu_seconds()
         start = time.perf_counter()
         proc = subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", out.name] + command, env=env or self.env,
@@ -101,6 +113,26 @@ class Bench:
             raise RuntimeError(f"{command[0]} failed ({proc.returncode}): {proc.stderr[-2000:]}")
         user, system, rss_kib = float(fields[0]), float(fields[1]), int(fields[2])
         return {"wall": wall, "cpu": user + system, "rss_mib": rss_kib / 1024, "server_cpu": server_cpu_seconds() - server_before}
+
+    @staticmethod
+    def settle(idle_share=0.05, longest=30.0):
+        """Waits (at most `longest` s) until the storage server is idle: the writes and deletes of
+        the run before (BlueStore's flushes and compactions) would otherwise be counted against
+        whichever tool runs next, and take its CPU."""
+        deadline = time.time() + longest
+        while time.time() < deadline:
+            before = server_cpu_seconds()
+            time.sleep(0.5)
+            if server_cpu_seconds() - before <= idle_share * 0.5:
+                return
+
+    @staticmethod
+    def rotated(tools, round_):
+        """The tools in the order of this round: each round starts one tool later, so no tool
+        always runs first after another scenario's (or its own) writes."""
+        items = list(tools.items())
+        shift = (round_ - 1) % len(items)
+        return items[shift:] + items[:shift]
 
     def delete_prefix(self, prefix):
         paginator = self.s3.get_paginator("list_objects_v2")
@@ -310,26 +342,26 @@ class Bench:
             if "S1" in wanted:
                 tools, key = self.s1_tools(r)
                 tools = self.with_baseline(tools)
-                for tool, run in tools.items():
+                for tool, run in self.rotated(tools, r):
                     k = key.format(tool=tool)
                     self.attempt("S1", tool, r, lambda: run(k), big, 1)
                     self.delete_prefix(k)
             if "S2" in wanted:
                 tools, out = self.s2_tools(r)
                 tools = self.with_baseline(tools)
-                for tool, run in tools.items():
+                for tool, run in self.rotated(tools, r):
                     if self.attempt("S2", tool, r, run, big, 1) and tool != "curl-parallel" and os.path.getsize(out) != big:
                         raise RuntimeError(f"S2 {tool} wrote {os.path.getsize(out)} bytes")
                     os.unlink(out) if os.path.exists(out) else None
             if "S3" in wanted:
-                for tool, run in self.with_baseline(self.s3_tools(r)).items():
+                for tool, run in self.rotated(self.with_baseline(self.s3_tools(r)), r):
                     prefix = f"s3/{tool}-{r}/"
                     self.attempt("S3", tool, r, lambda: run(prefix), self.args.small_count * 64 * 1024, self.args.small_count)
                     self.delete_prefix(prefix)
             if "S4" in wanted:
                 tools, out = self.s4_tools(r)
                 tools = self.with_baseline(tools)
-                for tool, run in tools.items():
+                for tool, run in self.rotated(tools, r):
                     shutil.rmtree(out, ignore_errors=True)
                     os.makedirs(out)
                     if self.attempt("S4", tool, r, run, self.args.medium_count * 16 * MiB, self.args.medium_count):
@@ -351,7 +383,7 @@ class Bench:
         worker_log = open(os.path.join(base, "worker.log"), "w")
         worker = subprocess.Popen([FERRY, "worker", "--bootstrap-servers", bootstrap, "--s3-endpoint", self.endpoint,
                                    "--region", "us-east-1", "--data-root", data, "--state-dir", os.path.join(base, "state"),
-                                   "--max-transfers", "32", "--kafka-property", "session.timeout.ms=6000",
+                                   "--max-transfers", "32",
                                    "--http-address", f"127.0.0.1:{port}", "--log-level", "warning"],
                                   env=self.env, stdout=worker_log, stderr=worker_log, cwd=base)
         try:
@@ -452,9 +484,15 @@ class Bench:
                                  text=True, cwd=base)
         return kafka, kafka.stdout.readline().strip().split(": ", 1)[1]
 
-    def start_worker(self, base, name, bootstrap, port, data, endpoint=None, max_transfers=32, extra=(), session_timeout_ms=6000):
-        """One `ferry worker` on S3 (`endpoint`) or, without one, on a local object store under base.
-        A short session timeout finds a lone worker's group at once; a fleet keeps librdkafka's default (45 s)."""
+    def start_worker(self, base, name, bootstrap, port, data, **options):
+        """One `ferry worker` (see launch_worker), once it is ready."""
+        worker = self.launch_worker(base, name, bootstrap, port, data, **options)
+        self.await_ready(worker, port, base)
+        return worker
+
+    def launch_worker(self, base, name, bootstrap, port, data, endpoint=None, max_transfers=32, extra=(), session_timeout_ms=None):
+        """Starts one `ferry worker` on S3 (`endpoint`) or, without one, on a local object store under base,
+        with the worker's own Kafka settings unless `session_timeout_ms` is given."""
         log_file = open(os.path.join(base, f"{name}.log"), "w")
         storage = (["--s3-endpoint", endpoint, "--region", "us-east-1"] if endpoint
                    else ["--local-store", os.path.join(base, "objects")])
@@ -464,13 +502,19 @@ class Bench:
                                    "--http-address", f"127.0.0.1:{port}",
                                    "--log-level", "warning", *extra],
                                   env=self.env, stdout=log_file, stderr=log_file, cwd=base)
+        worker.name = name
+        return worker
+
+    @staticmethod
+    def await_ready(worker, port, base):
+        """Waits until the worker's /readyz answers 200 (it has joined its group)."""
         for _ in range(240):
             try:
                 if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200:
-                    return worker
+                    return
             except Exception:
                 time.sleep(0.25)
-        raise RuntimeError(f"worker {name} never became ready (see {base}/{name}.log)")
+        raise RuntimeError(f"worker {worker.name} never became ready (see {base}/{worker.name}.log)")
 
     @staticmethod
     def metric_lines(port):
@@ -585,10 +629,14 @@ class Bench:
                 workers, ports = [], [19100 + i for i in range(n)]
                 try:
                     joined = time.time()
+                    # The fleet starts together, as a deployment scaled to n does; joining
+                    # a busy fleet is measured on its own (s7_scale_out).
                     for i, port in enumerate(ports):
-                        workers.append(self.start_worker(run_base, f"worker{i}", bootstrap, port, data, endpoint=endpoint,
-                                                         max_transfers=transfers, extra=["--role", "transfers"],
-                                                         session_timeout_ms=None))
+                        workers.append(self.launch_worker(run_base, f"worker{i}", bootstrap, port, data, endpoint=endpoint,
+                                                          max_transfers=transfers, extra=["--role", "transfers"],
+                                                          session_timeout_ms=self.args.fleet_session_timeout_ms or None))
+                    for worker, port in zip(workers, ports):
+                        self.await_ready(worker, port, run_base)
                     ready = time.time() - joined
                     # Warm-up: the group has settled once every worker has finished some work.
                     warm = 8 * n * transfers
@@ -604,6 +652,7 @@ class Bench:
                     base_counts = [self.succeeded(p) for p in ports]
                     log(f"S7 {n} worker(s): ready after {ready:.1f} s, settled after {settle:.1f} s; {count} requests")
                     start = time.time()
+                    cpu_before = sum(process_cpu_seconds(w.pid) for w in workers)
                     self.enqueue(bootstrap, ((f"bench/s7/{n}/r{i}", {"id": f"s7-{n}-{i}", "op": "upload", "bucket": self.bucket,
                                                                      "key": f"s7/{n}/r{i:05d}", "source": "file://" + source})
                                              for i in range(count)))
@@ -623,9 +672,11 @@ class Bench:
                             raise RuntimeError(f"S7: {n} workers stopped at {done} of {count} requests")
                         time.sleep(0.1)
                     elapsed = time.time() - start
+                    cpu = sum(process_cpu_seconds(w.pid) for w in workers) - cpu_before
                     shares = [self.succeeded(p) - b for p, b in zip(ports, base_counts)]
                     run = {"workers": n, "rps": count / elapsed, "elapsed_s": elapsed, "ready_s": ready, "settled_s": settle,
-                           "first_done_s": first_done, "longest_gap_s": longest_gap, "per_worker": shares}
+                           "first_done_s": first_done, "longest_gap_s": longest_gap, "per_worker": shares,
+                           "worker_cpu_ms_per_request": cpu * 1000 / count}
                     self.s7_result["runs"].append(run)
                     log("S7", json.dumps(run))
                 finally:
@@ -633,9 +684,92 @@ class Bench:
                         p.terminate()
                         p.wait(60)
                 self.delete_prefix(f"s7/{n}/")
+            self.s7_result["scale_out"] = self.s7_scale_out(base, data, source, endpoint, transfers)
+            self.delete_prefix("s7/join/")
         finally:
             proxy.terminate()
             proxy.wait(10)
+
+    def s7_scale_out(self, base, data, source, endpoint, transfers):
+        """Two workers busy with a backlog, two more join: does the fleet pause, and when do the new ones work?"""
+        run_base = os.path.join(base, "join")
+        os.makedirs(run_base)
+        count = self.args.scaling_count * 4
+        kafka, bootstrap = self.dev_cluster(run_base)
+        ports = [19100 + i for i in range(4)]
+        workers = []
+        try:
+            def launch(i):
+                workers.append(self.launch_worker(run_base, f"worker{i}", bootstrap, ports[i], data, endpoint=endpoint,
+                                                  max_transfers=transfers, extra=["--role", "transfers"], session_timeout_ms=self.args.fleet_session_timeout_ms or None))
+            for i in (0, 1):
+                launch(i)
+            for worker, port in zip(workers, ports):
+                self.await_ready(worker, port, run_base)
+            self.enqueue(bootstrap, ((f"bench/s7/join/r{i}", {"id": f"s7-join-{i}", "op": "upload", "bucket": self.bucket,
+                                                              "key": f"s7/join/r{i:05d}", "source": "file://" + source})
+                                     for i in range(count)))
+            start = time.time()
+            joined_at, first_work, samples = None, None, []  # samples: (seconds, done by all, done by the joiners)
+            while True:
+                counts = [self.succeeded(p) for p in ports[:len(workers)]]
+                now = time.time() - start
+                samples.append((now, sum(counts), sum(counts[2:])))
+                if joined_at is None and now >= 10:
+                    for i in (2, 3):
+                        launch(i)
+                    joined_at = now
+                if first_work is None and sum(counts[2:]) > 0:
+                    first_work = now - joined_at
+                if sum(counts) >= count:
+                    break
+                if len(samples) > 1200 and samples[-1200][1] == sum(counts):
+                    raise RuntimeError(f"S7 scale-out: the fleet stopped at {sum(counts)} of {count} requests")
+                time.sleep(0.1)
+            # The fleet's longest pause: the longest time nobody finished anything, from the first completion on.
+            changes = [t for (t, done, _), (_, earlier, _) in zip(samples[1:], samples) if done > earlier]
+            pause = max((b - a for a, b in zip(changes, changes[1:])), default=0.0)
+            before = [x for x in samples if x[0] <= joined_at]
+            rate_before = (before[-1][1] - before[0][1]) / max(1e-9, before[-1][0] - before[0][0])
+            during = [x for x in samples if joined_at <= x[0] <= joined_at + (first_work or 0)]
+            rate_during = (during[-1][1] - during[0][1]) / max(1e-9, during[-1][0] - during[0][0]) if len(during) > 1 else 0.0
+            result = {"requests": count, "joined_at_s": joined_at, "joiners_first_work_s": first_work,
+                      "longest_pause_s": pause, "rps_before_join": rate_before, "rps_while_joining": rate_during,
+                      "elapsed_s": samples[-1][0], "per_worker": [self.succeeded(p) for p in ports]}
+            log("S7 scale-out", json.dumps(result))
+            return result
+        finally:
+            for p in workers + [kafka]:
+                p.terminate()
+                p.wait(60)
+
+
+SCENARIOS = ("S1", "S2", "S3", "S4", "S5", "S6", "S7")
+
+
+def keep_other_scenarios(data, path, ran):
+    """A run of some scenarios keeps the others' figures from the results file it replaces,
+    and every scenario says which run its figures come from (`sources`)."""
+    run = f"{time.strftime('%Y-%m-%d')}, {data['args']['rounds']} round(s)"
+    old = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            old = json.load(f)
+    old_sources = old.get("sources") or {}
+    sources = {}
+    for s in SCENARIOS:
+        if s in ran:
+            sources[s] = run
+            continue
+        kept = [r for r in old.get("results", []) if r["scenario"] == s]
+        data["results"] += kept
+        data["failures"].update({k: v for k, v in (old.get("failures") or {}).items() if k.split(" ")[0] == s})
+        if s.lower() in ("s5", "s6", "s7") and old.get(s.lower()):
+            data[s.lower()] = old[s.lower()]
+            kept = True
+        if kept:
+            sources[s] = old_sources.get(s) or old.get("note") or "an earlier run"
+    data["sources"] = sources
 
 
 def main():
@@ -650,6 +784,8 @@ def main():
     parser.add_argument("--scaling-count", type=int, default=2000, help="S7: requests per fleet size")
     parser.add_argument("--scaling-transfers", type=int, default=4, help="S7: --max-transfers of each worker")
     parser.add_argument("--scaling-latency-ms", type=float, default=50, help="S7: delay the proxy adds to every request")
+    parser.add_argument("--fleet-session-timeout-ms", type=int, default=0,
+                        help="S7: the workers' session.timeout.ms (0: the worker's own default; on the embedded broker 6 s)")
     parser.add_argument("--work", default=os.path.join(ROOT, ".bench"))
     args = parser.parse_args()
     args.scenarios = set(args.scenarios.split(","))
@@ -663,9 +799,13 @@ def main():
         bench.s6()
     if "S7" in args.scenarios:
         bench.s7()
-    with open(os.path.join(ROOT, "Benchmarks", "results.json"), "w") as f:
-        json.dump({"results": bench.results, "s5": bench.s5_result, "s6": bench.s6_result, "s7": bench.s7_result, "failures": bench.failures, "args": {k: (sorted(v) if isinstance(v, set) else v)
-                                                                           for k, v in vars(args).items()}}, f, indent=1)
+    path = os.path.join(ROOT, "Benchmarks", "results.json")
+    this_run = {k: (sorted(v) if isinstance(v, set) else v) for k, v in vars(args).items()}
+    data = {"results": bench.results, "s5": bench.s5_result, "s6": bench.s6_result, "s7": bench.s7_result,
+            "failures": bench.failures, "args": this_run}
+    keep_other_scenarios(data, path, args.scenarios)
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
     import report
     report.write(ROOT)
 
