@@ -8,8 +8,8 @@ import GRDB
 /// table's stream. Records may arrive twice or, across a crash, a stale one
 /// after a newer one: a row is only replaced by a record with a higher
 /// SequenceNumber, and removals leave a tombstone, so the catalog converges.
-/// A record that cannot be written is reported in `batchItemFailures`, so
-/// only it and those after it are retried.
+/// A batch is one transaction; a record that cannot be written is reported in
+/// `batchItemFailures`, so only it and those after it are retried.
 ///
 ///     sqlite3 ferry-data/index/objects.sqlite \
 ///       "SELECT key, size, owner FROM objects WHERE removed = 0 AND key LIKE 'public/%'"
@@ -20,6 +20,8 @@ public struct ObjectIndexHandler: StreamRecordHandler {
         try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)  // several worker processes may share a data root
+        // WAL: a commit appends to one file (a rollback journal writes and syncs two).
+        configuration.journalMode = .wal
         database = try DatabaseQueue(path: file.path, configuration: configuration)
         try database.write { db in
             try db.execute(sql: """
@@ -34,44 +36,53 @@ public struct ObjectIndexHandler: StreamRecordHandler {
         }
     }
 
+    /// Writes the whole batch in one transaction (one commit, one sync, instead
+    /// of one per record), each record in a savepoint of its own so that one
+    /// that fails is reported alone and the others stay written.
     public func handle(_ event: DynamoDBEvent, context: TriggerContext) async throws -> StreamBatchResponse {
-        var failed: [String] = []
-        for record in event.records {
-            do {
-                try await apply(record)
-            } catch {
-                context.logger.error("object index: record \(record.eventID) not written: \(error)")
-                failed.append(record.eventID)
+        let records = event.records
+        let failures = try await database.write { db -> [(String, String)] in
+            var failures: [(String, String)] = []
+            for record in records {
+                do {
+                    try db.inSavepoint {
+                        try Self.apply(record, in: db)
+                        return .commit
+                    }
+                } catch {
+                    failures.append((record.eventID, "\(error)"))
+                }
             }
+            return failures
         }
-        return StreamBatchResponse(failedEventIDs: failed)
+        for (eventID, error) in failures { context.logger.error("object index: record \(eventID) not written: \(error)") }
+        return StreamBatchResponse(failedEventIDs: failures.map(\.0))
     }
 
-    func apply(_ record: DynamoDBEvent.Record) async throws {
+    static func apply(_ record: DynamoDBEvent.Record, in db: Database) throws {
         let keys = record.dynamodb.keys
         guard let bucket = keys["bucket"]?.stringValue, let key = keys["key"]?.stringValue else {
             throw IndexError("record \(record.eventID) has no bucket/key keys")
         }
         let sequence = record.dynamodb.sequenceNumber
         let image = record.eventName == .remove ? nil : record.dynamodb.newImage
-        try await database.write { db in
-            if let stored = try String.fetchOne(db, sql: "SELECT sequenceNumber FROM objects WHERE bucket = ? AND key = ?",
-                                                arguments: [bucket, key]),
-               Self.compare(stored, sequence) >= 0 {
-                return  // already as new or newer
-            }
-            let metadata: String? = image?["metadata"].flatMap { value -> String? in
-                guard case .map(let map) = value else { return nil }
-                let plain = map.compactMapValues(\.stringValue)
-                return (try? JSONEncoder().encode(plain)).map { String(decoding: $0, as: UTF8.self) }
-            }
-            try db.execute(sql: """
-                INSERT OR REPLACE INTO objects (bucket, key, size, eTag, contentType, owner, accessLevel, metadata, lastModified, removed, sequenceNumber)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [bucket, key, image?["size"]?.stringValue.flatMap { Int64($0) }, image?["eTag"]?.stringValue,
-                                 image?["contentType"]?.stringValue, image?["owner"]?.stringValue, image?["accessLevel"]?.stringValue,
-                                 metadata, image?["lastModified"]?.stringValue, image == nil ? 1 : 0, sequence])
+        // Statements from the connection's cache: parsed once, not once per record.
+        if let stored = try String.fetchOne(db.cachedStatement(sql: "SELECT sequenceNumber FROM objects WHERE bucket = ? AND key = ?"),
+                                            arguments: [bucket, key]),
+           compare(stored, sequence) >= 0 {
+            return  // already as new or newer
         }
+        let metadata: String? = image?["metadata"].flatMap { value -> String? in
+            guard case .map(let map) = value else { return nil }
+            let plain = map.compactMapValues(\.stringValue)
+            return (try? JSONEncoder().encode(plain)).map { String(decoding: $0, as: UTF8.self) }
+        }
+        try db.cachedStatement(sql: """
+            INSERT OR REPLACE INTO objects (bucket, key, size, eTag, contentType, owner, accessLevel, metadata, lastModified, removed, sequenceNumber)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [bucket, key, image?["size"]?.stringValue.flatMap { Int64($0) }, image?["eTag"]?.stringValue,
+                                     image?["contentType"]?.stringValue, image?["owner"]?.stringValue, image?["accessLevel"]?.stringValue,
+                                     metadata, image?["lastModified"]?.stringValue, image == nil ? 1 : 0, sequence])
     }
 
     /// Compares two sequence numbers as the integers they are.
