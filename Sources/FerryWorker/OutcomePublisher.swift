@@ -13,11 +13,9 @@ struct OutcomePublisher: Sendable {
     /// The largest dead letter the broker takes (`DeadLetterRecord.maxBytes`).
     var deadLetterMaxBytes = DeadLetterRecord.defaultMaxBytes
 
-    static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
-        return encoder
-    }()
+    /// The encoder of every message Ferry publishes (statuses, events, stream
+    /// records): one pass, slashes as they are.
+    static let encoder = StreamingJSONEncoder()
 
     /// A status, keyed by transfer id.
     func message(_ status: TransferStatus) -> OutboxMessage {
