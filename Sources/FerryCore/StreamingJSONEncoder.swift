@@ -129,13 +129,37 @@ private final class JSONStreamWriter {
         literal(text)
     }
 
-    /// Writes `value` where the caller has readied a place for it.
+    /// Writes `value` where the caller has readied a place for it. Types are
+    /// told apart by their metatypes (a pointer comparison): a chain of `as?`
+    /// casts cost more than the encoding it saved.
     func encodeValue<T: Encodable>(_ value: T, codingPath: [any CodingKey]) throws {
+        if T.self == String.self { return string(value as! String) }
+        if T.self == Int.self { return integer(value as! Int) }
+        if T.self == Int64.self { return integer(value as! Int64) }
+        if T.self == Bool.self { return literal(value as! Bool ? "true" : "false") }
+        if T.self == Double.self { return try floatingPoint(value as! Double) }
+        if T.self == Data.self { return string((value as! Data).base64EncodedString()) }
+        if T.self == Date.self { return try floatingPoint((value as! Date).timeIntervalSinceReferenceDate) }
+        if T.self == URL.self { return string((value as! URL).absoluteString) }
+        // JSONEncoder's own number format.
+        if T.self == Decimal.self { throw Misuse.outOfOrder }
+        // Other integers and Float come back through their single value containers (`primitive`).
+        let start = bytes.count, depth = frames.count
+        let encoder = StreamEncoder(writer: self, codingPath: codingPath)
+        try value.encode(to: encoder)
+        guard encoder.usedContainers <= 1 else { throw Misuse.outOfOrder }
+        close(downTo: depth)
+        // A value that encoded nothing is an empty object, as in JSONEncoder,
+        // which refuses it at the top level.
+        if bytes.count == start {
+            guard start > 0 else { throw Misuse.nothingEncoded }
+            literal("{}")
+        }
+    }
+
+    /// The primitives a single value container is handed.
+    func primitive<T: Encodable>(_ value: T) throws -> Bool {
         switch value {
-        case let v as String: string(v)
-        case let v as Bool: literal(v ? "true" : "false")
-        case let v as Int: integer(v)
-        case let v as Int64: integer(v)
         case let v as Int32: integer(v)
         case let v as Int16: integer(v)
         case let v as Int8: integer(v)
@@ -144,25 +168,10 @@ private final class JSONStreamWriter {
         case let v as UInt32: integer(v)
         case let v as UInt16: integer(v)
         case let v as UInt8: integer(v)
-        case let v as Double: try floatingPoint(v)
         case let v as Float: try floatingPoint(v)
-        case let v as Data: string(v.base64EncodedString())
-        case let v as Date: try floatingPoint(v.timeIntervalSinceReferenceDate)
-        case let v as URL: string(v.absoluteString)
-        case is Decimal: throw Misuse.outOfOrder  // JSONEncoder's own number format
-        default:
-            let start = bytes.count, depth = frames.count
-            let encoder = StreamEncoder(writer: self, codingPath: codingPath)
-            try value.encode(to: encoder)
-            guard encoder.usedContainers <= 1 else { throw Misuse.outOfOrder }
-            close(downTo: depth)
-            // A value that encoded nothing is an empty object, as in JSONEncoder,
-            // which refuses it at the top level.
-            if bytes.count == start {
-                guard start > 0 else { throw Misuse.nothingEncoded }
-                literal("{}")
-            }
+        default: return false
         }
+        return true
     }
 }
 
@@ -209,6 +218,32 @@ private struct StreamKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProto
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         try writer.key(key.stringValue, in: id)
         try writer.encodeValue(value, codingPath: codingPath + [key])
+    }
+
+    // The types synthesized `encode(to:)` methods hand over most, written at once.
+    mutating func encode(_ value: String, forKey key: Key) throws {
+        try writer.key(key.stringValue, in: id)
+        writer.string(value)
+    }
+
+    mutating func encode(_ value: Int, forKey key: Key) throws {
+        try writer.key(key.stringValue, in: id)
+        writer.integer(value)
+    }
+
+    mutating func encode(_ value: Int64, forKey key: Key) throws {
+        try writer.key(key.stringValue, in: id)
+        writer.integer(value)
+    }
+
+    mutating func encode(_ value: Bool, forKey key: Key) throws {
+        try writer.key(key.stringValue, in: id)
+        writer.literal(value ? "true" : "false")
+    }
+
+    mutating func encode(_ value: Double, forKey key: Key) throws {
+        try writer.key(key.stringValue, in: id)
+        try writer.floatingPoint(value)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type,
@@ -281,6 +316,8 @@ private struct StreamSingleValueContainer: SingleValueEncodingContainer {
 
     mutating func encode<T: Encodable>(_ value: T) throws {
         try once()
+        // Int8…UInt64 and Float end here, through their own encode(to:): written as they are.
+        if try writer.primitive(value) { return }
         try writer.encodeValue(value, codingPath: codingPath)
     }
 
