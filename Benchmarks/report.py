@@ -178,6 +178,8 @@ def write(root):
                 "ObjectCreated event; latency is from the request's send to the trigger's run.", "",
                 "| measure | value |", "|---|---|",
                 f"| saturation (all requests at once) | {s5['saturation_rps']:.1f} requests/s |",
+                *([f"| the worker's CPU per request in that burst | {s5['worker_cpu_ms_per_request']:.2f} ms |"]
+                  if "worker_cpu_ms_per_request" in s5 else []),
                 f"| offered rate (fixed, below saturation) | {s5['offered_rps']:.1f} requests/s |",
                 f"| achieved at that rate | {s5['achieved_rps']:.1f} requests/s |",
                 f"| enqueue → trigger latency p50 / p99 / max | {s5['p50_ms']:.0f} / {s5['p99_ms']:.0f} / {s5['max_ms']:.0f} ms |", ""]

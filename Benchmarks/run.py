@@ -439,8 +439,10 @@ class Bench:
                 return time.mktime(time.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone + float("0" + ts[19:-1])
 
             log(f"S5 saturation: {count} requests at once")
+            cpu_before = process_cpu_seconds(worker.pid)
             sent, start = produce("burst", None)
             seen = handled("burst", count)
+            worker_cpu_ms = (process_cpu_seconds(worker.pid) - cpu_before) * 1000 / count
             finish = max(parse(v) for v in seen.values())
             burst_rate = count / (finish - start)
             offered = round(burst_rate * self.args.s5_load, 1)
@@ -450,7 +452,7 @@ class Bench:
             latencies = sorted((parse(seen[k]) - sent[k]) * 1000 for k in seen)
             achieved = count / (max(parse(v) for v in seen.values()) - start)
             p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]
-            self.s5_result = {"requests": count, "saturation_rps": burst_rate, "offered_rps": offered,
+            self.s5_result = {"requests": count, "saturation_rps": burst_rate, "worker_cpu_ms_per_request": worker_cpu_ms, "offered_rps": offered,
                               "achieved_rps": achieved, "p50_ms": p(0.50), "p99_ms": p(0.99), "max_ms": latencies[-1]}
             log("S5", json.dumps(self.s5_result))
         finally:

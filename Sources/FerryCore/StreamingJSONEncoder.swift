@@ -132,7 +132,7 @@ private final class JSONStreamWriter {
     /// Writes `value` where the caller has readied a place for it. Types are
     /// told apart by their metatypes (a pointer comparison): a chain of `as?`
     /// casts cost more than the encoding it saved.
-    func encodeValue<T: Encodable>(_ value: T, codingPath: [any CodingKey]) throws {
+    func encodeValue<T: Encodable>(_ value: T, codingPath: @autoclosure () -> [any CodingKey]) throws {
         if T.self == String.self { return string(value as! String) }
         if T.self == Int.self { return integer(value as! Int) }
         if T.self == Int64.self { return integer(value as! Int64) }
@@ -145,7 +145,8 @@ private final class JSONStreamWriter {
         if T.self == Decimal.self { throw Misuse.outOfOrder }
         // Other integers and Float come back through their single value containers (`primitive`).
         let start = bytes.count, depth = frames.count
-        let encoder = StreamEncoder(writer: self, codingPath: codingPath)
+        // The path is built only here: a scalar never needs it.
+        let encoder = StreamEncoder(writer: self, codingPath: codingPath())
         try value.encode(to: encoder)
         guard encoder.usedContainers <= 1 else { throw Misuse.outOfOrder }
         close(downTo: depth)
