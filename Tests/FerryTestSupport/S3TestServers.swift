@@ -116,8 +116,14 @@ public struct Boto3: Sendable {
 
     @discardableResult
     public func callAsFunction(_ arguments: String...) async throws -> String {
+        try await run(arguments, timeout: 120)
+    }
+
+    /// The same with a longer bound, for bulk commands (thousands of objects on a loaded machine).
+    @discardableResult
+    public func run(_ arguments: [String], timeout: Double) async throws -> String {
         try await runChecked("python3", [TestPaths.python.appendingPathComponent("s3_client.py").path, server.endpoint] + arguments,
-                             environment: server.clientEnvironment)
+                             environment: server.clientEnvironment, timeout: timeout)
     }
 
     public struct ObjectHead: Decodable, Sendable {

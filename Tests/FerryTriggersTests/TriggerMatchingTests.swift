@@ -67,7 +67,7 @@ import Triggers
         try await handler.handle(S3Event(records: [record("ObjectCreated:Put", key: "a b+c.txt"),
                                                    record("ObjectRemoved:Delete", key: "z")]), context: context)
         let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n")
-        #expect(lines.count == 2)
+        try #require(lines.count == 2)
         let first = try JSONDecoder().decode(AuditLogHandler.Line.self, from: Data(lines[0].utf8))
         #expect(first.key == "a b+c.txt")
         #expect(first.eventName == "ObjectCreated:Put")
