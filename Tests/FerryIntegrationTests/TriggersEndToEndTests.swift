@@ -43,9 +43,9 @@ import Testing
 
         // Create, then overwrite once the manifest of the first version exists.
         try await upload("life-1", "first")
-        #expect(try await eventually(timeout: 30) { try await manifest()?["size"] as? Int == 5 }, "\(worker.log.suffix(3000))")
+        #expect(try await eventually(timeout: 90) { try await manifest()?["size"] as? Int == 5 }, "\(worker.log.suffix(3000))")
         try await upload("life-2", "second!!")
-        #expect(try await eventually(timeout: 30) { try await manifest()?["size"] as? Int == 8 })
+        #expect(try await eventually(timeout: 90) { try await manifest()?["size"] as? Int == 8 })
         // The manifest's digest is the one boto3 computes from the object.
         let digests = try JSONSerialization.jsonObject(with: Data(try await boto3("sha256-all", "trig", "public/incoming/").utf8)) as! [String: String]
         #expect(try await manifest()?["sha256"] as? String == digests["public/incoming/a.txt"])
@@ -55,7 +55,7 @@ import Testing
 
         // The `objects` stream: INSERT, MODIFY (old image = the first version), REMOVE, in SequenceNumber order.
         var objects: [DynamoDBEvent.Record] = []
-        _ = try await eventually(timeout: 30) {
+        _ = try await eventually(timeout: 90) {
             objects = try await records(env).filter { $0.tableName == "objects" && $0.dynamodb.keys["key"] == .string("public/incoming/a.txt") }
             return objects.count >= 3
         }
@@ -82,7 +82,7 @@ import Testing
         // The object index converged on the removal (a tombstone with the REMOVE's sequence number).
         let index = dataRoot.appendingPathComponent("index/objects.sqlite").path
         var row = ""
-        _ = try await eventually(timeout: 30) {
+        _ = try await eventually(timeout: 90) {
             row = try await runChecked("python3", ["-c", """
                 import sqlite3, sys
                 r = sqlite3.connect(sys.argv[1]).execute("SELECT removed, sequenceNumber FROM objects WHERE key = 'public/incoming/a.txt'").fetchone()

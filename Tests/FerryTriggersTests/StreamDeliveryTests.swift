@@ -213,7 +213,7 @@ import Testing
         let kafka = try Cluster(partitions: 1, logger: logger)
         let dispatcher = try kafka.dispatcher([trigger], logger: logger)
         let running = Task { await dispatcher.run() }
-        #expect(await eventually(timeout: 30) { dispatcher.streamAssignments["batched"]?.isEmpty == false })
+        #expect(await eventually(timeout: 90) { dispatcher.streamAssignments["batched"]?.isEmpty == false })
         // Arrivals spread out, well inside one window: the first batch fills to 4 and
         // goes at once; the last 2 wait for the window to close.
         let started = Date()
@@ -221,7 +221,7 @@ import Testing
             try await kafka.send([Self.record("k", i)])
             try await Task.sleep(for: .milliseconds(100))
         }
-        _ = await eventually(timeout: 30) { handler.seen.flatMap { $0 }.count >= 6 }
+        _ = await eventually(timeout: 90) { handler.seen.flatMap { $0 }.count >= 6 }
         let elapsed = Date().timeIntervalSince(started)
         running.cancel()
         await running.value
@@ -314,7 +314,7 @@ import Testing
             try await kafka.producer.send(topic: kafka.topics.streams, key: message.key, value: Array(message.value.utf8))
         }
         try await kafka.send([Self.record("after", 1)])
-        _ = await eventually(timeout: 30) { !handler.seen.isEmpty }
+        _ = await eventually(timeout: 90) { !handler.seen.isEmpty }
         let dlq = try await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ)
         running.cancel()
         await running.value

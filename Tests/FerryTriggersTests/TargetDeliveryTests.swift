@@ -19,7 +19,7 @@ import Testing
                                            arguments: [TestPaths.python.appendingPathComponent("webhook_server.py").path,
                                                        "\(port)", log.path, statuses, reply], logDirectory: root)
         let url = "http://127.0.0.1:\(port)/ferry"
-        #expect(await eventually(timeout: 20) { await httpAnswers(url) })
+        #expect(await eventually(timeout: 60) { await httpAnswers(url) })
         return (url, log, server)
     }
 
@@ -64,7 +64,8 @@ import Testing
         let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
                                                topics: kafka.topics, kafka: kafka.kafka, producer: kafka.producer, logger: logger)
         let running = Task { await dispatcher.run() }
-        _ = await eventually(timeout: 30) { (try? await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ).isEmpty) == false }
+        // As above, the deadline covers a slow group join (at 30 s the CI's loaded run saw only the first batch).
+        _ = await eventually(timeout: 90) { (try? await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ).isEmpty) == false }
         running.cancel()
         await running.value
         await hook.server.stop()
@@ -92,7 +93,7 @@ import Testing
             try await kafka.producer.send(topic: kafka.topics.events, key: "b/k", value: Array(try JSONEncoder().encode(event)))
         }
         var forwarded: [Kcat.Record] = []
-        _ = try await eventually(timeout: 30) { forwarded = try await kafka.kcat.consumeAll(topic: "downstream.events"); return !forwarded.isEmpty }
+        _ = try await eventually(timeout: 90) { forwarded = try await kafka.kcat.consumeAll(topic: "downstream.events"); return !forwarded.isEmpty }
         try await Task.sleep(for: .milliseconds(500))
         forwarded = try await kafka.kcat.consumeAll(topic: "downstream.events")
         running.cancel()
