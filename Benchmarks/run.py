@@ -753,6 +753,8 @@ def keep_other_scenarios(data, path, ran):
     """A run of some scenarios keeps the others' figures from the results file it replaces,
     and every scenario says which run its figures come from (`sources`)."""
     run = f"{time.strftime('%Y-%m-%d')}, {data['args']['rounds']} round(s)"
+    if BASELINE:  # which build ferry-baseline was: FERRY_BASELINE_NAME (e.g. its commit), else its path
+        run += f" (ferry-baseline = {os.environ.get('FERRY_BASELINE_NAME') or BASELINE})"
     old = {}
     if os.path.exists(path):
         with open(path) as f:

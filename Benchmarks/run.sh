@@ -4,6 +4,7 @@
 # loopback (BlueStore on a file), runs Benchmarks/run.py, stops the gateway.
 #   Benchmarks/run.sh [--rounds 3] [--scenarios S1,S2,S3,S4,S5,S6,S7] [--big-gib 1] [--backlog-count 100000] ...
 #   FERRY_BASELINE_BINARY=/path/to/other/ferry adds its runs beside ferry's in S1-S4 (a before/after in one run)
+#   FERRY_BASELINE_NAME=<commit> names that build where BENCHMARKS.md says which run each scenario comes from
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
