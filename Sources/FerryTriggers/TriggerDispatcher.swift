@@ -60,15 +60,16 @@ public final class TriggerDispatcher: Sendable {
     /// Delivers one message of `<prefix>.events` to every trigger it matches.
     /// Returns false when shutdown interrupted an invocation.
     func dispatch(_ message: KafkaMessage) async -> Bool {
-        // S3 sends this when a notification configuration is saved: nothing to deliver.
-        if let test = S3TestEvent.detect(message.value) {
-            logger.info("s3:TestEvent received and skipped", metadata: ["bucket": "\(test.bucket ?? "-")"])
-            return true
-        }
         let event: S3Event
         do {
             event = try JSONDecoder().decode(S3Event.self, from: Data(message.value))
         } catch {
+            // S3 sends this when a notification configuration is saved: nothing to deliver. Looked for
+            // only here (it has no "Records"): decoding every event twice was 0.8 % of a worker in S5.
+            if let test = S3TestEvent.detect(message.value) {
+                logger.info("s3:TestEvent received and skipped", metadata: ["bucket": "\(test.bucket ?? "-")"])
+                return true
+            }
             logger.error("undecodable event dead-lettered", metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
             return await services.deadLetter(InvocationRecord(requestId: UUID().uuidString, triggerName: "-", condition: "UndecodableEvent",
                                                               invokeCount: 0, payload: .raw(String(decoding: message.value, as: UTF8.self)),
