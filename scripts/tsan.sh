@@ -27,11 +27,15 @@ for path in glob.glob(sys.argv[1] + "/tsan*"):
     for block in open(path, errors="replace").read().split("==================")[1:]:
         if "WARNING: ThreadSanitizer" not in block:
             continue
-        # Frame #0 of each access: a closure taking `inout sending` state is a withLock body
+        # Each access's stack: a closure taking `inout sending` state is a withLock body
         # (the first or a later closure of its function, or a `defer` inside one); a
-        # tuple state mangles as `z_t` where a nominal one is `zYu`.
-        tops = re.findall(r"^\s+#0 (\S+)", block, re.M)[:2]
-        if len(tops) == 2 and all(re.search(r"z(Yu|_t)YTXEfU\d*_(\d+\$deferL_yyF)?$", t) for t in tops):
+        # tuple state mangles as `z_t` where a nominal one is `zYu`. The access is inside
+        # the lock when frame #0 is such a body, or frame #1 is and frame #0 a method of
+        # the state it called (e.g. `s.pop()`).
+        stacks = [re.findall(r"^\s*#\d+ (\S+)", part, re.M)
+                  for part in re.split(r"^\s+(?=#0 )", block, flags=re.M)[1:3]]
+        body = re.compile(r"z(Yu|_t)YTXEfU\d*_(\d+\$deferL_yyF)?$")
+        if len(stacks) == 2 and all(any(body.search(f) for f in frames[:2]) for frames in stacks):
             mutex += 1
         else:
             summary = re.search(r"SUMMARY: ThreadSanitizer: (.*)", block)
