@@ -37,7 +37,7 @@ import Testing
                 #expect(tookWork && seconds < 30,
                         "the second worker's first completed transfer came \(Int(seconds)) s after it started:\n\(second.log.suffix(3000))")
                 #expect(second.log.contains("embedded cluster: consumer groups use session.timeout.ms=6000"))
-                // Both went on working: the first lost no more than its share.
+                // Neither worker stopped on the rebalance.
                 #expect(first.isRunning && second.isRunning)
                 _ = await second.stop()
                 _ = await first.stop()
