@@ -190,22 +190,24 @@ struct FleetTests {
                     """)
                 return file
             }
-            func movedBytes(_ id: String) async throws -> Int64 {
-                try await env.statuses().filter { $0.id == id }.compactMap(\.bytesTransferred).max() ?? 0
-            }
 
-            /// A capped worker on `stateDir` runs `id` until 30 MiB moved, then is SIGKILLed.
+            /// A capped worker on `stateDir` runs `id` until three of its eight
+            /// parts are stored, then is SIGKILLed. The proxy's count is read at
+            /// once; the status topic can lag by seconds under load, long
+            /// enough for the whole upload to finish before the kill.
             func killHalfWay(_ id: String, name: String, stateDir: String) async throws {
+                let before = proxy.uploadedParts
                 let w = try env.startWorker(name: name, stateDir: stateDir, extra: flags)
-                #expect(try await eventually(timeout: 90) { try await movedBytes(id) >= 30 << 20 }, "\(w.log)")
+                #expect(await eventually(timeout: 90, every: 0.05) { proxy.uploadedParts - before >= 3 }, "\(w.log)")
                 await w.stop(signal: SIGKILL, timeout: 5)
+                #expect(proxy.uploadedParts - before < 8, "\(name) stored every part before the kill")
             }
             /// An uncapped worker on `stateDir` finishes `id`; returns it and the parts it sent.
             func finish(_ id: String, name: String, stateDir: String) async throws -> (BackgroundProcess, Int) {
                 let before = proxy.uploadedParts
-                let w = try env.startWorker(name: name, stateDir: stateDir, extra: ["--part-concurrency", "2"])
+                let w = try env.startWorker(name: name, stateDir: stateDir, extra: ["--part-concurrency", "2", "--worker-id", name])
                 let done = try #require(try await env.terminalStatus(of: id, timeout: 120), "\(w.log)")
-                #expect(done.state == .completed)
+                #expect(done.state == .completed && done.worker == name, "\(done)")
                 await w.stop()
                 return (w, proxy.uploadedParts - before)
             }

@@ -76,7 +76,9 @@ import Testing
     /// byte goes out while paused, and on resume the PUT starts again and completes.
     @Test func aPausedSinglePutMovesNothingUntilResumed() async throws {
         try await withSetup("single") { s in
-            let worker = try s.worker("w-single", extra: ["--bandwidth-limit", "1MiB"])
+            // 512 KiB/s: the 8 MiB PUT runs 16 s, so the pause lands mid-request
+            // even when statuses lag by seconds under load.
+            let worker = try s.worker("w-single", extra: ["--bandwidth-limit", "512KiB"])
             let source = try s.file("single.bin", mebibytes: 8)
             try await s.upload("ctl-single", source, key: "single.bin")
             #expect(await eventually(timeout: 60) {
