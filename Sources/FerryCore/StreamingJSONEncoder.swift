@@ -98,24 +98,7 @@ private final class JSONStreamWriter {
         bytes.append(UInt8(ascii: ":"))
     }
 
-    func string(_ value: String) {
-        bytes.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\\")); bytes.append(byte)
-            case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\")); bytes.append(byte)
-            case UInt8(ascii: "\n"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "n"))
-            case UInt8(ascii: "\r"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "r"))
-            case UInt8(ascii: "\t"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "t"))
-            case 0..<0x20:
-                bytes.append(contentsOf: Array("\\u00".utf8))
-                bytes.append(Digits.lower[Int(byte >> 4)])
-                bytes.append(Digits.lower[Int(byte & 0x0F)])
-            default: bytes.append(byte)
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
-    }
+    func string(_ value: String) { JSONText.append(string: value, to: &bytes) }
 
     func literal(_ text: String) { bytes.append(contentsOf: text.utf8) }
 
@@ -123,9 +106,7 @@ private final class JSONStreamWriter {
 
     /// As `JSONEncoder` writes them: the shortest form that reads back, without a trailing `.0`.
     func floatingPoint<F: BinaryFloatingPoint & LosslessStringConvertible>(_ value: F) throws {
-        guard value.isFinite else { throw Misuse.nonFinite }
-        var text = value.description
-        if text.hasSuffix(".0") { text.removeLast(2) }
+        guard let text = JSONText.number(value) else { throw Misuse.nonFinite }
         literal(text)
     }
 
