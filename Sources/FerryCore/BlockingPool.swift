@@ -32,7 +32,7 @@ public final class BlockingPool: @unchecked Sendable {
     /// /proc show whose threads these are. Not `Thread.current.name`: Foundation
     /// applies that only once `start()` has recorded the thread, which races
     /// with the thread's first instructions (seen: one of three pool threads unnamed).
-    static func nameCurrentThread(_ name: String) {
+    public static func nameCurrentThread(_ name: String) {
         let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
         guard fd >= 0 else { return }
         defer { close(fd) }

@@ -49,6 +49,7 @@ struct CopyCommand: AsyncParsableCommand {
         if recursive {
             let copy = try configured { try RecursiveCopy(source: source, destination: destination) }
             try await copy.run(engine: engine, client: client)
+            logLanes(logger)
             return
         }
 
@@ -70,6 +71,14 @@ struct CopyCommand: AsyncParsableCommand {
             display.finish(message: "\(label) failed: \(error)")
             throw ExitCode(FerryExit.transferNotCompleted)
         }
+        logLanes(logger)
+    }
+
+    /// How full the MD5 lanes of downloads ran (`--log-level debug`).
+    private func logLanes(_ logger: Logger) {
+        let lanes = MD5Lanes.shared.statistics
+        guard lanes.batches > 0 else { return }
+        logger.debug("MD5 of downloads: \(lanes.batches) batches, \(String(format: "%.2f", Double(lanes.lanes) / Double(lanes.batches))) files per batch")
     }
 
     func makeJob() throws -> (TransferJob, String) {

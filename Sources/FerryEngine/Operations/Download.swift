@@ -171,7 +171,7 @@ extension TransferRun {
         func get(_ range: ClosedRange<Int64>?) async throws(FerryError) -> (ObjectAttributes, DownloadDigest) {
             try await attempt("GetObject") { () async throws(FerryError) -> (ObjectAttributes, DownloadDigest) in
                 // A fresh digest per attempt: a failed attempt's bytes are written again.
-                let digest = DownloadDigest()
+                let digest = DownloadDigest(file: fd)
                 let observer = GetObjectObserver(attributes: { attributes in
                     digest.expect(attributes, checkMD5: checkMD5 && attributes.size <= threshold)
                     head.deliver(.success(attributes))
@@ -200,6 +200,8 @@ typealias FirstHead = OnceValue<Result<ObjectAttributes, FerryError>>
 /// streams in: the object's full additional checksum when the server returned
 /// one (not a composite of parts), and for a single-part object up to the
 /// multipart threshold sent without SSE headers its MD5, which is the ETag.
+/// The checksum takes the bytes as they reach the file; the MD5 is computed
+/// by `MD5Lanes` beside the other downloads', read back from the file.
 /// Bytes that did not stream through (later ranges, resumed ranges, stores that
 /// copy locally) are read back from the file. A mismatch is `badDigest`: the
 /// download is retried, never accepted.
@@ -208,13 +210,21 @@ typealias FirstHead = OnceValue<Result<ObjectAttributes, FerryError>>
 /// after another; the download reads it only after that request has returned
 /// (the continuation that ends the request orders the two).
 final class DownloadDigest: @unchecked Sendable {
+    private let file: Int32
     private var configured = false
-    private var md5: Digest.Hasher?
+    private var md5: MD5FileStream?
     private var expectedMD5: String?
+    /// Why the MD5 cannot be computed (the lanes could not take the file).
+    private var md5Unavailable: FerryError?
     private var checksum: ChecksumHasher?
     private var expectedChecksum: (ChecksumAlgorithm, String)?
-    /// Bytes hashed so far, from byte 0.
-    private var hashed: Int64 = 0
+    /// Bytes in the file so far, from byte 0, that went through the checksum.
+    private var fed: Int64 = 0
+
+    /// The download's file, written from byte 0.
+    init(file: Int32) { self.file = file }
+
+    deinit { md5?.discard() }  // a finished stream ignores it
 
     /// Sets the expected values from the object's attributes (once).
     func expect(_ attributes: ObjectAttributes, checkMD5: Bool) {
@@ -227,32 +237,34 @@ final class DownloadDigest: @unchecked Sendable {
         if checkMD5, let eTag = attributes.eTag, case let hex = eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")),
            hex.count == 32, hex.allSatisfy(\.isHexDigit) {
             expectedMD5 = hex.lowercased()
-            md5 = Digest.Hasher.md5()
+            do throws(FerryError) {
+                md5 = try MD5Lanes.shared.start(file)
+            } catch {
+                md5Unavailable = error
+            }
         }
     }
 
-    /// The next bytes of the object, in order from byte 0.
+    /// The next bytes of the object, in order from byte 0, now in the file.
     func feed(_ bytes: UnsafeRawBufferPointer) {
         guard configured else { return }
-        md5?.update(bytes)
         checksum?.update(bytes)
-        hashed += Int64(bytes.count)
+        fed += Int64(bytes.count)
+        md5?.written(upTo: fed)
     }
 
-    /// Hashes the file from where the stream stopped and compares.
+    /// Hashes the file from where the stream stopped and compares. Blocking.
     func verify(fd: Int32, size: Int64) throws(FerryError) {
-        guard md5 != nil || checksum != nil else { return }
-        if hashed < size {
-            try ObjectBody.file(descriptor: fd, offset: hashed, length: size - hashed).readAll { chunk in
-                md5?.update(chunk)
-                checksum?.update(chunk)
-            }
-            hashed = size
+        if checksum != nil, fed < size {
+            try ObjectBody.file(descriptor: fd, offset: fed, length: size - fed).readAll { checksum?.update($0) }
+            fed = size
         }
         if let (algorithm, expected) = expectedChecksum, let actual = checksum?.finish(), actual != expected {
             throw FerryError(.badDigest, "downloaded bytes have \(algorithm.rawValue) \(actual), the object's is \(expected)")
         }
-        if let expected = expectedMD5, let actual = md5?.finish().hexString, actual != expected {
+        guard let expected = expectedMD5 else { return }
+        if let md5Unavailable { throw md5Unavailable }
+        if let actual = try md5?.finish(size: size).hexString, actual != expected {
             throw FerryError(.badDigest, "downloaded bytes have MD5 \(actual), the object's ETag says \(expected)")
         }
     }

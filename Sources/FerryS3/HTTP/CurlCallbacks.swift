@@ -52,6 +52,8 @@ final class Exchange {
             }
             written += n
         }
+        // The observer sees a file's bytes once they are in it, in file order.
+        if headSeen { request.observer?.body(UnsafeRawBufferPointer(start: data, count: length)) }
         return true
     }
 
@@ -155,7 +157,6 @@ let curlWriteCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, U
         return 0
     }
     if exchange.bodyToFile != nil, !exchange.mayMove(length) { return curlPause }
-    if exchange.headSeen { exchange.request.observer?.body(UnsafeRawBufferPointer(start: data, count: length)) }
     if exchange.bodyToFile != nil {
         guard exchange.bufferForFile(UnsafeRawPointer(data), length) else { return 0 }  // CURLE_WRITE_ERROR
     } else {

@@ -46,8 +46,10 @@ public struct HTTPRequest: Sendable {
 }
 
 /// Sees a successful (2xx) response while it arrives, on the transport's
-/// thread: `head` once its headers are complete (before any body byte), then
-/// `body` with each piece of the body in order. Keep both short: they run
+/// thread: `head` once its headers are complete (before any body byte), then,
+/// for a body bound for a file, `body` with each piece once it is in the file,
+/// in file order (pieces of up to the write buffer's 256 KiB; a body kept in
+/// memory is not shown piece by piece). Keep both short: they run
 /// inside curl's callbacks. A request that fails after its head has been seen
 /// still throws; what the observer saw of it is the caller's to discard.
 public struct ResponseObserver: Sendable {

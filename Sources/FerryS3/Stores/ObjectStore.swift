@@ -220,8 +220,8 @@ public struct GetObjectInput: Sendable {
 
 /// Sees a GetObject while it runs: `attributes` (with the whole object's size,
 /// also for a range) before any byte is written, so a download can start its
-/// other ranges at once; then `body` with the bytes in order, so they can be
-/// hashed in the same pass. A store that copies locally may skip `body`; a
+/// other ranges at once; then `body` with the bytes in order once they are in
+/// the file, so they can be checked in the same pass. A store that copies locally may skip `body`; a
 /// caller must not assume it saw every byte.
 public struct GetObjectObserver: Sendable {
     public var attributes: @Sendable (ObjectAttributes) -> Void

@@ -1,0 +1,30 @@
+#ifndef C_FERRY_MD5_H
+#define C_FERRY_MD5_H
+#include <stddef.h>
+#include <stdint.h>
+
+/// MD5's chaining value (RFC 1321's A, B, C, D).
+typedef struct { uint32_t h[4]; } ferry_md5_state;
+
+/// The initial chaining value.
+void ferry_md5_init(ferry_md5_state *state);
+
+/// Advances one message by `blocks` 64-byte blocks.
+void ferry_md5_blocks(ferry_md5_state *state, const void *data, size_t blocks);
+
+/// How many messages `ferry_md5_blocks_x8` advances at once on this CPU:
+/// 8 where AVX2 is available (and enabled by the OS), else 0.
+int ferry_md5_lanes(void);
+
+/// Advances eight independent messages by `blocks` blocks each, one message
+/// per 32-bit lane of AVX2 registers: the same work as eight calls of
+/// `ferry_md5_blocks`, several times faster. Only when `ferry_md5_lanes()` is 8.
+/// A lane not needed can repeat another lane's arguments (state and data).
+void ferry_md5_blocks_x8(ferry_md5_state *const states[8], const void *const data[8], size_t blocks);
+
+/// The digest: the last `tail_length` (< 64) bytes of a message of
+/// `total_length` bytes, padded, then the chaining value as 16 bytes.
+void ferry_md5_finish(ferry_md5_state *state, const void *tail, size_t tail_length, uint64_t total_length,
+                      uint8_t digest[16]);
+
+#endif

@@ -1,0 +1,244 @@
+import CFerryChecksum
+import FerryCore
+import Foundation
+
+/// The MD5 of files being downloaded, computed by one thread beside the
+/// transfers, eight files at a time in the lanes of AVX2 registers
+/// (`ferry_md5_blocks_x8`): several times the speed of one file at a time,
+/// and off the transport's threads. (S4, eight downloads at once: MD5 was
+/// most of the client's CPU when each download hashed its own bytes.)
+///
+/// A download says how far its file holds its bytes (`MD5FileStream.written`);
+/// the hasher reads them back from the file (the page cache: they were just
+/// written) `chunkSize` at a time. It waits until `batchWhen` files have a
+/// chunk waiting, or one has `urgentBytes` or is finishing, then hashes a
+/// chunk of up to eight at once. Reading what is in the file, not what came
+/// off the network, also checks the write.
+public final class MD5Lanes: @unchecked Sendable {
+    public static let shared = MD5Lanes()
+
+    let chunkSize: Int
+    let batchWhen: Int
+    let urgentBytes: Int64
+    /// 8 on CPUs with AVX2, else 0 (every file hashed on its own).
+    let lanes: Int
+
+    // Guarded by `condition`.
+    private let condition = NSCondition()
+    private var streams: [MD5FileStream] = []
+    private var started = false
+    private var batches = 0, lanesHashed = 0
+
+    /// `chunkSize` is a multiple of 64 (MD5's block).
+    public init(chunkSize: Int = 256 << 10, batchWhen: Int = 4, urgentBytes: Int64 = 8 << 20, useVectorLanes: Bool = true) {
+        precondition(chunkSize > 0 && chunkSize % 64 == 0, "MD5 chunks are whole blocks")
+        self.chunkSize = chunkSize
+        lanes = useVectorLanes ? Int(ferry_md5_lanes()) : 0
+        // Without vector lanes there is nothing to wait for.
+        self.batchWhen = lanes == 8 ? max(1, batchWhen) : 1
+        self.urgentBytes = max(Int64(chunkSize), urgentBytes)
+    }
+
+    /// Whether this CPU hashes eight messages at once (AVX2).
+    public static var hasVectorLanes: Bool { ferry_md5_lanes() == 8 }
+
+    /// Batches hashed so far and the files they held: how full the lanes ran.
+    public var statistics: (batches: Int, lanes: Int) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (batches, lanesHashed)
+    }
+
+    /// Files being hashed now.
+    public var activeCount: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return streams.count
+    }
+
+    /// Starts hashing the file open as `descriptor` from byte 0, as its bytes are written.
+    public func start(_ descriptor: Int32) throws(FerryError) -> MD5FileStream {
+        let stream = try MD5FileStream(lanes: self, descriptor: descriptor)
+        condition.lock()
+        streams.append(stream)
+        if !started {
+            started = true
+            let thread = Thread { [self] in
+                BlockingPool.nameCurrentThread("ferry-md5")
+                run()
+            }
+            thread.start()
+        }
+        condition.unlock()
+        return stream
+    }
+
+    // MARK: - Called by the streams
+
+    func lock() { condition.lock() }
+    func unlock() { condition.unlock() }
+    func signal() { condition.broadcast() }
+    func wait() { condition.wait() }
+
+    /// Under the lock.
+    func remove(_ stream: MD5FileStream) {
+        streams.removeAll { $0 === stream }
+    }
+
+    // MARK: - The hasher's thread
+
+    private func run() {
+        let buffers = (0..<8).map { _ in UnsafeMutableRawPointer.allocate(byteCount: chunkSize, alignment: 64) }
+        let chunk = Int64(chunkSize)
+        condition.lock()
+        while true {
+            let waiting = streams.filter { !$0.failed && $0.available - $0.hashed >= chunk }
+            let urgent = waiting.contains { $0.finishing || $0.available - $0.hashed >= urgentBytes }
+            guard !waiting.isEmpty, urgent || waiting.count >= min(batchWhen, streams.count) else {
+                condition.wait()
+                continue
+            }
+            // Finishing files first (a download waits on them), then the most behind.
+            let batch = Array(waiting.sorted {
+                ($0.finishing ? 1 : 0, $0.available - $0.hashed) > ($1.finishing ? 1 : 0, $1.available - $1.hashed)
+            }.prefix(8))
+            for member in batch { member.busy = true }
+            batches += 1
+            lanesHashed += batch.count
+            condition.unlock()
+
+            var read = [Bool](repeating: false, count: batch.count)
+            for (index, member) in batch.enumerated() {
+                read[index] = member.readChunk(into: buffers[index], count: chunkSize)
+            }
+            let good = batch.indices.filter { read[$0] }
+            hash(good.map { batch[$0] }, good.map { buffers[$0] })
+
+            condition.lock()
+            for (index, member) in batch.enumerated() {
+                member.busy = false
+                if read[index] { member.hashed += chunk } else { member.failed = true }
+            }
+            condition.broadcast()
+        }
+    }
+
+    /// One chunk of each file, each file's state held by this thread alone.
+    private func hash(_ batch: [MD5FileStream], _ chunks: [UnsafeMutableRawPointer]) {
+        let blocks = chunkSize / 64
+        guard lanes == 8, batch.count > 1 else {
+            for (member, chunk) in zip(batch, chunks) { ferry_md5_blocks(member.state, chunk, blocks) }
+            return
+        }
+        // Lanes not needed repeat the first file: the same state, the same result.
+        let states: [UnsafeMutablePointer<ferry_md5_state>?] = (0..<8).map { batch[$0 < batch.count ? $0 : 0].state }
+        let data: [UnsafeRawPointer?] = (0..<8).map { UnsafeRawPointer(chunks[$0 < chunks.count ? $0 : 0]) }
+        ferry_md5_blocks_x8(states, data, blocks)
+    }
+}
+
+/// The MD5 of one file that a download writes from byte 0 on (see `MD5Lanes`).
+/// The lanes read it through a descriptor of their own, so the download may
+/// close its descriptor whenever it likes. `finish` or `discard` ends it.
+public final class MD5FileStream: @unchecked Sendable {
+    let lanes: MD5Lanes
+    private let descriptor: Int32
+    /// Written by whoever holds the stream: the hasher while `busy`, then `finish`.
+    let state: UnsafeMutablePointer<ferry_md5_state>
+    // Guarded by the lanes' lock.
+    var available: Int64 = 0
+    var hashed: Int64 = 0
+    var busy = false
+    var finishing = false
+    var failed = false
+    private var ended = false
+    private var readError: String?
+
+    init(lanes: MD5Lanes, descriptor: Int32) throws(FerryError) {
+        let own = dup(descriptor)
+        guard own >= 0 else { throw FerryError(.localIOError, "cannot duplicate the download's descriptor: \(String(cString: strerror(errno)))") }
+        self.lanes = lanes
+        self.descriptor = own
+        state = .allocate(capacity: 1)
+        ferry_md5_init(state)
+    }
+
+    deinit {
+        close(descriptor)
+        state.deallocate()
+    }
+
+    /// Bytes `0..<offset` of the file hold the download's bytes now.
+    public func written(upTo offset: Int64) {
+        lanes.lock()
+        if offset > available {
+            available = offset
+            lanes.signal()
+        }
+        lanes.unlock()
+    }
+
+    /// The hasher's read of the next chunk (the stream is `busy`, so `hashed` holds still).
+    func readChunk(into buffer: UnsafeMutableRawPointer, count: Int) -> Bool {
+        do {
+            try readFully(buffer, count, at: hashed)
+            return true
+        } catch {
+            readError = error.message
+            return false
+        }
+    }
+
+    private func readFully(_ buffer: UnsafeMutableRawPointer, _ count: Int, at offset: Int64) throws(FerryError) {
+        var done = 0
+        while done < count {
+            let n = pread(descriptor, buffer + done, count - done, off_t(offset + Int64(done)))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else {
+                let reason = n == 0 ? "the file is shorter than the bytes written to it" : String(cString: strerror(errno))
+                throw FerryError(.localIOError, "cannot read back the download to check its MD5: \(reason)")
+            }
+            done += n
+        }
+    }
+
+    /// The MD5 of the file's first `size` bytes (all written now): waits while
+    /// the hasher takes the chunks still to do (beside other files'), then
+    /// hashes the last piece here. Blocking: call it on the blocking pool.
+    public func finish(size: Int64) throws(FerryError) -> [UInt8] {
+        lanes.lock()
+        precondition(!ended, "MD5FileStream finished twice")
+        ended = true
+        available = size
+        finishing = true
+        lanes.signal()
+        while busy || (!failed && size - hashed >= Int64(lanes.chunkSize)) { lanes.wait() }
+        lanes.remove(self)
+        let (from, failure) = (hashed, failed ? readError : nil)
+        lanes.unlock()
+        if let failure { throw FerryError(.localIOError, failure) }
+        // The last piece, under a chunk: read and hashed here.
+        let rest = Int(size - from)
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(rest, 1), alignment: 64)
+        defer { buffer.deallocate() }
+        try readFully(buffer, rest, at: from)
+        ferry_md5_blocks(state, buffer, rest / 64)
+        var digest = [UInt8](repeating: 0, count: 16)
+        digest.withUnsafeMutableBufferPointer {
+            ferry_md5_finish(state, buffer + (rest - rest % 64), rest % 64, UInt64(size), $0.baseAddress)
+        }
+        return digest
+    }
+
+    /// Ends the stream without a digest (its download attempt failed). The
+    /// hasher may still be reading a chunk; it lets go of the stream after that.
+    public func discard() {
+        lanes.lock()
+        if !ended {
+            ended = true
+            lanes.remove(self)
+            lanes.signal()
+        }
+        lanes.unlock()
+    }
+}

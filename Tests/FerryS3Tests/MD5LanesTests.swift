@@ -1,0 +1,161 @@
+import FerryCore
+import FerryS3
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// `MD5Lanes` gives libcrypto's MD5 of every file, however the file's bytes
+/// are written and announced and however files interleave, with the vector
+/// lanes and without; files written by many threads at once share the lanes;
+/// a stream that ends without a digest lets go of its file; a file that lost
+/// bytes it was said to hold fails, never yields a digest.
+@Suite struct MD5LanesTests {
+    /// A temp file that removes itself.
+    final class TempFile {
+        let path: String
+        let fd: Int32
+        init() {
+            path = NSTemporaryDirectory() + "md5lanes-\(UUID().uuidString)"
+            fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o600)
+            precondition(fd >= 0)
+        }
+        func write(_ bytes: ArraySlice<UInt8>, at offset: Int) {
+            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
+            precondition(n == bytes.count)
+        }
+        deinit { close(fd); unlink(path) }
+    }
+
+    func bytes(_ count: Int, _ rng: inout SeededGenerator) -> [UInt8] {
+        (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }
+    }
+
+    func digest(of message: [UInt8], lanes: MD5Lanes) throws -> [UInt8] {
+        let file = TempFile()
+        file.write(message[...], at: 0)
+        let stream = try lanes.start(file.fd)
+        stream.written(upTo: Int64(message.count))
+        return try stream.finish(size: Int64(message.count))
+    }
+
+    /// RFC 1321's test suite, and lengths around the padding's and chunks' edges.
+    @Test(arguments: [true, false])
+    func knownAnswers(vectorLanes: Bool) throws {
+        let lanes = MD5Lanes(chunkSize: 128, useVectorLanes: vectorLanes)
+        let suite = [
+            ("", "d41d8cd98f00b204e9800998ecf8427e"),
+            ("a", "0cc175b9c0f1b6a831c399e269772661"),
+            ("abc", "900150983cd24fb0d6963f7d28e17f72"),
+            ("message digest", "f96b697d7cb7938d525a2f31aaf161d0"),
+            ("abcdefghijklmnopqrstuvwxyz", "c3fcd3d76192e4007dfb496cca67e13b"),
+            ("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", "d174ab98d277d9f5a5611c2c9f419d9f"),
+            (String(repeating: "1234567890", count: 8), "57edf4a22be3c955ac49da2e2107b67a"),
+        ]
+        for (text, expected) in suite {
+            #expect(try digest(of: Array(text.utf8), lanes: lanes).hexString == expected, "\(text)")
+        }
+        for length in [55, 56, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1000] {
+            let message = [UInt8](repeating: 0x61, count: length)
+            #expect(try digest(of: message, lanes: lanes) == Digest.md5(message), "length \(length)")
+        }
+    }
+
+    /// Seeded: 24 files of 0–600 KiB written in pieces of 1 byte to 40 KiB,
+    /// the files taking turns at random, each piece announced once written
+    /// (or, for some files, nothing announced until `finish`, as a store that
+    /// copies locally); chunk sizes from one block up, batch and urgency
+    /// settings drawn too, so batches of every width run.
+    @Test(arguments: [true, false])
+    func interleavedFilesMatchLibcrypto(vectorLanes: Bool) throws {
+        var rng = SeededGenerator(seed: vectorLanes ? 0x3D5_1A7E : 0x5CA1A7)
+        for chunkSize in [64, 4096, 64 << 10] {
+            let lanes = MD5Lanes(chunkSize: chunkSize, batchWhen: Int.random(in: 1...8, using: &rng),
+                                 urgentBytes: Int64.random(in: 1...(256 << 10), using: &rng), useVectorLanes: vectorLanes)
+            let messages = (0..<24).map { _ in bytes(Int.random(in: 0...(600 << 10), using: &rng), &rng) }
+            let files = messages.map { _ in TempFile() }
+            let announced = messages.map { _ in Int.random(in: 0..<6, using: &rng) > 0 }
+            let streams = try files.map { try lanes.start($0.fd) }
+            var written = [Int](repeating: 0, count: messages.count)
+            while let index = (0..<messages.count).filter({ written[$0] < messages[$0].count }).randomElement(using: &rng) {
+                let n = min(messages[index].count - written[index], Int.random(in: 1...(40 << 10), using: &rng))
+                files[index].write(messages[index][written[index]..<(written[index] + n)], at: written[index])
+                written[index] += n
+                if announced[index] { streams[index].written(upTo: Int64(written[index])) }
+            }
+            for (index, stream) in streams.enumerated() {
+                #expect(try stream.finish(size: Int64(messages[index].count)) == Digest.md5(messages[index]),
+                        "chunk \(chunkSize), file \(index) of \(messages[index].count) bytes")
+            }
+            #expect(lanes.activeCount == 0)
+            if vectorLanes && MD5Lanes.hasVectorLanes {
+                let stats = lanes.statistics
+                #expect(stats.lanes > stats.batches, "batches held one file each: \(stats)")
+            }
+        }
+    }
+
+    /// Eight threads write eight files at once (as the transport's threads
+    /// write downloads): every digest is right and the lanes were shared.
+    @Test func threadsWritingAtOnce() async {
+        let lanes = MD5Lanes(chunkSize: 4096)
+        let results = await withTaskGroup(of: Bool.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    await BlockingPool.shared.run { () -> Bool in
+                        var rng = SeededGenerator(seed: UInt64(worker) + 77)
+                        var ok = true
+                        for _ in 0..<6 {
+                            let message = bytes(Int.random(in: 0...(400 << 10), using: &rng), &rng)
+                            let file = TempFile()
+                            guard let stream = try? lanes.start(file.fd) else { return false }
+                            var offset = 0
+                            while offset < message.count {
+                                let n = min(message.count - offset, Int.random(in: 1...9000, using: &rng))
+                                file.write(message[offset..<(offset + n)], at: offset)
+                                offset += n
+                                stream.written(upTo: Int64(offset))
+                            }
+                            ok = ok && (try? stream.finish(size: Int64(message.count))) == Digest.md5(message)
+                        }
+                        return ok
+                    }
+                }
+            }
+            return await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        #expect(results == Array(repeating: true, count: 8))
+        #expect(lanes.activeCount == 0)
+    }
+
+    /// A stream discarded with bytes waiting (a failed download attempt) lets
+    /// go of its file, and the others' digests still come.
+    @Test func discardedStreamsLetGo() throws {
+        var rng = SeededGenerator(seed: 0xD15C)
+        let lanes = MD5Lanes(chunkSize: 256, batchWhen: 8, urgentBytes: 1 << 30)
+        let kept = TempFile(), dropped = TempFile()
+        let a = bytes(10_000, &rng), b = bytes(10_000, &rng)
+        kept.write(a[...], at: 0)
+        dropped.write(b[...], at: 0)
+        let keptStream = try lanes.start(kept.fd), droppedStream = try lanes.start(dropped.fd)
+        keptStream.written(upTo: 10_000)
+        droppedStream.written(upTo: 10_000)
+        droppedStream.discard()
+        #expect(lanes.activeCount == 1)
+        #expect(try keptStream.finish(size: 10_000) == Digest.md5(a))
+        #expect(lanes.activeCount == 0)
+    }
+
+    /// A file cut short after its bytes were announced cannot be read back:
+    /// the digest fails with a local I/O error instead of hashing less.
+    @Test func aFileThatLostItsBytesFails() throws {
+        var rng = SeededGenerator(seed: 0xC07)
+        let lanes = MD5Lanes(chunkSize: 4096)
+        let file = TempFile()
+        file.write(bytes(100_000, &rng)[...], at: 0)
+        let stream = try lanes.start(file.fd)
+        #expect(ftruncate(file.fd, 30_000) == 0)
+        stream.written(upTo: 100_000)
+        #expect(throws: FerryError.self) { try stream.finish(size: 100_000) }
+        #expect(lanes.activeCount == 0)
+    }
+}
