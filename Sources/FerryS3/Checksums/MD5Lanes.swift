@@ -172,8 +172,12 @@ public final class MD5FileStream: @unchecked Sendable {
     public func written(upTo offset: Int64) {
         lanes.lock()
         if offset > available {
+            // The hasher is woken only when this file gets a chunk to do, not on every write.
+            let chunk = Int64(lanes.chunkSize)
+            let wake = (available - hashed) < chunk && (offset - hashed) >= chunk
+                || (available - hashed) < lanes.urgentBytes && (offset - hashed) >= lanes.urgentBytes
             available = offset
-            lanes.signal()
+            if wake { lanes.signal() }
         }
         lanes.unlock()
     }
@@ -214,6 +218,7 @@ public final class MD5FileStream: @unchecked Sendable {
         lanes.signal()
         while busy || (!failed && size - hashed >= Int64(lanes.chunkSize)) { lanes.wait() }
         lanes.remove(self)
+        lanes.signal()  // fewer files: the others may make a batch now
         let (from, failure) = (hashed, failed ? readError : nil)
         lanes.unlock()
         if let failure { throw FerryError(.localIOError, failure) }

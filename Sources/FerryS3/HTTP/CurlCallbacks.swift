@@ -15,6 +15,13 @@ final class Exchange {
     /// Adds a chunk of a file download; writes when the buffer is full. False on a write error.
     func bufferForFile(_ data: UnsafeRawPointer, _ length: Int) -> Bool {
         guard let (_, offset) = bodyToFile else { return false }
+        // A large piece (curl reads up to its 256 KiB buffer at once) is written
+        // as it is, after what is buffered: copying it first gains nothing.
+        if length >= CurlTransport.fileWriteBufferSize / 4 {
+            guard flushFileBuffer() else { return false }
+            pendingStart = offset + received + Int64(length)
+            return writeFile(data, length, at: offset + received)
+        }
         if pending == nil {
             pending = UnsafeMutableRawPointer.allocate(byteCount: CurlTransport.fileWriteBufferSize, alignment: 4096)
             pendingStart = offset + received
@@ -22,10 +29,6 @@ final class Exchange {
         if pendingCount + length > CurlTransport.fileWriteBufferSize {
             guard flushFileBuffer() else { return false }
             pendingStart = offset + received
-        }
-        if length > CurlTransport.fileWriteBufferSize {
-            defer { pendingStart = offset + received + Int64(length) }
-            return writeFile(data, length, at: offset + received)
         }
         pending!.advanced(by: pendingCount).copyMemory(from: data, byteCount: length)
         pendingCount += length
