@@ -180,6 +180,8 @@ def write(root):
                 f"| saturation (all requests at once) | {s5['saturation_rps']:.1f} requests/s |",
                 *([f"| the worker's CPU per request in that burst | {s5['worker_cpu_ms_per_request']:.2f} ms |"]
                   if "worker_cpu_ms_per_request" in s5 else []),
+                *([f"| the server's CPU per request in that burst (RGW, OSD, monitor: a HEAD and a PUT each) | {s5['server_cpu_ms_per_request']:.2f} ms |"]
+                  if "server_cpu_ms_per_request" in s5 else []),
                 f"| offered rate (fixed, below saturation) | {s5['offered_rps']:.1f} requests/s |",
                 f"| achieved at that rate | {s5['achieved_rps']:.1f} requests/s |",
                 f"| enqueue → trigger latency p50 / p99 / max | {s5['p50_ms']:.0f} / {s5['p99_ms']:.0f} / {s5['max_ms']:.0f} ms |", ""]
