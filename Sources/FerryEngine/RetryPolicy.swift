@@ -20,7 +20,8 @@ public struct RetryPolicy: Sendable, Hashable {
         switch error.code {
         case .connectionError, .slowDown, .badDigest, .credentialsUnavailable: return true
         case .storageError:
-            return ["HTTP 500", "HTTP 502", "HTTP 503", "HTTP 504", "RequestTimeout", "InternalError"]
+            // ConditionalRequestConflict (409): another conditional write to the key was under way.
+            return ["HTTP 500", "HTTP 502", "HTTP 503", "HTTP 504", "RequestTimeout", "InternalError", "ConditionalRequestConflict"]
                 .contains { error.message.contains($0) }
         default: return false
         }

@@ -16,12 +16,15 @@ public final class S3Client: ObjectStore {
         public var limits: CurlTransport.Limits
         /// PEM file of CAs to trust for HTTPS (default: the system's).
         public var caBundle: String?
+        /// Whether uploads may trust `If-None-Match: *` (see `ConditionalWrites`).
+        public var conditionalWrites: ConditionalWrites.Mode
 
         public init(endpoint: S3Endpoint, region: String, credentialProvider: any CredentialProvider,
                     timeouts: CurlTransport.Timeouts = .init(), limits: CurlTransport.Limits = .init(),
-                    caBundle: String? = nil) {
+                    caBundle: String? = nil, conditionalWrites: ConditionalWrites.Mode = .auto) {
             self.endpoint = endpoint; self.region = region; self.credentials = credentialProvider
             self.timeouts = timeouts; self.limits = limits; self.caBundle = caBundle
+            self.conditionalWrites = conditionalWrites
         }
 
         /// With fixed keys.
@@ -35,12 +38,15 @@ public final class S3Client: ObjectStore {
 
     public let configuration: Configuration
     let transport: CurlTransport
+    /// `auto` trusts AWS's own endpoints; another store's answer is learned.
+    public let conditionalWrites: ConditionalWrites
 
     /// With `transport`, requests go through it (a worker shares one per
     /// process, so its limits hold across every client); otherwise the client
     /// makes its own from the configuration's timeouts, limits and CA bundle.
     public init(_ configuration: Configuration, transport: CurlTransport? = nil) {
         self.configuration = configuration
+        conditionalWrites = ConditionalWrites(configuration.conditionalWrites, trusted: configuration.endpoint.isAWS)
         self.transport = transport ?? CurlTransport(timeouts: configuration.timeouts, limits: configuration.limits,
                                                     caBundle: configuration.caBundle)
     }
@@ -63,6 +69,7 @@ public final class S3Client: ObjectStore {
             headers.append((algorithm.headerName, value))
             headers.append(("x-amz-sdk-checksum-algorithm", algorithm.rawValue))
         }
+        if input.ifNoneMatch { headers.append(("if-none-match", "*")) }
         let response = try await send("PutObject", method: "PUT", bucket: input.bucket, key: input.key, headers: headers,
                                       body: body.httpBody, payloadHash: SigV4Signer.unsignedPayload, progress: progress)
         return writeResult(response)

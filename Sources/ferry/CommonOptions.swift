@@ -84,6 +84,10 @@ struct S3Options: ParsableArguments {
     @Option(name: .customLong("ca-bundle"), help: "PEM file of CAs to trust for HTTPS (env AWS_CA_BUNDLE).")
     var caBundle: String?
 
+    @Option(name: .customLong("conditional-writes"),
+            help: "auto, on or off: whether uploads of new keys may trust If-None-Match: * instead of a HEAD first (default auto: AWS and the local store yes, another store once it refused an overwrite with 412).")
+    var conditionalWrites: String?
+
     @OptionGroup var limits: TransferLimitOptions
 
     var resolvedRegion: String { region ?? setting(.region) ?? "us-east-1" }
@@ -103,9 +107,13 @@ struct S3Options: ParsableArguments {
             endpoint.style = parsed
         }
         let caBundle = caBundle ?? setting(.caBundle)
+        let conditional = conditionalWrites ?? setting(.conditionalWrites) ?? "auto"
+        guard let conditionalMode = ConditionalWrites.Mode(rawValue: conditional) else {
+            throw ValidationError("--conditional-writes must be auto, on or off, not '\(conditional)'")
+        }
         let provider = try credentialProvider(transport: transport ?? CurlTransport(limits: .init(maxConnections: 4), caBundle: caBundle))
         return S3Client.Configuration(endpoint: endpoint, region: region, credentialProvider: provider,
-                                      limits: try limits.transportLimits(), caBundle: caBundle)
+                                      limits: try limits.transportLimits(), caBundle: caBundle, conditionalWrites: conditionalMode)
     }
 
     /// Keys given as flags, `FERRY_*`/`AWS_*` variables or in the configuration
@@ -146,6 +154,7 @@ struct S3Options: ParsableArguments {
         Resolve.string(&sessionToken, .sessionToken)
         Resolve.string(&profile, .profile)
         Resolve.string(&caBundle, .caBundle)
+        Resolve.string(&conditionalWrites, .conditionalWrites)
         try limits.resolve()
     }
 }

@@ -9,18 +9,33 @@ final class CountingStore: ObjectStore {
     let uploadedParts = Mutex<[Int]>([])
     let rangedGets = Mutex(0)
     let copiedParts = Mutex<[Int]>([])
+    /// Each PutObject's `ifNoneMatch`, in order.
+    let puts = Mutex<[Bool]>([])
+    let heads = Mutex(0)
+    let conditionalWrites: ConditionalWrites
+    /// Sends every PUT without `If-None-Match`: a store that ignores the header.
+    let dropsIfNoneMatch: Bool
 
-    init(_ base: any ObjectStore) { self.base = base }
+    /// `conditionalWrites`: what the engine is told of the store (default: the base store's own).
+    init(_ base: any ObjectStore, conditionalWrites: ConditionalWrites? = nil, dropsIfNoneMatch: Bool = false) {
+        self.base = base
+        self.conditionalWrites = conditionalWrites ?? base.conditionalWrites
+        self.dropsIfNoneMatch = dropsIfNoneMatch
+    }
 
     func putObject(_ input: PutObjectInput, body: ObjectBody, progress: TransferMeter?) async throws(FerryError) -> ObjectWriteResult {
-        try await base.putObject(input, body: body, progress: progress)
+        puts.withLock { $0.append(input.ifNoneMatch) }
+        var sent = input
+        if dropsIfNoneMatch { sent.ifNoneMatch = false }
+        return try await base.putObject(sent, body: body, progress: progress)
     }
     func getObject(_ input: GetObjectInput, into descriptor: Int32, at offset: Int64, progress: TransferMeter?) async throws(FerryError) -> ObjectAttributes {
         if input.range != nil { rangedGets.withLock { $0 += 1 } }
         return try await base.getObject(input, into: descriptor, at: offset, progress: progress)
     }
     func headObject(bucket: String, key: String, headers: [String: String]) async throws(FerryError) -> ObjectAttributes? {
-        try await base.headObject(bucket: bucket, key: key, headers: headers)
+        heads.withLock { $0 += 1 }
+        return try await base.headObject(bucket: bucket, key: key, headers: headers)
     }
     func copyObject(_ input: CopyObjectInput) async throws(FerryError) -> ObjectWriteResult {
         try await base.copyObject(input)

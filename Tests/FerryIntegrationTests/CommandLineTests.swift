@@ -26,6 +26,7 @@ import Testing
         (["worker", "--bootstrap-servers", "x", "--data-root", "/nonexistent-ferry"], "does not exist"),
         (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--s3-endpoint", "ftp://x"], "http(s) URL"),
         (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--role", "boss"], "--role"),
+        (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--conditional-writes", "maybe"], "--conditional-writes must be auto, on or off"),
         (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--part-size", "1MiB"], "partSizeBytes"),
         (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--https-sources", "--https-source-allow-range", "nope"], "address range"),
         (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--admin-token-file", "/proc/sys/kernel/ostype"], "at least 16 printable"),

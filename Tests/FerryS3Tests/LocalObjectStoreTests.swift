@@ -35,6 +35,27 @@ import Testing
         }
     }
 
+    @Test func ifNoneMatchRefusesAnOccupiedKeyAndLeavesNothingBehind() async throws {
+        let dir = try TestPaths.temporaryDirectory("local-store")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try LocalObjectStore(root: dir)
+        #expect(store.conditionalWrites.enforced)
+        var input = PutObjectInput(bucket: "bkt", key: "k")
+        input.ifNoneMatch = true
+        let first = try await store.putObject(input, body: .bytes(Array("one".utf8)))
+        let blobs = { try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("bkt/blobs").path).count }
+        #expect(try blobs() == 1)
+        await #expect {
+            _ = try await store.putObject(input, body: .bytes(Array("two".utf8)))
+        } throws: { ($0 as? FerryError)?.code == .preconditionFailed }
+        #expect(try await store.headObject(bucket: "bkt", key: "k")?.eTag == first.eTag, "the object stays")
+        #expect(try blobs() == 1, "the refused body's blob is removed")
+        // Without the condition the key is overwritten as before.
+        _ = try await store.putObject(PutObjectInput(bucket: "bkt", key: "k"), body: .bytes(Array("two".utf8)))
+        #expect(try await store.headObject(bucket: "bkt", key: "k")?.size == 3)
+        #expect(try await store.headObject(bucket: "bkt", key: "k")?.eTag != first.eTag)
+    }
+
     @Test func overwriteReplacesWholeAndDeleteRemoves() async throws {
         let dir = try TestPaths.temporaryDirectory("local-store")
         defer { try? FileManager.default.removeItem(at: dir) }

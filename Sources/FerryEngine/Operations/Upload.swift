@@ -86,23 +86,64 @@ extension TransferRun {
     private func uploadBody(_ input: PutObjectInput, body: ObjectBody) async throws(FerryError) -> TransferOutcome {
         let size = body.length
         setTotal(size)
-        // Worker requests (they carry the transfer-id marker) look first; `ferry cp` does not need to.
-        let previous = input.metadata[TransferMarker.transferId] == nil ? nil : try await objectBefore(input)
-        if let head = previous, let done = alreadyStored(input, size: size, head: head) { return done }
-        let result: ObjectWriteResult
-        let eventName: String
-        if size <= settings.multipartThreshold {
-            result = try await attempt("PutObject") { () async throws(FerryError) -> ObjectWriteResult in
-                try await store.putObject(input, body: body, progress: meter)
+        // Worker requests (they carry the transfer-id marker) need to know what the key
+        // held; `ferry cp` does not. One PUT up to the threshold, with `If-None-Match: *`
+        // where the store checks it: a new key (the common case) then needs no HEAD.
+        let marked = input.metadata[TransferMarker.transferId] != nil
+        let single = size <= settings.multipartThreshold
+        if marked, single, store.conditionalWrites.enforced {
+            var conditional = input
+            conditional.ifNoneMatch = true
+            do {
+                return putOutcome(input, size: size, result: try await put(conditional, body: body), previous: nil)
+            } catch where error.code == .preconditionFailed {
+                // The key holds an object: find out which, as below (a redelivery, or an overwrite).
+                meter.add(-meter.value)
             }
-            eventName = "ObjectCreated:Put"
-        } else {
+        }
+        let previous = marked ? try await objectBefore(input) : nil
+        if let head = previous, let done = alreadyStored(input, size: size, head: head) { return done }
+        guard single else {
             guard case .file(let fd, _, _) = body else {
                 throw FerryError(.invalidRequest, "in-memory sources are limited to \(settings.multipartThreshold) bytes")
             }
-            result = try await multipartUpload(input, descriptor: fd, size: size)
-            eventName = "ObjectCreated:CompleteMultipartUpload"
+            let result = try await multipartUpload(input, descriptor: fd, size: size)
+            return putOutcome(input, size: size, result: result, previous: previous, eventName: "ObjectCreated:CompleteMultipartUpload")
         }
+        return putOutcome(input, size: size, result: try await overwrite(input, body: body, existing: previous), previous: previous)
+    }
+
+    private func put(_ input: PutObjectInput, body: ObjectBody) async throws(FerryError) -> ObjectWriteResult {
+        try await attempt("PutObject") { () async throws(FerryError) -> ObjectWriteResult in
+            try await store.putObject(input, body: body, progress: meter)
+        }
+    }
+
+    /// The PUT after a HEAD. Where the store's check of `If-None-Match` is not
+    /// known yet, the first overwrite carries it: a 412 shows the store checks
+    /// it (and the PUT goes again without), a success that it does not.
+    private func overwrite(_ input: PutObjectInput, body: ObjectBody, existing: ObjectAttributes?) async throws(FerryError) -> ObjectWriteResult {
+        let conditional = store.conditionalWrites
+        guard existing != nil, conditional.shouldProbe else { return try await put(input, body: body) }
+        var probe = input
+        probe.ifNoneMatch = true
+        do {
+            let result = try await put(probe, body: body)
+            if conditional.learned(enforced: false) {
+                logger.notice("the store wrote over an object despite If-None-Match: *; uploads keep asking with a HEAD first")
+            }
+            return result
+        } catch where error.code == .preconditionFailed {
+            if conditional.learned(enforced: true) {
+                logger.notice("the store checks If-None-Match: uploads of new keys go without a HEAD from now on")
+            }
+            meter.add(-meter.value)
+            return try await put(input, body: body)
+        }
+    }
+
+    private func putOutcome(_ input: PutObjectInput, size: Int64, result: ObjectWriteResult, previous: ObjectAttributes?,
+                            eventName: String = "ObjectCreated:Put") -> TransferOutcome {
         report()
         var outcome = TransferOutcome(object: .init(bucket: input.bucket, key: input.key, size: size, eTag: result.eTag,
                                                     versionId: result.versionId),

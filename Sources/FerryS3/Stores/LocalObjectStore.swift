@@ -13,6 +13,8 @@ import Synchronization
 public final class LocalObjectStore: ObjectStore {
     public let root: URL
     private let indexLock = Mutex(())
+    /// A write with `ifNoneMatch` is checked under the index lock.
+    public let conditionalWrites = ConditionalWrites(.on)
 
     public init(root: URL) throws(FerryError) {
         self.root = root.standardizedFileURL
@@ -45,7 +47,13 @@ public final class LocalObjectStore: ObjectStore {
         let entry = IndexEntry(key: input.key, blob: blobName, size: body.length, eTag: "\"\(md5.hexString)\"",
                                contentType: input.contentType, metadata: input.metadata,
                                lastModified: Date().timeIntervalSince1970)
-        let replaced = try commitIndex(entry, bucketDir: bucketDir)
+        let replaced: IndexEntry?
+        do throws(FerryError) {
+            replaced = try commitIndex(entry, bucketDir: bucketDir, ifAbsent: input.ifNoneMatch)
+        } catch {
+            unlink(blobPath)
+            throw error
+        }
         if let replaced { unlink(bucketDir.appendingPathComponent("blobs/\(replaced.blob)").path) }
         return ObjectWriteResult(eTag: entry.eTag, versionId: nil, requestId: Self.requestId(), hostId: Self.hostId())
     }
@@ -165,7 +173,8 @@ public final class LocalObjectStore: ObjectStore {
     }
 
     /// Makes `entry` the object's current state; returns the state it replaced.
-    func commitIndex(_ entry: IndexEntry, bucketDir: URL) throws(FerryError) -> IndexEntry? {
+    /// `ifAbsent`: only when the key holds no object (else `preconditionFailed`), checked under the lock.
+    func commitIndex(_ entry: IndexEntry, bucketDir: URL, ifAbsent: Bool = false) throws(FerryError) -> IndexEntry? {
         let target = indexURL(key: entry.key, bucketDir: bucketDir)
         let temp = bucketDir.appendingPathComponent("index/.tmp-\(UUID().uuidString)")
         do {
@@ -176,6 +185,10 @@ public final class LocalObjectStore: ObjectStore {
         }
         return try indexLock.withLock { _ throws(FerryError) -> IndexEntry? in
             let previous = readIndex(key: entry.key, bucketDir: bucketDir)
+            if ifAbsent, previous != nil {
+                unlink(temp.path)
+                throw FerryError(.preconditionFailed, "PutObject: \(entry.key) already holds an object (If-None-Match: *)")
+            }
             guard rename(temp.path, target.path) == 0 else {
                 unlink(temp.path)
                 throw FerryError(.localIOError, "cannot commit object index: \(String(cString: strerror(errno)))")

@@ -6,7 +6,9 @@ import Foundation
 /// embedded default). Both throw `FerryError` with S3's codes and report bytes
 /// moved to an optional `TransferMeter`.
 public protocol ObjectStore: Sendable {
-    /// Stores `body` as one object in one request.
+    /// Stores `body` as one object in one request. With `input.ifNoneMatch`
+    /// it fails with `preconditionFailed` when the key holds an object, if the
+    /// store checks that (`conditionalWrites`).
     func putObject(_ input: PutObjectInput, body: ObjectBody, progress: TransferMeter?) async throws(FerryError) -> ObjectWriteResult
     /// Writes the object's bytes (or `input.range` of them) into `descriptor` from `offset`.
     /// Fails with `preconditionFailed` when `input.ifMatch` no longer names the object.
@@ -50,10 +52,13 @@ public protocol ObjectStore: Sendable {
     /// (UTF-8 bytes, as ListObjectsV2): at most `maxKeys`, after `continuation`
     /// (the previous page's `next`).
     func listObjects(bucket: String, prefix: String, continuation: String?, maxKeys: Int) async throws(FerryError) -> ObjectListing
+    /// Whether `putObject` with `ifNoneMatch` is refused on a key that holds an object.
+    var conditionalWrites: ConditionalWrites { get }
 }
 
 extension ObjectStore {
     public func probe() async throws(FerryError) {}
+    public var conditionalWrites: ConditionalWrites { .unsupported }
     public func listObjects(bucket: String, prefix: String, continuation: String?, maxKeys: Int) async throws(FerryError) -> ObjectListing {
         throw FerryError(.unsupportedOperation, "this store cannot list objects")
     }
@@ -148,6 +153,8 @@ public struct PutObjectInput: Sendable {
     public var headers: [String: String]
     /// The additional checksum stored with the object (or with each part).
     public var checksum: ChecksumAlgorithm?
+    /// `putObject` only: write only if the key holds no object (`If-None-Match: *`).
+    public var ifNoneMatch = false
 
     public init(bucket: String, key: String, contentType: String? = nil, metadata: [String: String] = [:],
                 headers: [String: String] = [:], checksum: ChecksumAlgorithm? = nil) {

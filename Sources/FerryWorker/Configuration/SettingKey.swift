@@ -13,6 +13,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case sessionToken = "s3.sessionToken"
     case profile = "s3.profile"
     case caBundle = "s3.caBundle"
+    case conditionalWrites = "s3.conditionalWrites"
     case localStore = "storage.localStore"
     case dataRoot = "worker.dataRoot"
     case stateDir = "worker.stateDir"
