@@ -180,7 +180,7 @@ def write(root):
                 f"| saturation (all requests at once) | {s5['saturation_rps']:.1f} requests/s |",
                 *([f"| the worker's CPU per request in that burst | {s5['worker_cpu_ms_per_request']:.2f} ms |"]
                   if "worker_cpu_ms_per_request" in s5 else []),
-                *([f"| the server's CPU per request in that burst (RGW, OSD, monitor: a HEAD and a PUT each) | {s5['server_cpu_ms_per_request']:.2f} ms |"]
+                *([f"| the server's CPU per request in that burst (RGW, OSD, monitor: one PUT each, with If-None-Match) | {s5['server_cpu_ms_per_request']:.2f} ms |"]
                   if "server_cpu_ms_per_request" in s5 else []),
                 f"| offered rate (fixed, below saturation) | {s5['offered_rps']:.1f} requests/s |",
                 f"| achieved at that rate | {s5['achieved_rps']:.1f} requests/s |",
