@@ -18,7 +18,8 @@ gcc -shared -fPIC -O2 -Wall -o "$shim" scripts/tsan/c11-threads-shim.c -lpthread
 reports=$(mktemp -d)
 # The ferry processes the integration tests start are TSan builds too; their reports land here as well.
 status=0
-LD_PRELOAD="$PWD/$shim" TSAN_OPTIONS="halt_on_error=0 exitcode=0 log_path=$reports/tsan" \
+# FERRY_TEST_SANITIZER tells the tests that bound a process's memory: TSan's shadow memory is not Ferry's.
+FERRY_TEST_SANITIZER=thread LD_PRELOAD="$PWD/$shim" TSAN_OPTIONS="halt_on_error=0 exitcode=0 log_path=$reports/tsan" \
     swift test --skip-build --sanitize=thread --scratch-path .build-tsan --filter "$filter" || status=$?
 python3 - "$reports" <<'PY'
 import glob, re, sys

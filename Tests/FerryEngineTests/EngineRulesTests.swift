@@ -94,7 +94,11 @@ import Testing
             #expect(status == 0, "ferry cp failed: \(cp.log)")
             print("memory: ferry cp of 1 GiB (8 MiB parts, concurrency 5) to \(server.name): peak RSS \(peakKiB / 1024) MiB; \(cp.log.trimmingCharacters(in: .whitespacesAndNewlines))")
             #expect(peakKiB > 0)
-            #expect(peakKiB < 128 * 1024)
+            // Under ThreadSanitizer (scripts/tsan.sh) the binary carries shadow memory several times its own: the
+            // bound means nothing there, and the test runs for its races only.
+            if ProcessInfo.processInfo.environment["FERRY_TEST_SANITIZER"] == nil {
+                #expect(peakKiB < 128 * 1024)
+            }
             let head = try await Boto3(server)("head", "memory", "one-gib.bin")
             #expect(head.contains("1073741824"))
         } catch {
