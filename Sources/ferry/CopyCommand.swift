@@ -76,9 +76,8 @@ struct CopyCommand: AsyncParsableCommand {
 
     /// How full the MD5 lanes of downloads ran (`--log-level debug`).
     private func logLanes(_ logger: Logger) {
-        let lanes = MD5Lanes.shared.statistics
-        guard lanes.batches > 0 else { return }
-        logger.debug("MD5 of downloads: \(lanes.batches) batches, \(String(format: "%.2f", Double(lanes.lanes) / Double(lanes.batches))) files per batch")
+        guard let perBatch = MD5Lanes.shared.filesPerBatch else { return }
+        logger.debug("MD5 of downloads: \(MD5Lanes.shared.statistics.batches) batches, \(String(format: "%.2f", perBatch)) files per batch")
     }
 
     func makeJob() throws -> (TransferJob, String) {

@@ -8,6 +8,8 @@ import Testing
         (FerryError(.badDigest, "md5"), true), (FerryError(.storageError, "failed with HTTP 503 x"), true),
         (FerryError(.storageError, "failed with HTTP 500 InternalError"), true),
         (FerryError(.storageError, "RequestTimeout"), true), (FerryError(.accessDenied, "403"), false),
+        (FerryError(.storageError, "PutObject failed with HTTP 409 ConditionalRequestConflict"), true),
+        (FerryError(.preconditionFailed, "PutObject failed with HTTP 412 PreconditionFailed"), false),
         (FerryError(.invalidRequest, "bad"), false), (FerryError(.noSuchKey, "404"), false),
         (FerryError(.storageError, "failed with HTTP 400 InvalidArgument"), false), (FerryError(.cancelled, "x"), false),
     ])

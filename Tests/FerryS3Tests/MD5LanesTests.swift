@@ -175,4 +175,22 @@ import Testing
         #expect(throws: FerryError.self) { try stream.finish(size: 100_000) }
         #expect(lanes.activeCount == 0)
     }
+
+    /// More bytes written than the size finally named (a server whose body is longer
+    /// than its Content-Range total): the digest fails as a mismatch, with no
+    /// negative length reaching the C code.
+    @Test func moreBytesThanTheSizeFailsAsAMismatch() throws {
+        var rng = SeededGenerator(seed: 0x5175)
+        let lanes = MD5Lanes(chunkSize: 4096)
+        let file = TempFile()
+        file.write(bytes(100_000, &rng)[...], at: 0)
+        let stream = try lanes.start(file.fd)
+        stream.written(upTo: 100_000)
+        // One stream is a batch of its own: wait until the hasher has passed byte 10,000.
+        let deadline = Date().addingTimeInterval(60)
+        while lanes.statistics.batches < 3 && Date() < deadline { usleep(1000) }
+        #expect(lanes.statistics.batches >= 3)
+        #expect { try stream.finish(size: 10_000) } throws: { ($0 as? FerryError)?.code == .badDigest }
+        #expect(lanes.activeCount == 0)
+    }
 }

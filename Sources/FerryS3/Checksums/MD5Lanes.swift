@@ -49,6 +49,12 @@ public final class MD5Lanes: @unchecked Sendable {
         return (batches, lanesHashed)
     }
 
+    /// Files per batch on average (8 at most; 1 is one file at a time); nil before the first batch.
+    public var filesPerBatch: Double? {
+        let (batches, lanes) = statistics
+        return batches > 0 ? Double(lanes) / Double(batches) : nil
+    }
+
     /// Files being hashed now.
     public var activeCount: Int {
         condition.lock()
@@ -222,6 +228,10 @@ public final class MD5FileStream: @unchecked Sendable {
         let (from, failure) = (hashed, failed ? readError : nil)
         lanes.unlock()
         if let failure { throw FerryError(.localIOError, failure) }
+        // A server that sent more bytes than the size it named: what was hashed is not this object.
+        guard from <= size else {
+            throw FerryError(.badDigest, "the download wrote \(from) or more bytes, the object's size is \(size)")
+        }
         // The last piece, under a chunk: read and hashed here.
         let rest = Int(size - from)
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(rest, 1), alignment: 64)

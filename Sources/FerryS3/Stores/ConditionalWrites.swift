@@ -26,12 +26,10 @@ public final class ConditionalWrites: Sendable {
 
     private enum Knowledge { case unknown, enforced, ignored }
 
-    public let mode: Mode
     private let knowledge: Mutex<Knowledge>
 
     /// `trusted`: `auto` may assume the store checks the header (AWS, the local store).
     public init(_ mode: Mode, trusted: Bool = false) {
-        self.mode = mode
         let start: Knowledge = switch mode {
         case .on: .enforced
         case .off: .ignored

@@ -13,7 +13,6 @@ enum ProcessGauges {
         if let kB = status["VmRSS"] { Gauge(label: "ferry_process_resident_memory_bytes").record(kB &* 1024) }
         if let threads = status["Threads"] { Gauge(label: "ferry_process_threads").record(threads) }
         // How full the MD5 lanes of downloads ran since the start (8 at most; 1 is one file at a time).
-        let lanes = MD5Lanes.shared.statistics
-        if lanes.batches > 0 { Gauge(label: "ferry_md5_files_per_batch").record(Double(lanes.lanes) / Double(lanes.batches)) }
+        if let perBatch = MD5Lanes.shared.filesPerBatch { Gauge(label: "ferry_md5_files_per_batch").record(perBatch) }
     }
 }
