@@ -22,7 +22,7 @@ final class CallbackDispatcher: Sendable {
     private let logger: Logger
 
     init(configuration: WorkerConfiguration, producer: KafkaProducer, logger: Logger) throws(KafkaError) {
-        var kafka = configuration.kafka
+        var kafka = configuration.kafka.forQuietTopic()
         kafka["group.id"] = configuration.topics.callbackGroup
         kafka["auto.offset.reset"] = "earliest"
         consumer = try KafkaConsumer(configuration: kafka, subscribing: [configuration.topics.callbacks], logger: logger)

@@ -24,8 +24,8 @@ final class ControlListener: Sendable {
     static let catchUpSeconds: Double = 30
 
     init(configuration: WorkerConfiguration, book: ControlBook, state: WorkerStateStore, logger: Logger) async throws(KafkaError) {
-        (consumer, ends) = try await KafkaConsumer.replaying(topic: configuration.topics.control, configuration: configuration.kafka,
-                                                             logger: logger)
+        (consumer, ends) = try await KafkaConsumer.replaying(topic: configuration.topics.control,
+                                                             configuration: configuration.kafka.forQuietTopic(), logger: logger)
         self.book = book
         self.state = state
         self.logger = logger

@@ -43,7 +43,7 @@ final class IngestProcessor: Sendable {
     static let concurrency = 64
 
     init(configuration: WorkerConfiguration, store: any ObjectStore, producer: KafkaProducer, logger: Logger) async throws {
-        var kafka = configuration.kafka
+        var kafka = configuration.kafka.forQuietTopic()
         kafka["group.id"] = configuration.topics.ingestGroup
         kafka["auto.offset.reset"] = "earliest"
         consumer = try KafkaConsumer(configuration: kafka, subscribing: [configuration.topics.ingest] + configuration.ingest.topics,
