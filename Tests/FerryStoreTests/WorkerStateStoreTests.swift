@@ -1,5 +1,6 @@
 import FerryCore
 import FerryStore
+import FerryTestSupport
 import Foundation
 import Testing
 
@@ -24,6 +25,39 @@ import Testing
         #expect(try await reopened.finishedStatus(id: "t-1") == status)
         // WAL mode, as the design asks.
         #expect(FileManager.default.fileExists(atPath: dir.appendingPathComponent("ferry.sqlite-wal").path))
+    }
+
+    /// Many lookups at once (a worker takes up to 4 × --max-transfers requests):
+    /// each gets its own id's answer, whether or not it finished, with repeated
+    /// ids, and racing the writes that record them.
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func concurrentLookupsEachGetTheirOwnAnswer(seed: UInt64) async throws {
+        let dir = directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try WorkerStateStore(directory: dir)
+        var rng = SeededGenerator(seed: seed)
+        let ids = (0..<1200).map { _ in "t-\(rng.next() % 900)" }  // repeats on purpose
+        let finished = Set(ids.filter { _ in rng.next() % 3 == 0 })
+        for id in finished { try await store.recordFinished(TransferStatus(id: id, op: "upload", state: .completed)) }
+        // Recorded while the lookups run: seen or not, never someone else's.
+        let late = (0..<100).map { "late-\($0)" }
+        try await withThrowingTaskGroup(of: (String, TransferStatus?).self) { group in
+            for id in ids + late { group.addTask { (id, try await store.finishedStatus(id: id)) } }
+            group.addTask {
+                for id in late { try await store.recordFinished(TransferStatus(id: id, op: "delete", state: .failed)) }
+                return ("", nil)
+            }
+            for try await (id, status) in group where !id.isEmpty {
+                if let status {
+                    #expect(status.id == id, "seed \(seed)")
+                    #expect(finished.contains(id) || id.hasPrefix("late-"), "seed \(seed): \(id) was never finished")
+                } else {
+                    #expect(!finished.contains(id), "seed \(seed): finished \(id) not found")
+                }
+            }
+        }
+        // After the writes, every one is found.
+        for id in late { #expect(try await store.finishedStatus(id: id)?.state == .failed) }
     }
 
     @Test func pruningForgetsOldIds() async throws {
