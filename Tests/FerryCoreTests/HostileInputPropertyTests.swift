@@ -21,6 +21,9 @@ import Testing
     /// request that passes every value rule, or an error with a code and a reason.
     @Test func theDecoderAnswersEveryMessage() async {
         await propertyCheck(count: 3000, input: Self.messages) { message in
+            // Yields between inputs: the checks are long synchronous loops, and on two cores
+            // (ThreadSanitizer: for a minute) they held the cooperative pool from the other tests.
+            await Task.yield()
             switch RequestDecoder.decode(message.value) {
             case .success(let request):
                 #expect(RequestDecoder.validate(request) == nil)
@@ -41,6 +44,7 @@ import Testing
                                                  .leastNonzeroMagnitude, 9.2233720368547758e18, 604_800, 604_800.0001, 0.999])
             .map { $0 ?? 0 }
         await propertyCheck(count: 500, input: Gen.double(in: -1e300...1e300), doubles) { random, edge in
+            await Task.yield()
             for value in [random, edge] {
                 _ = Duration.seconds(clamping: value)
                 _ = value.clampedInt()
@@ -63,11 +67,13 @@ import Testing
     /// Invariant: base64 is decoded strictly: exactly canonical encodings decode, to their bytes.
     @Test func base64IsStrict() async {
         await propertyCheck(count: 500, input: Gen.uint8().array(of: 0...40)) { bytes in
+            await Task.yield()
             #expect(StrictBase64.decode(Array(Data(bytes).base64EncodedString().utf8)) == bytes)
         }
         let alphabet = Array("ABCDQRSTabcxyz019+/=".utf8)
         let texts = Gen<UInt8?>.element(of: alphabet).map { $0 ?? 65 }.array(of: 0...12)
         await propertyCheck(count: 2000, input: texts) { text in
+            await Task.yield()
             if let decoded = StrictBase64.decode(text) {
                 #expect(Array(Data(decoded).base64EncodedString().utf8) == text, "accepted a non-canonical encoding")
             }
@@ -80,6 +86,7 @@ import Testing
     @Test func idHintReadsOnlyTheTopLevelId() async {
         let ids = Gen.letterOrNumber.string(of: 1...20)
         await propertyCheck(count: 500, input: ids, ids, HostileInput.jsonValues) { outer, inner, noise in
+            await Task.yield()
             let text = #"{"a":{"id":"\#(inner)"},"list":[{"id":"x"}],"noise":\#(noise),"id":"\#(outer)"}"#
             let hint = RequestDecoder.idHint(Array(text.utf8))
             // When the document is well formed, the hint is the outer id; it is never the nested one.
