@@ -18,7 +18,7 @@ import Synchronization
 public final class DeadlineTimer: @unchecked Sendable {
     fileprivate let deadline: UInt64  // CLOCK_MONOTONIC nanoseconds
     fileprivate let action: @Sendable () -> Void
-    /// Where the timer sits in the heap; -1 once fired or cancelled. Guarded by the wheel's lock.
+    /// Where the timer sits in the heap; -1 once fired or cancelled. Guarded by `TimerThread`'s mutex.
     fileprivate var index = -1
     /// Set by `cancel`: a timer already taken off the heap to fire is stopped before its action.
     fileprivate let cancelled = Atomic<Bool>(false)
@@ -30,8 +30,9 @@ public final class DeadlineTimer: @unchecked Sendable {
 
     /// Runs `action` after `seconds` (clamped to 0…ten years) unless cancelled first.
     public static func start(after seconds: Double, _ action: @escaping @Sendable () -> Void) -> DeadlineTimer {
-        let clamped = seconds.isNaN ? 0 : min(max(seconds, 0), 10 * 365 * 86_400)
-        let timer = DeadlineTimer(deadline: TimerThread.now() &+ UInt64(clamped * 1e9), action: action)
+        let delay = Duration.seconds(clamping: seconds).components
+        let nanoseconds = UInt64(delay.seconds) * 1_000_000_000 + UInt64(delay.attoseconds / 1_000_000_000)
+        let timer = DeadlineTimer(deadline: TimerThread.now() &+ nanoseconds, action: action)
         TimerThread.shared.insert(timer)
         return timer
     }
@@ -92,13 +93,15 @@ private final class TimerThread: @unchecked Sendable {
     private func run() {
         pthread_mutex_lock(mutex)
         while true {
-            guard let first = heap.first else {
+            // Only the deadline: holding the timer itself through the wait would keep a
+            // cancelled one (and what its action holds) alive until the thread wakes.
+            guard let earliest = heap.first?.deadline else {
                 pthread_cond_wait(condition, mutex)
                 continue
             }
             let now = Self.now()
-            guard first.deadline <= now else {
-                var until = timespec(tv_sec: Int(first.deadline / 1_000_000_000), tv_nsec: Int(first.deadline % 1_000_000_000))
+            guard earliest <= now else {
+                var until = timespec(tv_sec: Int(earliest / 1_000_000_000), tv_nsec: Int(earliest % 1_000_000_000))
                 pthread_cond_timedwait(condition, mutex, &until)
                 continue
             }

@@ -189,7 +189,7 @@ public enum FormURLEncoding {
         while i < bytes.count {
             let byte = bytes[i]
             if byte == UInt8(ascii: "%") {
-                guard i + 2 < bytes.count, isHex(bytes[i + 1]), isHex(bytes[i + 2]) else { return false }
+                guard i + 2 < bytes.count, hexValue(bytes[i + 1]) != nil, hexValue(bytes[i + 2]) != nil else { return false }
                 i += 3
                 continue
             }
@@ -199,46 +199,29 @@ public enum FormURLEncoding {
         return true
     }
 
-    private static func isHex(_ b: UInt8) -> Bool {
-        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(b)
-            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(b)
-    }
-
     /// `+` becomes a space and `%XX` its byte. A malformed `%` sequence, or
     /// bytes that are not UTF-8, leave the `%` sequences as they are (only `+`
     /// decoded), so nothing is lost (Foundation's decoding put U+FFFD for some).
     /// Byte by byte: Foundation's `removingPercentEncoding` was 1 % of a worker's
     /// CPU in the pipeline benchmark (every S3 trigger match decodes a key).
     public static func decode(_ s: String) -> String {
-        let utf8 = s.utf8
-        if !utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "%") }) { return s }
-        var plusDecoded: [UInt8] = [], decoded: [UInt8] = []
-        plusDecoded.reserveCapacity(utf8.count)
-        decoded.reserveCapacity(utf8.count)
-        var malformed = false
-        var i = utf8.startIndex
-        while i != utf8.endIndex {
-            let byte = utf8[i]
-            if byte == UInt8(ascii: "%"), !malformed {
-                let first = utf8.index(after: i)
-                if first != utf8.endIndex, let high = hexValue(utf8[first]) {
-                    let second = utf8.index(after: first)
-                    if second != utf8.endIndex, let low = hexValue(utf8[second]) {
-                        decoded.append(high << 4 | low)
-                        plusDecoded.append(contentsOf: utf8[i...second])
-                        i = utf8.index(after: second)
-                        continue
-                    }
-                }
-                malformed = true
+        let bytes = Array(s.utf8)
+        guard bytes.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "%") }) else { return s }
+        let plusOnly = { String(decoding: bytes.map { $0 == UInt8(ascii: "+") ? UInt8(ascii: " ") : $0 }, as: UTF8.self) }
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(bytes.count)
+        var i = 0
+        while i < bytes.count {
+            if bytes[i] == UInt8(ascii: "%") {
+                guard i + 2 < bytes.count, let high = hexValue(bytes[i + 1]), let low = hexValue(bytes[i + 2]) else { return plusOnly() }
+                decoded.append(high << 4 | low)
+                i += 3
+            } else {
+                decoded.append(bytes[i] == UInt8(ascii: "+") ? UInt8(ascii: " ") : bytes[i])
+                i += 1
             }
-            let plain = byte == UInt8(ascii: "+") ? UInt8(ascii: " ") : byte
-            decoded.append(plain)
-            plusDecoded.append(plain)
-            i = utf8.index(after: i)
         }
-        if !malformed, let text = String(validating: decoded, as: UTF8.self) { return text }
-        return String(decoding: plusDecoded, as: UTF8.self)
+        return String(validating: decoded, as: UTF8.self) ?? plusOnly()
     }
 
     private static func hexValue(_ b: UInt8) -> UInt8? {
