@@ -53,7 +53,7 @@ final class RunningTimeDeadline: Sendable {
             case .paused, .cancelled:
                 if let since = s.runningSince {
                     let elapsed = since.duration(to: .now)
-                    s.remaining -= Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                    s.remaining -= elapsed.inSeconds
                     s.runningSince = nil
                 }
                 defer { s.timer = nil }

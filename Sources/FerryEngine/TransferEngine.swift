@@ -28,6 +28,8 @@ public final class TransferEngine: Sendable {
     public let dataRoot: DataRoot
     public let configuration: Configuration
     private let slots: AsyncSemaphore
+    /// For downloads that only check and flush (`TransferSlot.stepAside`).
+    private let finishingPlaces: FinishingPlaces
     private let active = Mutex<[String: TransferControl]>([:])
     /// Multipart uploads transfers of this engine are using now.
     public let uploadsInUse = UploadsInUse()
@@ -38,11 +40,16 @@ public final class TransferEngine: Sendable {
         self.dataRoot = dataRoot
         self.configuration = configuration
         self.slots = AsyncSemaphore(limit: configuration.maxTransfers)
+        self.finishingPlaces = FinishingPlaces(limit: configuration.maxTransfers)
         self.logger = logger
     }
 
-    /// Transfers running now.
+    /// Transfers running now, each holding a slot.
     public var inFlight: Int { slots.inUse }
+
+    /// Downloads that have all their bytes and gave their slot to the next
+    /// transfer while their checks finish (at most `maxTransfers`).
+    public var finishing: Int { finishingPlaces.inUse }
 
     /// The control of a running transfer, by request id.
     public func control(for id: String) -> TransferControl? { active.withLock { $0[id] } }
@@ -110,11 +117,12 @@ public final class TransferEngine: Sendable {
         active.withLock { $0[id] = control }
         defer { active.withLock { if $0[id] === control { $0[id] = nil } } }
         try await takeSlot(control)
-        defer { slots.release() }
+        let slot = TransferSlot(slots: slots, places: finishingPlaces)
+        defer { slot.release() }
 
         let run = TransferRun(job: job, settings: settings, control: control, store: store, dataRoot: dataRoot,
                               remoteSources: configuration.remoteSources, chunks: configuration.chunks,
-                              journal: journal, uploadsInUse: uploadsInUse,
+                              journal: journal, uploadsInUse: uploadsInUse, slot: slot,
                               progress: progress, logger: runLogger ?? logger.with(transfer: id))
         control.meter.observe { [run] _ in run.report() }
         // The observer holds the run, the run the control, the control this meter: break the cycle at the end.

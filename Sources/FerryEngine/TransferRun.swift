@@ -23,6 +23,8 @@ struct TransferRun: Sendable {
     let chunks: (any ChunkFetcher)?
     let journal: (any TransferJournal)?
     let uploadsInUse: UploadsInUse
+    /// Its hold on the engine's limit of transfers at once.
+    let slot: TransferSlot
     let progress: @Sendable (TransferProgress) -> Void
     let logger: Logger
     /// The total size, once known (-1 before).

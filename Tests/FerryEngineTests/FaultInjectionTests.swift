@@ -89,6 +89,8 @@ extension FaultProxy {
                                                                       destination: target.absoluteString), objectKey: "obj"))
         #expect(try Data(contentsOf: target) == Data(bytes))
         #expect(proxy.injected.filter { $0 == "corrupt" }.count == 2)
+        // The refetches stepped aside and took their slot back: all given back now.
+        #expect(engine.inFlight == 0 && engine.finishing == 0)
 
         // With every body damaged, retries run out: an error, not a file.
         let spoiler = try await FaultProxy.start(upstream: moto.endpoint, rate: 0, corruptGets: 100, name: "proxy2", in: root)

@@ -11,7 +11,7 @@ import Testing
 /// bytes it was said to hold fails, never yields a digest.
 @Suite struct MD5LanesTests {
     /// A temp file that removes itself.
-    final class TempFile {
+    final class TempFile: Sendable {
         let path: String
         let fd: Int32
         init() {
@@ -40,17 +40,17 @@ import Testing
         return out
     }
 
-    func digest(of message: [UInt8], lanes: MD5Lanes) throws -> [UInt8] {
+    func digest(of message: [UInt8], lanes: MD5Lanes) async throws -> [UInt8] {
         let file = TempFile()
         file.write(message[...], at: 0)
         let stream = try lanes.start(file.fd)
         stream.written(upTo: Int64(message.count))
-        return try stream.finish(size: Int64(message.count))
+        return try await stream.finish(size: Int64(message.count))
     }
 
     /// RFC 1321's test suite, and lengths around the padding's and chunks' edges.
     @Test(arguments: [true, false])
-    func knownAnswers(vectorLanes: Bool) throws {
+    func knownAnswers(vectorLanes: Bool) async throws {
         let lanes = MD5Lanes(chunkSize: 128, useVectorLanes: vectorLanes)
         let suite = [
             ("", "d41d8cd98f00b204e9800998ecf8427e"),
@@ -62,11 +62,11 @@ import Testing
             (String(repeating: "1234567890", count: 8), "57edf4a22be3c955ac49da2e2107b67a"),
         ]
         for (text, expected) in suite {
-            #expect(try digest(of: Array(text.utf8), lanes: lanes).hexString == expected, "\(text)")
+            #expect(try await digest(of: Array(text.utf8), lanes: lanes).hexString == expected, "\(text)")
         }
         for length in [55, 56, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1000] {
             let message = [UInt8](repeating: 0x61, count: length)
-            #expect(try digest(of: message, lanes: lanes) == Digest.md5(message), "length \(length)")
+            #expect(try await digest(of: message, lanes: lanes) == Digest.md5(message), "length \(length)")
         }
     }
 
@@ -74,20 +74,15 @@ import Testing
     /// the files taking turns at random, each piece announced once written
     /// (or, for some files, nothing announced until `finish`, as a store that
     /// copies locally); chunk sizes from one block up, batch and urgency
-    /// settings drawn too, so batches of every width run.
-    /// Run on the blocking pool: the waits in `finish` must not hold the cooperative pool.
+    /// settings drawn too, so batches of every width run; the files end one
+    /// after another, each waiting up to a drawn `finishWait` for company.
     @Test(arguments: [true, false])
     func interleavedFilesMatchLibcrypto(vectorLanes: Bool) async throws {
-        try await BlockingPool.shared.run { () throws(FerryError) in
-            do { try interleaved(vectorLanes: vectorLanes) } catch { throw FerryError(.internalError, "\(error)") }
-        }
-    }
-
-    func interleaved(vectorLanes: Bool) throws {
         var rng = SeededGenerator(seed: vectorLanes ? 0x3D5_1A7E : 0x5CA1A7)
         for chunkSize in [64, 4096, 64 << 10] {
             let lanes = MD5Lanes(chunkSize: chunkSize, batchWhen: Int.random(in: 1...8, using: &rng),
-                                 urgentBytes: Int64.random(in: 1...(256 << 10), using: &rng), useVectorLanes: vectorLanes)
+                                 urgentBytes: Int64.random(in: 1...(256 << 10), using: &rng),
+                                 finishWait: .milliseconds(Int.random(in: 0...40, using: &rng)), useVectorLanes: vectorLanes)
             let messages = (0..<24).map { _ in bytes(Int.random(in: 0...(600 << 10), using: &rng), &rng) }
             let files = messages.map { _ in TempFile() }
             let announced = messages.map { _ in Int.random(in: 0..<6, using: &rng) > 0 }
@@ -99,8 +94,9 @@ import Testing
                 written[index] += n
                 if announced[index] { streams[index].written(upTo: Int64(written[index])) }
             }
+            await Task.yield()
             for (index, stream) in streams.enumerated() {
-                #expect(try stream.finish(size: Int64(messages[index].count)) == Digest.md5(messages[index]),
+                #expect(try await stream.finish(size: Int64(messages[index].count)) == Digest.md5(messages[index]),
                         "chunk \(chunkSize), file \(index) of \(messages[index].count) bytes")
             }
             #expect(lanes.activeCount == 0)
@@ -114,28 +110,32 @@ import Testing
     /// Eight threads write eight files at once (as the transport's threads
     /// write downloads): every digest is right and the lanes were shared.
     @Test func threadsWritingAtOnce() async {
-        let lanes = MD5Lanes(chunkSize: 4096)
+        let lanes = MD5Lanes(chunkSize: 4096, finishWait: .milliseconds(20))
         let results = await withTaskGroup(of: Bool.self) { group in
             for worker in 0..<8 {
                 group.addTask {
-                    await BlockingPool.shared.run { () -> Bool in
-                        var rng = SeededGenerator(seed: UInt64(worker) + 77)
-                        var ok = true
-                        for _ in 0..<6 {
-                            let message = bytes(Int.random(in: 0...(400 << 10), using: &rng), &rng)
-                            let file = TempFile()
-                            guard let stream = try? lanes.start(file.fd) else { return false }
-                            var offset = 0
+                    var rng = SeededGenerator(seed: UInt64(worker) + 77)
+                    var ok = true
+                    for _ in 0..<6 {
+                        let message = bytes(Int.random(in: 0...(400 << 10), using: &rng), &rng)
+                        let pieces = (0..<(message.count / 4500 + 1)).map { _ in Int.random(in: 1...9000, using: &rng) }
+                        let file = TempFile()
+                        guard let stream = try? lanes.start(file.fd) else { return false }
+                        // Written on the blocking pool's threads, as the transport's threads write downloads.
+                        await BlockingPool.shared.run {
+                            var offset = 0, piece = 0
                             while offset < message.count {
-                                let n = min(message.count - offset, Int.random(in: 1...9000, using: &rng))
+                                let n = min(message.count - offset, pieces[piece % pieces.count])
                                 file.write(message[offset..<(offset + n)], at: offset)
                                 offset += n
+                                piece += 1
                                 stream.written(upTo: Int64(offset))
                             }
-                            ok = ok && (try? stream.finish(size: Int64(message.count))) == Digest.md5(message)
                         }
-                        return ok
+                        let got = try? await stream.finish(size: Int64(message.count))
+                        ok = ok && got == Digest.md5(message)
                     }
+                    return ok
                 }
             }
             return await group.reduce(into: [Bool]()) { $0.append($1) }
@@ -144,9 +144,63 @@ import Testing
         #expect(lanes.activeCount == 0)
     }
 
+    /// Eight files each with their chunks waiting, ending at once: every batch
+    /// fills the eight lanes (a batch costs the same however few it fills).
+    @Test(.enabled(if: MD5Lanes.hasVectorLanes))
+    func filesWaitForEachOtherToFillTheLanes() async throws {
+        var rng = SeededGenerator(seed: 0xF111)
+        let lanes = MD5Lanes(chunkSize: 4096, urgentBytes: 1 << 30, finishWait: .seconds(30))
+        let messages = (0..<8).map { _ in bytes(64 * 4096, &rng) }
+        let files = messages.map { _ in TempFile() }
+        let streams = try files.map { try lanes.start($0.fd) }
+        for (index, message) in messages.enumerated() {
+            files[index].write(message[...], at: 0)
+            streams[index].written(upTo: Int64(message.count))
+        }
+        let digests = try await withThrowingTaskGroup(of: (Int, [UInt8]).self) { group in
+            for (index, stream) in streams.enumerated() {
+                group.addTask { (index, try await stream.finish(size: 64 * 4096)) }
+            }
+            return try await group.reduce(into: [Int: [UInt8]]()) { $0[$1.0] = $1.1 }
+        }
+        #expect((0..<8).map { digests[$0] } == messages.map { Digest.md5($0) })
+        #expect(lanes.statistics == (batches: 64, lanes: 512))
+    }
+
+    /// A file whose download has ended waits for company at most `finishWait`:
+    /// beside a file that gets no more bytes, its digest comes once that wait
+    /// is over; alone, it waits for no one.
+    @Test(.enabled(if: MD5Lanes.hasVectorLanes))
+    func anEndedFileWaitsForCompanyAtMostFinishWait() async throws {
+        var rng = SeededGenerator(seed: 0xE4D)
+        let message = bytes(1 << 20, &rng)
+        let clock = ContinuousClock()
+
+        let lanes = MD5Lanes(chunkSize: 4096, urgentBytes: 1 << 30, finishWait: .milliseconds(300))
+        let file = TempFile(), stalled = TempFile()
+        file.write(message[...], at: 0)
+        let stream = try lanes.start(file.fd), other = try lanes.start(stalled.fd)
+        stream.written(upTo: Int64(message.count))
+        var started = clock.now
+        #expect(try await stream.finish(size: Int64(message.count)) == Digest.md5(message))
+        let waited = started.duration(to: clock.now)
+        #expect(waited >= .milliseconds(300), "hashed before its wait for company was over: \(waited)")
+        #expect(waited < .seconds(30), "the wait is bounded: \(waited)")
+        #expect(lanes.activeCount == 1)
+        other.discard()
+        #expect(lanes.activeCount == 0)
+
+        let alone = MD5Lanes(chunkSize: 4096, urgentBytes: 1 << 30, finishWait: .seconds(60))
+        let lone = try alone.start(file.fd)
+        lone.written(upTo: Int64(message.count))
+        started = clock.now
+        #expect(try await lone.finish(size: Int64(message.count)) == Digest.md5(message))
+        #expect(started.duration(to: clock.now) < .seconds(30), "a file alone waited for company")
+    }
+
     /// A stream discarded with bytes waiting (a failed download attempt) lets
     /// go of its file, and the others' digests still come.
-    @Test func discardedStreamsLetGo() throws {
+    @Test func discardedStreamsLetGo() async throws {
         var rng = SeededGenerator(seed: 0xD15C)
         let lanes = MD5Lanes(chunkSize: 256, batchWhen: 8, urgentBytes: 1 << 30)
         let kept = TempFile(), dropped = TempFile()
@@ -158,13 +212,13 @@ import Testing
         droppedStream.written(upTo: 10_000)
         droppedStream.discard()
         #expect(lanes.activeCount == 1)
-        #expect(try keptStream.finish(size: 10_000) == Digest.md5(a))
+        #expect(try await keptStream.finish(size: 10_000) == Digest.md5(a))
         #expect(lanes.activeCount == 0)
     }
 
     /// A file cut short after its bytes were announced cannot be read back:
     /// the digest fails with a local I/O error instead of hashing less.
-    @Test func aFileThatLostItsBytesFails() throws {
+    @Test func aFileThatLostItsBytesFails() async throws {
         var rng = SeededGenerator(seed: 0xC07)
         let lanes = MD5Lanes(chunkSize: 4096)
         let file = TempFile()
@@ -172,14 +226,14 @@ import Testing
         let stream = try lanes.start(file.fd)
         #expect(ftruncate(file.fd, 30_000) == 0)
         stream.written(upTo: 100_000)
-        #expect(throws: FerryError.self) { try stream.finish(size: 100_000) }
+        await #expect(throws: FerryError.self) { try await stream.finish(size: 100_000) }
         #expect(lanes.activeCount == 0)
     }
 
     /// More bytes written than the size finally named (a server whose body is longer
     /// than its Content-Range total): the digest fails as a mismatch, with no
     /// negative length reaching the C code.
-    @Test func moreBytesThanTheSizeFailsAsAMismatch() throws {
+    @Test func moreBytesThanTheSizeFailsAsAMismatch() async throws {
         var rng = SeededGenerator(seed: 0x5175)
         let lanes = MD5Lanes(chunkSize: 4096)
         let file = TempFile()
@@ -188,9 +242,9 @@ import Testing
         stream.written(upTo: 100_000)
         // One stream is a batch of its own: wait until the hasher has passed byte 10,000.
         let deadline = Date().addingTimeInterval(60)
-        while lanes.statistics.batches < 3 && Date() < deadline { usleep(1000) }
+        while lanes.statistics.batches < 3 && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
         #expect(lanes.statistics.batches >= 3)
-        #expect { try stream.finish(size: 10_000) } throws: { ($0 as? FerryError)?.code == .badDigest }
+        await #expect { try await stream.finish(size: 10_000) } throws: { ($0 as? FerryError)?.code == .badDigest }
         #expect(lanes.activeCount == 0)
     }
 }

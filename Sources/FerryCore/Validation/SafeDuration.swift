@@ -16,6 +16,9 @@ extension Duration {
     public static func milliseconds(clamping milliseconds: Double) -> Duration {
         seconds(clamping: milliseconds / 1000)
     }
+
+    /// This duration in seconds.
+    public var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
 
 extension Double {

@@ -10,7 +10,8 @@ extension TransferRun {
     /// offsets, while the first one's body still streams. An object replaced
     /// meanwhile fails `If-Match` and the download starts over. Checksums are
     /// computed as the first range streams; only what came in other ranges is
-    /// read back. The temp file is fsynced (unless `syncDownloads` is off) and
+    /// read back. Once every byte is in, the transfer gives its slot to the
+    /// next one while its checks finish (`TransferSlot`). The temp file is fsynced (unless `syncDownloads` is off) and
     /// renamed into place, or removed. Ranges written are journaled: a run that
     /// resumes (same ETag, same part size) skips them, and a hand-off keeps the
     /// temp file for it.
@@ -50,6 +51,8 @@ extension TransferRun {
                         || (error.code == .badDigest && digestFailures < settings.retryPolicy.retryLimit) {
                 if error.code == .badDigest { digestFailures += 1 } else { restarts += 1 }
                 logger.warning("starting the download over", metadata: ["reason": "\(error)"])
+                // Bytes are fetched again: with a transfer slot, like any transfer.
+                try await slot.takeBack(control)
                 meter.add(-meter.value)
                 guard ftruncate(fd, 0) == 0 else { throw FerryError(.localIOError, "cannot truncate \(temp)") }
             }
@@ -128,9 +131,12 @@ extension TransferRun {
             throw FerryError(.preconditionFailed, "object changed while its first range was fetched (ETag \(first.eTag ?? "none"), expected \(early.eTag ?? "none"))")
         }
         guard ftruncate(fd, off_t(size)) == 0 else { throw FerryError(.localIOError, "cannot size the download file") }
+        // Every byte is in the file: the next transfer may use the network while
+        // this one's checks finish (the MD5 waits to share the lanes with others').
+        slot.stepAside()
         // What did not stream through the digest (later ranges, ranges resumed
-        // from disk) is read back from the file: on the blocking pool.
-        try await BlockingPool.shared.run { () throws(FerryError) in try digest.verify(fd: fd, size: size) }
+        // from disk) is read back from the file.
+        try await digest.verify(fd: fd, size: size)
         report()
         return first
     }
@@ -207,8 +213,8 @@ typealias FirstHead = OnceValue<Result<ObjectAttributes, FerryError>>
 /// download is retried, never accepted.
 ///
 /// Not locked: one request feeds it, on the transport's thread, one callback
-/// after another; the download reads it only after that request has returned
-/// (the continuation that ends the request orders the two).
+/// after another; the download verifies only after that request has returned
+/// (the continuation that ends the request orders the two), one step at a time.
 final class DownloadDigest: @unchecked Sendable {
     private let file: Int32
     private var configured = false
@@ -253,18 +259,24 @@ final class DownloadDigest: @unchecked Sendable {
         md5?.written(upTo: fed)
     }
 
-    /// Hashes the file from where the stream stopped and compares. Blocking.
-    func verify(fd: Int32, size: Int64) throws(FerryError) {
+    /// The additional checksum over the bytes after `fed`, read from the file. Blocking.
+    private func checksumRest(fd: Int32, size: Int64) throws(FerryError) {
+        try ObjectBody.file(descriptor: fd, offset: fed, length: size - fed).readAll { checksum?.update($0) }
+        fed = size
+    }
+
+    /// Hashes what the stream did not (reading the file on the blocking pool),
+    /// waits for the MD5 from the lanes, and compares.
+    func verify(fd: Int32, size: Int64) async throws(FerryError) {
         if checksum != nil, fed < size {
-            try ObjectBody.file(descriptor: fd, offset: fed, length: size - fed).readAll { checksum?.update($0) }
-            fed = size
+            try await BlockingPool.shared.run { [self] () throws(FerryError) in try checksumRest(fd: fd, size: size) }
         }
         if let (algorithm, expected) = expectedChecksum, let actual = checksum?.finish(), actual != expected {
             throw FerryError(.badDigest, "downloaded bytes have \(algorithm.rawValue) \(actual), the object's is \(expected)")
         }
         guard let expected = expectedMD5 else { return }
         if let md5Unavailable { throw md5Unavailable }
-        if let actual = try md5?.finish(size: size).hexString, actual != expected {
+        if let actual = try await md5?.finish(size: size).hexString, actual != expected {
             throw FerryError(.badDigest, "downloaded bytes have MD5 \(actual), the object's ETag says \(expected)")
         }
     }

@@ -10,16 +10,20 @@ import Foundation
 ///
 /// A download says how far its file holds its bytes (`MD5FileStream.written`);
 /// the hasher reads them back from the file (the page cache: they were just
-/// written) `chunkSize` at a time. It waits until `batchWhen` files have a
-/// chunk waiting, or one has `urgentBytes` or is finishing, then hashes a
-/// chunk of up to eight at once. Reading what is in the file, not what came
-/// off the network, also checks the write.
+/// written) `chunkSize` at a time, and hashes a chunk of up to eight files at
+/// once when `batchWhen` files (or every file it has) have one waiting. The
+/// cost of a batch is the same however few lanes it fills, so files wait for
+/// each other, within bounds: a file `urgentBytes` behind, or one whose
+/// download has ended (`finish`) and that has waited `finishWait`, is hashed
+/// with whichever others have a chunk. Reading what is in the file, not what
+/// came off the network, also checks the write.
 public final class MD5Lanes: @unchecked Sendable {
     public static let shared = MD5Lanes()
 
     let chunkSize: Int
     let batchWhen: Int
     let urgentBytes: Int64
+    let finishWait: Duration
     /// 8 on CPUs with AVX2, else 0 (every file hashed on its own).
     let lanes: Int
 
@@ -29,14 +33,19 @@ public final class MD5Lanes: @unchecked Sendable {
     private var started = false
     private var batches = 0, lanesHashed = 0
 
-    /// `chunkSize` is a multiple of 64 (MD5's block).
-    public init(chunkSize: Int = 256 << 10, batchWhen: Int = 4, urgentBytes: Int64 = 8 << 20, useVectorLanes: Bool = true) {
+    /// `chunkSize` is a multiple of 64 (MD5's block). The defaults were
+    /// measured on S4 (100 × 16 MiB, eight downloads at once, each giving its
+    /// slot to the next while it waits here): 2.8–3.2 files per batch when
+    /// ended files went at once and four made a batch, 4.5–5.5 with these.
+    public init(chunkSize: Int = 256 << 10, batchWhen: Int = 8, urgentBytes: Int64 = 32 << 20,
+                finishWait: Duration = .milliseconds(200), useVectorLanes: Bool = true) {
         precondition(chunkSize > 0 && chunkSize % 64 == 0, "MD5 chunks are whole blocks")
         self.chunkSize = chunkSize
         lanes = useVectorLanes ? Int(ferry_md5_lanes()) : 0
         // Without vector lanes there is nothing to wait for.
         self.batchWhen = lanes == 8 ? max(1, batchWhen) : 1
         self.urgentBytes = max(Int64(chunkSize), urgentBytes)
+        self.finishWait = max(.zero, finishWait)
     }
 
     /// Whether this CPU hashes eight messages at once (AVX2).
@@ -84,7 +93,6 @@ public final class MD5Lanes: @unchecked Sendable {
     func lock() { condition.lock() }
     func unlock() { condition.unlock() }
     func signal() { condition.broadcast() }
-    func wait() { condition.wait() }
 
     /// Under the lock.
     func remove(_ stream: MD5FileStream) {
@@ -98,13 +106,30 @@ public final class MD5Lanes: @unchecked Sendable {
         let chunk = Int64(chunkSize)
         condition.lock()
         while true {
-            let waiting = streams.filter { !$0.failed && $0.available - $0.hashed >= chunk }
-            let urgent = waiting.contains { $0.finishing || $0.available - $0.hashed >= urgentBytes }
-            guard !waiting.isEmpty, urgent || waiting.count >= min(batchWhen, streams.count) else {
-                condition.wait()
+            // Files whose download has ended and that have less than a chunk
+            // left: their last piece is hashed here and their digest handed over.
+            let done = streams.filter { $0.finishing && !$0.busy && ($0.failed || $0.available - $0.hashed < chunk) }
+            if !done.isEmpty {
+                streams.removeAll { stream in done.contains { $0 === stream } }
+                condition.unlock()
+                for stream in done { stream.complete() }
+                condition.lock()
                 continue
             }
-            // Finishing files first (a download waits on them), then the most behind.
+            let now = ContinuousClock.now
+            let waiting = streams.filter { !$0.failed && $0.available - $0.hashed >= chunk }
+            let full = waiting.count >= min(batchWhen, streams.count)
+            let urgent = waiting.contains { $0.available - $0.hashed >= urgentBytes || ($0.finishing && $0.finishingSince + finishWait <= now) }
+            guard !waiting.isEmpty, full || urgent else {
+                // Asleep until a write brings a chunk, or the first ended file's wait is over.
+                if let next = waiting.filter(\.finishing).map({ $0.finishingSince + finishWait }).min() {
+                    _ = condition.wait(until: Date().addingTimeInterval(now.duration(to: next).inSeconds))
+                } else {
+                    condition.wait()
+                }
+                continue
+            }
+            // Ended files first (a download waits on them), then the most behind.
             let batch = Array(waiting.sorted {
                 ($0.finishing ? 1 : 0, $0.available - $0.hashed) > ($1.finishing ? 1 : 0, $1.available - $1.hashed)
             }.prefix(8))
@@ -125,7 +150,6 @@ public final class MD5Lanes: @unchecked Sendable {
                 member.busy = false
                 if read[index] { member.hashed += chunk } else { member.failed = true }
             }
-            condition.broadcast()
         }
     }
 
@@ -149,16 +173,18 @@ public final class MD5Lanes: @unchecked Sendable {
 public final class MD5FileStream: @unchecked Sendable {
     let lanes: MD5Lanes
     private let descriptor: Int32
-    /// Written by whoever holds the stream: the hasher while `busy`, then `finish`.
+    /// Written by whoever holds the stream: the hasher while `busy` or completing it.
     let state: UnsafeMutablePointer<ferry_md5_state>
     // Guarded by the lanes' lock.
     var available: Int64 = 0
     var hashed: Int64 = 0
     var busy = false
     var finishing = false
+    var finishingSince = ContinuousClock.now
     var failed = false
     private var ended = false
     private var readError: String?
+    private var waiter: CheckedContinuation<Result<[UInt8], FerryError>, Never>?
 
     init(lanes: MD5Lanes, descriptor: Int32) throws(FerryError) {
         let own = dup(descriptor)
@@ -177,7 +203,7 @@ public final class MD5FileStream: @unchecked Sendable {
     /// Bytes `0..<offset` of the file hold the download's bytes now.
     public func written(upTo offset: Int64) {
         lanes.lock()
-        if offset > available {
+        if offset > available && !finishing {
             // The hasher is woken only when this file gets a chunk to do, not on every write.
             let chunk = Int64(lanes.chunkSize)
             let wake = (available - hashed) < chunk && (offset - hashed) >= chunk
@@ -212,27 +238,46 @@ public final class MD5FileStream: @unchecked Sendable {
         }
     }
 
-    /// The MD5 of the file's first `size` bytes (all written now): waits while
-    /// the hasher takes the chunks still to do (beside other files'), then
-    /// hashes the last piece here. Blocking: call it on the blocking pool.
-    public func finish(size: Int64) throws(FerryError) -> [UInt8] {
-        lanes.lock()
-        precondition(!ended, "MD5FileStream finished twice")
-        ended = true
-        available = size
-        finishing = true
-        lanes.signal()
-        while busy || (!failed && size - hashed >= Int64(lanes.chunkSize)) { lanes.wait() }
-        lanes.remove(self)
-        lanes.signal()  // fewer files: the others may make a batch now
-        let (from, failure) = (hashed, failed ? readError : nil)
-        lanes.unlock()
-        if let failure { throw FerryError(.localIOError, failure) }
+    /// The MD5 of the file's first `size` bytes (all written now). Suspends,
+    /// holding no thread, while the hasher takes the chunks still to do beside
+    /// other files' (at most the lanes' `finishWait` for others to join, plus
+    /// the hashing); the hasher hashes the last piece and resumes it.
+    public func finish(size: Int64) async throws(FerryError) -> [UInt8] {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[UInt8], FerryError>, Never>) in
+            lanes.lock()
+            precondition(!ended, "MD5FileStream finished twice")
+            ended = true
+            available = size
+            finishing = true
+            finishingSince = .now
+            waiter = continuation
+            lanes.signal()
+            lanes.unlock()
+        }
+        return try result.get()
+    }
+
+    /// On the hasher's thread, once the stream has left the lanes with less
+    /// than a chunk to do (or a failed read): the last piece, the digest, the waiter.
+    func complete() {
+        let result: Result<[UInt8], FerryError>
+        do throws(FerryError) {
+            result = .success(try lastPiece())
+        } catch {
+            result = .failure(error)
+        }
+        // Set before the stream joined the lanes' finished list, under their lock.
+        waiter?.resume(returning: result)
+        waiter = nil
+    }
+
+    private func lastPiece() throws(FerryError) -> [UInt8] {
+        if failed { throw FerryError(.localIOError, readError ?? "cannot read back the download to check its MD5") }
+        let (from, size) = (hashed, available)
         // A server that sent more bytes than the size it named: what was hashed is not this object.
         guard from <= size else {
             throw FerryError(.badDigest, "the download wrote \(from) or more bytes, the object's size is \(size)")
         }
-        // The last piece, under a chunk: read and hashed here.
         let rest = Int(size - from)
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(rest, 1), alignment: 64)
         defer { buffer.deallocate() }
