@@ -11,6 +11,7 @@ client peak RSS. Results go to Benchmarks/results.json, BENCHMARKS.md and
 Benchmarks/benchmarks.png.
 """
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -259,12 +260,41 @@ class Bench:
         parts = sorted(os.listdir(self.parts_dir))
         config = os.path.join(self.work, "curl-up.cfg")
         with open(config, "w") as f:
+            f.write(self.curl_operations([{"url": self.presign("upload_part", key, UploadId=upload, PartNumber=i),
+                                           "upload-file": os.path.join(self.parts_dir, name), "output": "/dev/null"}
+                                          for i, name in enumerate(parts, 1)]))
+        try:
+            m = self.timed(["curl", "--no-progress-meter", "--parallel", "--parallel-max", str(conc), "-K", config])
+            # Each part must hold its own file's bytes (its ETag is their MD5).
+            listed = self.s3.list_parts(Bucket=self.bucket, Key=key, UploadId=upload, MaxParts=10000)["Parts"]
+            stored = {p["PartNumber"]: p["ETag"].strip('"') for p in listed}
             for i, name in enumerate(parts, 1):
-                url = self.presign("upload_part", key, UploadId=upload, PartNumber=i)
-                f.write(f'url = "{url}"\nupload-file = "{os.path.join(self.parts_dir, name)}"\noutput = "/dev/null"\n')
-        m = self.timed(["curl", "-sS", "-f", "--parallel", "--parallel-max", str(conc), "-K", config])
-        self.s3.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload)
+                if stored.get(i) != self.part_md5(name):
+                    raise RuntimeError(f"curl-parallel stored part {i} as {stored.get(i)}, not {name}")
+        finally:
+            self.s3.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload)
         return m
+
+    @staticmethod
+    def curl_operations(operations):
+        """A curl config of one operation per dict, separated by `next`: options
+        such as `range` are not paired with URLs but apply to the whole
+        operation, so without `next` the last range given would be used for
+        every URL (the S2 reference once fetched its last 8 MiB 128 times).
+        `fail` is per operation too; the command line says `--no-progress-meter`."""
+        blocks = []
+        for operation in operations:
+            lines = [f'{name} = "{value}"' for name, value in operation.items()]
+            blocks.append("\n".join(lines + ["fail", "show-error"]))
+        return "\nnext\n".join(blocks) + "\n"
+
+    def part_md5(self, name):
+        if not hasattr(self, "_part_md5s"):
+            self._part_md5s = {}
+        if name not in self._part_md5s:
+            with open(os.path.join(self.parts_dir, name), "rb") as f:
+                self._part_md5s[name] = hashlib.md5(f.read()).hexdigest()
+        return self._part_md5s[name]
 
     def s2_tools(self, r):
         part, conc = 8 * MiB, 8
@@ -294,12 +324,20 @@ class Bench:
         shutil.rmtree(out_dir, ignore_errors=True)
         os.makedirs(out_dir)
         config = os.path.join(self.work, "curl-down.cfg")
+        starts = list(range(0, size, 8 * MiB))
         with open(config, "w") as f:
-            for i, start in enumerate(range(0, size, 8 * MiB)):
-                end = min(start + 8 * MiB, size) - 1
-                f.write(f'url = "{url}"\nrange = {start}-{end}\noutput = "{out_dir}/p{i:05d}"\n')
-        m = self.timed(["curl", "-sS", "-f", "--parallel", "--parallel-max", str(conc), "-K", config])
-        shutil.rmtree(out_dir, ignore_errors=True)
+            f.write(self.curl_operations([{"url": url, "range": f"{start}-{min(start + 8 * MiB, size) - 1}",
+                                           "output": f"{out_dir}/p{i:05d}"} for i, start in enumerate(starts)]))
+        try:
+            m = self.timed(["curl", "--no-progress-meter", "--parallel", "--parallel-max", str(conc), "-K", config])
+            # The parts, in order, must be the object (the source file it was uploaded from).
+            with open(self.big, "rb") as source:
+                for i, start in enumerate(starts):
+                    with open(f"{out_dir}/p{i:05d}", "rb") as part:
+                        if part.read() != source.read(8 * MiB):
+                            raise RuntimeError(f"curl-parallel part {i} (from byte {start}) does not hold the object's bytes")
+        finally:
+            shutil.rmtree(out_dir, ignore_errors=True)
         return m
 
     def s3_tools(self, r, conc=32):
