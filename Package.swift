@@ -116,7 +116,7 @@ let package = Package(
             "FerryS3", "CFerryChecksum", "FerryTestSupport", .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
         .testTarget(name: "FerryTriggersTests", dependencies: [
-            "FerryTriggers", "Triggers", "FerryKafka", "FerryTestSupport",
+            "FerryTriggers", "Triggers", "FerryKafka", "FerryS3", "FerryTestSupport",
         ]),
         .testTarget(name: "FerryEngineTests", dependencies: ["FerryEngine", "FerryS3", "FerryTestSupport"]),
         .testTarget(name: "FerryKafkaTests", dependencies: ["FerryKafka", "FerryTestSupport"]),

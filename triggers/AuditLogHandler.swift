@@ -36,16 +36,27 @@ public struct AuditLogHandler: S3EventHandler {
             text.append(try encoder.encode(line))
             text.append(0x0A)
         }
-        try AuditFile.append(text, to: file)
+        try await AuditFile.append(text, to: file)
         context.logger.info("audit: \(event.records.count) record(s) appended to \(file.path)")
     }
 }
 
-/// Appends whole lines with O_APPEND, so concurrent writers never interleave within a line.
+/// Appends whole lines with O_APPEND, so concurrent writers never interleave
+/// within a line. The write runs on Ferry's blocking pool, not on the Swift
+/// concurrency threads that run handlers (a slow disk must not stall them);
+/// the directory is created only when the file cannot be opened without it.
 enum AuditFile {
-    static func append(_ data: Data, to file: URL) throws {
-        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
-        let fd = open(file.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+    static func append(_ data: Data, to file: URL) async throws {
+        try await BlockingPool.shared.run { Result { try appendNow(data, to: file) } }.get()
+    }
+
+    /// Blocking.
+    static func appendNow(_ data: Data, to file: URL) throws {
+        var fd = open(file.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        if fd < 0 && errno == ENOENT {
+            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            fd = open(file.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        }
         guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         defer { close(fd) }
         let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }

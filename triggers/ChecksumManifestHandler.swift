@@ -66,24 +66,41 @@ public struct ChecksumManifestHandler: StreamRecordHandler {
     }
 
     /// Reads the object into a scratch file under the data root and hashes it.
+    /// The file work runs on Ferry's blocking pool: hashing a large object on
+    /// the Swift concurrency threads that run handlers would stall them.
     static func digest(bucket: String, key: String, store: any ObjectStore, scratch: URL) async throws -> (Int64, String) {
         let directory = scratch.appendingPathComponent(".ferry-manifest")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let path = directory.appendingPathComponent(UUID().uuidString).path
-        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw ManifestError("cannot create \(path)") }
+        let fd = try await BlockingPool.shared.run { () -> Result<Int32, any Error> in
+            Result {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+                let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+                guard fd >= 0 else { throw ManifestError("cannot create \(path)") }
+                return fd
+            }
+        }.get()
         defer { close(fd); unlink(path) }
         let attributes = try await store.getObject(bucket: bucket, key: key, into: fd)
-        let hasher = Digest.Hasher.sha256()
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        var offset: off_t = 0
-        while true {
-            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, offset) }
-            guard n > 0 else { break }
-            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-            offset += off_t(n)
-        }
-        return (attributes.size, hasher.finish().map { String(format: "%02x", $0) }.joined())
+        let size = attributes.size
+        let sha256 = try await BlockingPool.shared.run { () -> Result<String, any Error> in
+            Result {
+                let hasher = Digest.Hasher.sha256()
+                var buffer = [UInt8](repeating: 0, count: 1 << 20)
+                var offset: off_t = 0
+                while true {
+                    let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, offset) }
+                    if n < 0 && errno == EINTR { continue }
+                    guard n >= 0 else { throw ManifestError("cannot read \(path): \(String(cString: strerror(errno)))") }
+                    guard n > 0 else { break }
+                    buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                    offset += off_t(n)
+                }
+                // A short file is not the object: no manifest for what was not read.
+                guard Int64(offset) == size else { throw ManifestError("read \(offset) bytes of \(path), the object has \(size)") }
+                return hasher.finish().map { String(format: "%02x", $0) }.joined()
+            }
+        }.get()
+        return (size, sha256)
     }
 
     struct ManifestError: Error, CustomStringConvertible {

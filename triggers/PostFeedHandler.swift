@@ -33,7 +33,7 @@ public struct PostFeedHandler: StreamRecordHandler {
             text.append(try encoder.encode(line))
             text.append(0x0A)
         }
-        try AuditFile.append(text, to: file)
+        try await AuditFile.append(text, to: file)
         context.logger.info("post feed: \(event.records.count) change(s) appended to \(file.path)")
         return StreamBatchResponse(failedEventIDs: [])
     }
