@@ -1,3 +1,4 @@
+import FerryTestSupport
 import FerryTriggers
 import Foundation
 import Testing
@@ -58,12 +59,17 @@ import Triggers
         #expect(registry.s3Triggers.map(\.name).contains("audit-log"))
     }
 
-    @Test func auditHandlerWritesOneLinePerRecord() async throws {
+    /// An audit handler writing to `relative` under a fresh directory (the caller removes it), and a context.
+    func auditFixture(_ relative: String) -> (dir: URL, file: URL, handler: AuditLogHandler, context: TriggerContext) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-audit-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let file = dir.appendingPathComponent("audit/audit.jsonl")
-        let handler = AuditLogHandler(file: file)
+        let file = dir.appendingPathComponent(relative)
         let context = TriggerContext.local(handlerName: "audit-log", environment: .init(dataRoot: dir, region: "us-east-1"))
+        return (dir, file, AuditLogHandler(file: file), context)
+    }
+
+    @Test func auditHandlerWritesOneLinePerRecord() async throws {
+        let (dir, file, handler, context) = auditFixture("audit/audit.jsonl")
+        defer { try? FileManager.default.removeItem(at: dir) }
         try await handler.handle(S3Event(records: [record("ObjectCreated:Put", key: "a b+c.txt"),
                                                    record("ObjectRemoved:Delete", key: "z")]), context: context)
         let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n")
@@ -72,6 +78,28 @@ import Triggers
         #expect(first.key == "a b+c.txt")
         #expect(first.eventName == "ObjectCreated:Put")
         #expect(first.size == 1)
+    }
+
+    /// Seeded: 200 invocations at once, 1–3 records each, into a directory that
+    /// does not exist yet (the handler makes it when the open says it is
+    /// missing): every record is one intact line.
+    @Test func concurrentAuditAppendsStayWholeLines() async throws {
+        let (dir, file, handler, context) = auditFixture("audit/deeper/audit.jsonl")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var rng = SeededGenerator(seed: 0xA0D17)
+        let batches = (0..<200).map { i in
+            (0..<Int.random(in: 1...3, using: &rng)).map { "k\(i)-\($0)-" + String(repeating: "x", count: Int.random(in: 0...2000, using: &rng)) }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for keys in batches {
+                group.addTask { try await handler.handle(S3Event(records: keys.map { record("ObjectCreated:Put", key: $0) }), context: context) }
+            }
+            try await group.waitForAll()
+        }
+        let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n")
+        let keys = try lines.map { try JSONDecoder().decode(AuditLogHandler.Line.self, from: Data($0.utf8)).key }
+        #expect(keys.count == batches.joined().count)
+        #expect(Set(keys) == Set(batches.joined()))
     }
 }
 
