@@ -144,6 +144,17 @@ class Bench:
         for upload in self.s3.list_multipart_uploads(Bucket=self.bucket, Prefix=prefix).get("Uploads", []):
             self.s3.abort_multipart_upload(Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"])
 
+    def stored(self, measurement, prefix, count, size):
+        """Returns `measurement` if `prefix` holds `count` objects of `size`
+        bytes each (checked after the timed run): an upload that stored less
+        is a failed run, not a fast one."""
+        got = [o["Size"] for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+               for o in page.get("Contents", [])]
+        if len(got) != count or any(g != size for g in got):
+            raise RuntimeError(f"stored {len(got)} objects under {prefix} ({sum(got)} bytes), "
+                               f"expected {count} of {size} bytes")
+        return measurement
+
     def attempt(self, scenario, tool, round_, run, bytes_, objects):
         """Runs and records one measurement; a tool that cannot do the scenario here is reported, not fatal."""
         try:
@@ -202,6 +213,7 @@ class Bench:
             with open(self.big, "wb") as f:
                 for _ in range(size // (64 * MiB)):
                     f.write(os.urandom(64 * MiB))
+                f.write(os.urandom(size % (64 * MiB)))  # --big-gib need not be a multiple of 64 MiB
         self.parts_dir = os.path.join(self.work, "s1-parts")
         if not os.path.isdir(self.parts_dir):
             os.makedirs(self.parts_dir)
@@ -382,7 +394,9 @@ class Bench:
                 tools = self.with_baseline(tools)
                 for tool, run in self.rotated(tools, r):
                     k = key.format(tool=tool)
-                    self.attempt("S1", tool, r, lambda: run(k), big, 1)
+                    # curl-parallel's parts are checked by ETag and the upload aborted (it is a reference).
+                    check = (lambda m: m) if tool == "curl-parallel" else (lambda m: self.stored(m, k, 1, big))
+                    self.attempt("S1", tool, r, lambda: check(run(k)), big, 1)
                     self.delete_prefix(k)
             if "S2" in wanted:
                 tools, out = self.s2_tools(r)
@@ -394,7 +408,8 @@ class Bench:
             if "S3" in wanted:
                 for tool, run in self.rotated(self.with_baseline(self.s3_tools(r)), r):
                     prefix = f"s3/{tool}-{r}/"
-                    self.attempt("S3", tool, r, lambda: run(prefix), self.args.small_count * 64 * 1024, self.args.small_count)
+                    self.attempt("S3", tool, r, lambda: self.stored(run(prefix), prefix, self.args.small_count, 64 * 1024),
+                                 self.args.small_count * 64 * 1024, self.args.small_count)
                     self.delete_prefix(prefix)
             if "S4" in wanted:
                 tools, out = self.s4_tools(r)
