@@ -32,11 +32,15 @@ for path in glob.glob(sys.argv[1] + "/tsan*"):
         # (the first or a later closure of its function, or a `defer` inside one); a
         # tuple state mangles as `z_t` where a nominal one is `zYu`. The access is inside
         # the lock when frame #0 is such a body, or frame #1 is and frame #0 a method of
-        # the state it called (e.g. `s.pop()`).
+        # the state it called (e.g. `s.pop()`), or a `defer` of such a method.
         stacks = [re.findall(r"^\s*#\d+ (\S+)", part, re.M)
                   for part in re.split(r"^\s+(?=#0 )", block, flags=re.M)[1:3]]
         body = re.compile(r"z(Yu|_t)YTXEfU\d*_(\d+\$deferL_yyF)?$")
-        if len(stacks) == 2 and all(any(body.search(f) for f in frames[:2]) for frames in stacks):
+        def locked(frames):
+            # A `defer` inside a state method counts as that method (frame #1 then, the body #2).
+            start = 1 if frames and "$defer" in frames[0] else 0
+            return any(body.search(f) for f in frames[start:start + 2])
+        if len(stacks) == 2 and all(locked(frames) for frames in stacks):
             mutex += 1
         else:
             summary = re.search(r"SUMMARY: ThreadSanitizer: (.*)", block)

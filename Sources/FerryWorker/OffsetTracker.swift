@@ -4,6 +4,11 @@ import Synchronization
 /// Knows which offsets of each owned partition are still being worked on, so
 /// that only the contiguous finished prefix is ever committed: with many
 /// requests in flight per partition, a crash never skips an unfinished one.
+/// "Finished" means the outcome is in Kafka, not only in the local outbox: a
+/// message stays held back until a drain round that started after its
+/// outcome was written has settled (`OutboxRounds`), so a worker that never
+/// comes back with its state directory leaves no committed request without
+/// its statuses and events.
 /// It also holds each partition's start records (messages started without an
 /// outcome yet), which every commit carries as metadata for the crash-loop
 /// breaker. A partition is tracked from its assignment until it is revoked;
@@ -12,6 +17,9 @@ final class OffsetTracker: Sendable {
     private struct Progress {
         /// Offsets in flight, with the transfer id each carries (when known).
         var inFlight: [Int64: String] = [:]
+        /// Offsets whose outcome is in the outbox, with the drain round that
+        /// must settle before it is in Kafka.
+        var undelivered: [Int64: Int64] = [:]
         var highestFinished: Int64 = -1
         /// The first offset begun since the assignment: the consumer started
         /// there, so everything before it was committed already.
@@ -28,6 +36,11 @@ final class OffsetTracker: Sendable {
         var seeded = false
     }
     private let state = Mutex<[TopicPartition: Progress]>([:])
+    private let rounds: OutboxRounds
+
+    init(rounds: OutboxRounds) {
+        self.rounds = rounds
+    }
 
     /// Partitions are now this worker's.
     func assign(_ partitions: [TopicPartition]) {
@@ -61,11 +74,13 @@ final class OffsetTracker: Sendable {
         state.withLock { $0[message.topicPartition] != nil }
     }
 
-    /// Call when a message's outcome is durable (in the outbox).
+    /// Call when a message's outcome is durable (committed to the outbox): it
+    /// is committed once the outbox has delivered it.
     func finish(_ message: KafkaMessage) {
         state.withLock { s in
             let key = message.topicPartition
             guard var progress = s[key], progress.inFlight.removeValue(forKey: message.offset) != nil else { return }
+            progress.undelivered[message.offset] = rounds.ticket()
             progress.highestFinished = max(progress.highestFinished, message.offset)
             progress.starts[message.offset] = nil
             s[key] = progress
@@ -123,6 +138,13 @@ final class OffsetTracker: Sendable {
         state.withLock { s in partitions.reduce(0) { $0 + (s[$1]?.inFlight.count ?? 0) } }
     }
 
+    /// The drain round to wait for before `partitions`' finished messages are
+    /// all in Kafka; nil when none is waiting.
+    func deliveryTicket(on partitions: Set<TopicPartition>) -> Int64? {
+        let ticket = state.withLock { s in partitions.compactMap { s[$0]?.undelivered.values.max() }.max() }
+        return ticket.flatMap { rounds.isSettled($0) ? nil : $0 }
+    }
+
     // MARK: Commits
 
     /// Stops tracking `partitions` and returns what to commit for them (their
@@ -131,7 +153,9 @@ final class OffsetTracker: Sendable {
         state.withLock { s in
             var result: [TopicPartitionOffset] = []
             for p in partitions {
-                guard let progress = s.removeValue(forKey: p), progress.seeded, let next = Self.committable(progress) else { continue }
+                guard var progress = s.removeValue(forKey: p), progress.seeded else { continue }
+                forgetDelivered(&progress)
+                guard let next = Self.committable(progress) else { continue }
                 result.append(TopicPartitionOffset(topic: p.topic, partition: p.partition, offset: next,
                                                    metadata: Self.metadata(progress, from: next)))
             }
@@ -145,6 +169,7 @@ final class OffsetTracker: Sendable {
         state.withLock { s in
             var result: [TopicPartitionOffset] = []
             for (key, var progress) in s where progress.seeded {
+                if forgetDelivered(&progress) { s[key] = progress }
                 guard let next = Self.committable(progress) else { continue }
                 let metadata = Self.metadata(progress, from: next)
                 guard next != progress.committed || metadata != progress.committedMetadata else { continue }
@@ -167,11 +192,22 @@ final class OffsetTracker: Sendable {
         }
     }
 
-    /// The next offset to read: below every message in flight or given back,
-    /// and past everything finished. Nil before the first message is begun.
+    /// Drops the held-back messages whose outcomes are now in Kafka; true when any went.
+    @discardableResult
+    private func forgetDelivered(_ progress: inout Progress) -> Bool {
+        let settled = rounds.settledThrough
+        guard progress.undelivered.values.contains(where: { $0 <= settled }) else { return false }
+        progress.undelivered = progress.undelivered.filter { $0.value > settled }
+        return true
+    }
+
+    /// The next offset to read: below every message in flight, given back or
+    /// not yet delivered, and past everything finished. Nil before the first
+    /// message is begun.
     private static func committable(_ progress: Progress) -> Int64? {
         guard let base = progress.base else { return nil }
-        return min(progress.inFlight.keys.min() ?? .max, progress.lowestAbandoned ?? .max, max(progress.highestFinished + 1, base))
+        return min(progress.inFlight.keys.min() ?? .max, progress.undelivered.keys.min() ?? .max,
+                   progress.lowestAbandoned ?? .max, max(progress.highestFinished + 1, base))
     }
 
     /// Start records at or past `next` (earlier ones are finished and committed).

@@ -11,11 +11,17 @@ import Synchronization
 /// (too large, invalid) never holds up the rest: a dead letter is cut smaller
 /// (`DeadLetterRecord`) and tried again, anything else is parked in
 /// `outbox_parked` with the reason. What is left at exit drains on restart.
+/// Each round is numbered in `rounds`, which tells the offset tracker when a
+/// finished request's outcome is out of the outbox and its offset may go.
 final class OutboxDrainer: Sendable {
     /// How long shutdown waits for the outbox to drain, whatever it holds.
     static let shutdownDrainSeconds: Double = 10
     /// How long one round waits for delivery reports before trying again.
     static let roundTimeoutSeconds: Double = 30
+    /// Rows one round reads; a round that reads fewer has read everything.
+    static let batchLimit = 500
+
+    let rounds: OutboxRounds
 
     private let state: WorkerStateStore
     private let producer: KafkaProducer
@@ -27,8 +33,10 @@ final class OutboxDrainer: Sendable {
     private let pendingWake = Atomic<Bool>(false)
 
     init(state: WorkerStateStore, producer: KafkaProducer, deadLetterTopic: String,
-         deadLetterMaxBytes: Int = DeadLetterRecord.defaultMaxBytes, health: WorkerHealth? = nil, logger: Logger) {
+         deadLetterMaxBytes: Int = DeadLetterRecord.defaultMaxBytes, rounds: OutboxRounds = OutboxRounds(),
+         health: WorkerHealth? = nil, logger: Logger) {
         self.state = state
+        self.rounds = rounds
         self.producer = producer
         self.deadLetterTopic = deadLetterTopic
         self.deadLetterMaxBytes = deadLetterMaxBytes
@@ -88,14 +96,18 @@ final class OutboxDrainer: Sendable {
 
     private func drainOnce(timeout: Double = OutboxDrainer.roundTimeoutSeconds) async -> Round {
         pendingWake.store(false, ordering: .releasing)
+        let round = rounds.start()
         let batch: [(seq: Int64, message: OutboxMessage)]
         do {
-            batch = try await state.pendingOutbox(limit: 500)
+            batch = try await state.pendingOutbox(limit: Self.batchLimit)
         } catch {
             logger.error("cannot read the outbox: \(error)")
             return .failed
         }
-        guard !batch.isEmpty else { return .empty }
+        guard !batch.isEmpty else {
+            rounds.settle(round)
+            return .empty
+        }
         let results = await producer.sendAll(batch.map {
             OutgoingMessage(topic: $0.message.topic, key: $0.message.key, value: $0.message.value,
                             headers: $0.message.headers.map { ($0.name, $0.value) })
@@ -110,7 +122,8 @@ final class OutboxDrainer: Sendable {
             case .failure(let error): firstError = firstError ?? error
             }
         }
-        for entry in refused { await settleRefused(entry.seq, entry.message, entry.error) }
+        var allParked = true
+        for entry in refused where !(await settleRefused(entry.seq, entry.message, entry.error)) { allParked = false }
         do {
             try await state.removeFromOutbox(delivered)
         } catch {
@@ -122,25 +135,30 @@ final class OutboxDrainer: Sendable {
             logger.warning("outbox: \(batch.count - delivered.count) of \(batch.count) messages not delivered, retrying: \(firstError)")
             return .failed
         }
+        // A parked message will never be in Kafka: it no longer holds back its request's offset.
+        if allParked && batch.count < Self.batchLimit { rounds.settle(round) }
         return .progress
     }
 
     /// A message Kafka will never take as it is: a dead letter is cut to a
     /// quarter of its size (down to its headers alone) and tried again; any
     /// other message, or a dead letter with nothing left to cut, is parked.
-    private func settleRefused(_ seq: Int64, _ message: OutboxMessage, _ error: KafkaError) async {
+    /// True when the message left the outbox (parked).
+    private func settleRefused(_ seq: Int64, _ message: OutboxMessage, _ error: KafkaError) async -> Bool {
         do {
             if message.topic == deadLetterTopic && !message.value.isEmpty {
                 let smaller = DeadLetterRecord.shrunk(message, toAtMost: min(deadLetterMaxBytes, message.recordBytes / 4))
                 try await state.replaceInOutbox(seq: seq, with: smaller)
                 logger.warning("outbox: dead letter refused (\(error)); cut from \(message.value.count) to \(smaller.value.count) bytes of value")
-                return
+                return false
             }
             try await state.parkOutboxMessage(seq: seq, reason: "\(error)")
             Counter(label: "ferry_outbox_parked_total", dimensions: [("topic", message.topic)]).increment()
             logger.error("outbox: Kafka refused a message to \(message.topic) for good (\(error)); parked in outbox_parked so the rest can go")
+            return true
         } catch {
             logger.error("outbox: cannot set aside a refused message: \(error)")
+            return false
         }
     }
 

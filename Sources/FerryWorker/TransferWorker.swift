@@ -10,8 +10,8 @@ import Synchronization
 
 /// Consumes `<prefix>.requests` in the worker group and runs up to
 /// `maxTransfers` requests at once. An offset is committed only when every
-/// request before it in its partition has its outcome in the outbox; the
-/// outbox drains to Kafka on its own. Partitions revoked in a rebalance get
+/// request before it in its partition has its outcome in Kafka: written to
+/// the outbox, then delivered by the drainer. Partitions revoked in a rebalance get
 /// `rebalanceGrace` for their transfers to finish; the rest are handed off
 /// (their multipart uploads kept) to the partition's next owner.
 public final class TransferWorker: Sendable {
@@ -30,6 +30,9 @@ public final class TransferWorker: Sendable {
     private let slots: AsyncSemaphore
     /// Requests a worker holds at once per transfer slot: running, waiting or paused.
     public static let messagesPerTransferSlot = 4
+    /// How long a rebalance waits for the outbox to deliver the outcomes of the
+    /// revoked partitions' finished requests, so their offsets can be committed.
+    static let deliveryWaitSeconds: Double = 5
     private let drainer: OutboxDrainer
     private let state: WorkerStateStore
     private let sweeper: UploadSweeper
@@ -43,7 +46,8 @@ public final class TransferWorker: Sendable {
         var kafka = configuration.kafka
         kafka["group.id"] = configuration.topics.workerGroup
         let maxTransfers = configuration.engine.maxTransfers
-        let tracker = OffsetTracker()
+        let rounds = OutboxRounds()
+        let tracker = OffsetTracker(rounds: rounds)
         let grace = configuration.rebalanceGraceSeconds
         // Set once the breaker exists; the rebalance callback only runs after the consumer polls.
         let forget = ForgetStarts()
@@ -51,7 +55,7 @@ public final class TransferWorker: Sendable {
             assigned: { tracker.assign($0); health.joinedGroup() },
             revoked: { partitions in
                 forget.callAsFunction(Set(partitions))
-                return Self.release(partitions, tracker: tracker, engine: engine, grace: grace, logger: logger)
+                return Self.release(partitions, tracker: tracker, rounds: rounds, engine: engine, grace: grace, logger: logger)
             })
         // The buffer holds rounds of work; beyond it (or beyond 32 MiB) the consumer
         // pauses its partitions but keeps polling, so slow transfers never push it
@@ -77,7 +81,7 @@ public final class TransferWorker: Sendable {
         var publisher = OutcomePublisher(producer: producer, topics: configuration.topics, logger: logger)
         publisher.deadLetterMaxBytes = DeadLetterRecord.maxBytes(producerProperties: configuration.kafka.properties)
         drainer = OutboxDrainer(state: state, producer: producer, deadLetterTopic: configuration.topics.requestsDLQ,
-                                deadLetterMaxBytes: publisher.deadLetterMaxBytes, health: health, logger: logger)
+                                deadLetterMaxBytes: publisher.deadLetterMaxBytes, rounds: rounds, health: health, logger: logger)
         let events = EventBuilder(region: configuration.region)
         let streams = StreamRecordBuilder(region: configuration.region, topics: configuration.topics)
         var pipeline = RequestPipeline(engine: engine, state: state, outbox: drainer,
@@ -145,6 +149,8 @@ public final class TransferWorker: Sendable {
                         await turn?.wait()
                         if await handle(message) {
                             tracker.finish(message)
+                            // A drain round that starts after this finish makes its offset committable.
+                            drainer.nudge()
                         } else {
                             tracker.abandon(message)
                             await breaker.released(message)
@@ -223,9 +229,10 @@ public final class TransferWorker: Sendable {
 
     /// Called inside a rebalance, on the consumer's thread, for partitions
     /// about to go: no new work starts on them; transfers in flight get
-    /// `grace` seconds, then are handed off; the finished prefix is committed.
-    private static func release(_ partitions: [TopicPartition], tracker: OffsetTracker, engine: TransferEngine,
-                                grace: Double, logger: Logger) -> [TopicPartitionOffset] {
+    /// `grace` seconds, then are handed off; the outbox gets a few seconds to
+    /// deliver the outcomes of what finished; the delivered prefix is committed.
+    private static func release(_ partitions: [TopicPartition], tracker: OffsetTracker, rounds: OutboxRounds,
+                                engine: TransferEngine, grace: Double, logger: Logger) -> [TopicPartitionOffset] {
         let set = Set(partitions)
         let inFlight = tracker.inFlightCount(on: set)
         if inFlight > 0 {
@@ -238,6 +245,10 @@ public final class TransferWorker: Sendable {
             // Handed-off transfers stop at once (their requests are aborted); wait for them briefly.
             let stopBy = Date().addingTimeInterval(5)
             while tracker.inFlightCount(on: set) > 0 && Date() < stopBy { usleep(20_000) }
+        }
+        // Anything still undelivered after the wait is redone by the next owner (at least once).
+        if let ticket = tracker.deliveryTicket(on: set), !rounds.waitBlocking(for: ticket, seconds: deliveryWaitSeconds) {
+            logger.info("rebalance: outcomes of finished requests not yet in Kafka after \(deliveryWaitSeconds) s; their offsets stay uncommitted")
         }
         return tracker.revoke(set)
     }

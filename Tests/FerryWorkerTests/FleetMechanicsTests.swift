@@ -15,8 +15,16 @@ import Testing
         KafkaMessage(topic: "ferry.requests", partition: partition, offset: offset, key: nil, value: [], headers: [])
     }
 
+    /// The drainer's rounds: a test says when the outbox has delivered (`outboxDelivers`).
+    let rounds = OutboxRounds()
+
+    /// One drain round that reads and delivers everything the outbox holds now.
+    func outboxDelivers() {
+        rounds.settle(rounds.start())
+    }
+
     func owned(_ partitions: TopicPartition...) -> OffsetTracker {
-        let tracker = OffsetTracker()
+        let tracker = OffsetTracker(rounds: rounds)
         tracker.assign(partitions)
         for p in partitions { tracker.seedStarts([:], for: p) }
         return tracker
@@ -28,12 +36,15 @@ import Testing
         for o in Int64(0)...4 { #expect(tracker.begin(message(0, o))) }
         tracker.finish(message(0, 0))
         tracker.finish(message(0, 2))
+        outboxDelivers()
         #expect(tracker.takeCommits() == [TopicPartitionOffset(topic: "ferry.requests", partition: 0, offset: 1)])
         tracker.finish(message(0, 1))
+        outboxDelivers()
         #expect(tracker.takeCommits().map(\.offset) == [3])
         // A message handed off holds back everything after it.
         tracker.abandon(message(0, 3))
         tracker.finish(message(0, 4))
+        outboxDelivers()
         #expect(tracker.takeCommits().isEmpty)
         #expect(tracker.inFlightCount(on: [p0]) == 0)
         // Messages of partitions this worker does not own are not begun.
@@ -42,10 +53,11 @@ import Testing
 
     @Test func nothingIsCommittedBeforeEarlierOwnersStartRecordsAreRead() {
         let p = TopicPartition(topic: "ferry.requests", partition: 0)
-        let tracker = OffsetTracker()
+        let tracker = OffsetTracker(rounds: rounds)
         tracker.assign([p])
         #expect(tracker.begin(message(0, 7)))
         tracker.finish(message(0, 7))
+        outboxDelivers()
         #expect(tracker.takeCommits().isEmpty, "committing now would overwrite the records unread")
         tracker.seedStarts([9: 1], for: p)
         #expect(tracker.takeCommits() == [TopicPartitionOffset(topic: "ferry.requests", partition: 0, offset: 8,
@@ -65,6 +77,7 @@ import Testing
         #expect(StartRecords.decode(first.first?.metadata) == [40: 1, 41: 1])
         #expect(tracker.takeCommits().isEmpty, "nothing changed")
         tracker.finish(message(2, 40))
+        outboxDelivers()
         let second = tracker.takeCommits()
         #expect(second.map(\.offset) == [41])
         #expect(StartRecords.decode(second.first?.metadata) == [41: 1])
@@ -103,6 +116,9 @@ import Testing
         tracker.label(message(3, 11), transferId: "b")
         tracker.finish(message(3, 10))
         #expect(tracker.transfersInFlight(on: [p]) == ["b"])
+        #expect(tracker.deliveryTicket(on: [p]) != nil)
+        outboxDelivers()
+        #expect(tracker.deliveryTicket(on: [p]) == nil)
         #expect(tracker.revoke([p]) == [TopicPartitionOffset(topic: "ferry.requests", partition: 3, offset: 11)])
         #expect(!tracker.owns(message(3, 12)))
         // A late finish for a partition that is gone changes nothing.
