@@ -58,10 +58,28 @@ import Testing
         (try? FileManager.default.contentsOfDirectory(atPath: setup.store.appendingPathComponent("demo/index").path).count) ?? 0
     }
 
+    /// The process's threads by name, counted (`-qos.overcommit` are libdispatch's).
+    static func threadNames(_ pid: pid_t) -> String {
+        var names: [String: Int] = [:]
+        for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? [] {
+            let name = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8)) ?? "?"
+            names[name.trimmingCharacters(in: .whitespacesAndNewlines), default: 0] += 1
+        }
+        return names.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+    }
+
     static func residentKiB(_ pid: pid_t) -> Int {
         let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
         let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
         return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+    }
+
+    /// Waits until the worker has published every outcome (its outbox is
+    /// empty), then 2 s more: memory is sampled at rest, not with a batch of
+    /// outcomes still on its way to Kafka (a loaded machine drains later).
+    func quiet(_ address: String) async throws {
+        _ = await eventually(timeout: 60) { (try? await Self.gauge("ferry_outbox_depth", at: address)) == 0 }
+        try await Task.sleep(for: .seconds(2))
     }
 
     /// Memory held per finished request does not come back: after a warm-up,
@@ -70,8 +88,14 @@ import Testing
     /// Resident size is bounded only loosely: freed heap stays resident, so it
     /// also shows how many requests were in flight at the peak, which depends
     /// on the machine's load (4.1 KB per request under load, 1.3 KB idle,
-    /// while the heap grew 366 and 192 bytes). Threads may not grow with requests
-    /// (a few come and go with the dispatch pool).
+    /// while the heap grew 366 and 192 bytes). Both samples are taken at rest
+    /// (`quiet`): under load, the moment the last upload is stored can find
+    /// thousands of outcomes still in the outbox, and a fresh-clone CI run
+    /// measured 1,073 bytes per request that way. Threads may not grow with
+    /// requests: a thread per request would add thousands. libdispatch's
+    /// `-qos.overcommit` threads (serial queues' workers) come and go with load:
+    /// 12–24 of them after this workload on a machine kept busy by two CPU
+    /// burners, with the builds before and after the commit-on-delivery change alike.
     @Test func workerMemoryStaysFlatAcrossRequests() async throws {
         let setup = try await startDev(partitions: 8)
         let address = "127.0.0.1:\(TestPaths.freePort())"
@@ -80,12 +104,12 @@ import Testing
         let payload = Data("hello ferry".utf8).base64EncodedString()
         try await produce(setup, 0..<1000, payload: payload)
         #expect(await eventually(timeout: 120) { stored(setup) >= 1000 }, "\(worker.log.suffix(2000))")
-        try await Task.sleep(for: .seconds(2))
+        try await quiet(address)
         let warm = (heap: try await Self.gauge("ferry_process_heap_in_use_bytes", at: address), rss: Self.residentKiB(worker.pid),
                     threads: try await Self.gauge("ferry_process_threads", at: address))
         try await produce(setup, 1000..<5000, payload: payload)
         #expect(await eventually(timeout: 240) { stored(setup) >= 5000 }, "\(worker.log.suffix(2000))")
-        try await Task.sleep(for: .seconds(2))
+        try await quiet(address)
         let after = (heap: try await Self.gauge("ferry_process_heap_in_use_bytes", at: address), rss: Self.residentKiB(worker.pid),
                      threads: try await Self.gauge("ferry_process_threads", at: address))
         let heapPerRequest = Double(after.heap - warm.heap) / 4000
@@ -95,7 +119,7 @@ import Testing
               + "(\(String(format: "%.0f", residentPerRequest)) bytes per request); threads \(warm.threads) → \(after.threads)")
         #expect(heapPerRequest < 1000, "the heap grows \(heapPerRequest) bytes per request")
         #expect(residentPerRequest < 10_000, "resident memory grows \(residentPerRequest) bytes per request")
-        #expect(after.threads <= warm.threads + 8, "threads \(warm.threads) → \(after.threads)")
+        #expect(after.threads <= warm.threads + 32, "threads \(warm.threads) → \(after.threads): \(Self.threadNames(worker.pid))")
         await worker.stop()
         await setup.dev.stop()
         try? FileManager.default.removeItem(at: setup.base)
