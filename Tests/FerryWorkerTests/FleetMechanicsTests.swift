@@ -24,10 +24,7 @@ import Testing
     }
 
     func owned(_ partitions: TopicPartition...) -> OffsetTracker {
-        let tracker = OffsetTracker(rounds: rounds)
-        tracker.assign(partitions)
-        for p in partitions { tracker.seedStarts([:], for: p) }
-        return tracker
+        OffsetTracker.owning(partitions, rounds: rounds)
     }
 
     @Test func onlyTheContiguousFinishedPrefixIsCommitted() {

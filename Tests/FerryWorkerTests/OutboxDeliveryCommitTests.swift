@@ -16,17 +16,11 @@ import Testing
         KafkaMessage(topic: "ferry.requests", partition: partition, offset: offset, key: nil, value: [], headers: [])
     }
 
-    func owned(_ partitions: [TopicPartition], rounds: OutboxRounds) -> OffsetTracker {
-        let tracker = OffsetTracker(rounds: rounds)
-        tracker.assign(partitions)
-        for p in partitions { tracker.seedStarts([:], for: p) }
-        return tracker
-    }
 
     @Test func aFinishedMessageWaitsForADrainRoundThatStartedAfterIt() {
         let p = TopicPartition(topic: "ferry.requests", partition: 0)
         let rounds = OutboxRounds()
-        let tracker = owned([p], rounds: rounds)
+        let tracker = OffsetTracker.owning([p], rounds: rounds)
         #expect(tracker.begin(message(0, 0)))
         #expect(tracker.begin(message(0, 1)))
         // A round is reading the outbox when the outcome lands: it may not have seen it.
@@ -56,7 +50,7 @@ import Testing
         var rng = SeededGenerator(seed: seed)
         let partitions = (0..<3).map { TopicPartition(topic: "ferry.requests", partition: Int32($0)) }
         let rounds = OutboxRounds()
-        let tracker = owned(partitions, rounds: rounds)
+        let tracker = OffsetTracker.owning(partitions, rounds: rounds)
         let limit = 16
         var nextOffset = [Int64](repeating: 0, count: partitions.count)
         var inFlight: [(Int32, Int64)] = []
@@ -160,7 +154,7 @@ import Testing
         let unreachable = try drainer(to: "127.0.0.1:\(TestPaths.freePort())")
         let reachable = try drainer(to: cluster.bootstrapServers)
         let p = TopicPartition(topic: "ferry.requests", partition: 0)
-        let tracker = owned([p], rounds: rounds)
+        let tracker = OffsetTracker.owning([p], rounds: rounds)
 
         #expect(tracker.begin(message(0, 0)))
         try await state.commitOutcome([OutboxMessage(topic: "t.status", key: Array("a".utf8), value: Array("{}".utf8))])
@@ -186,5 +180,15 @@ import Testing
         let statuses = try await KafkaConsumer.snapshot(topic: "t.status", configuration: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers),
                                                         timeout: 20, logger: logger)
         #expect(statuses.map(\.keyString) == ["a", "b"])
+    }
+}
+
+extension OffsetTracker {
+    /// A tracker that owns `partitions`, their earlier owners' start records read (none).
+    static func owning(_ partitions: [TopicPartition], rounds: OutboxRounds) -> OffsetTracker {
+        let tracker = OffsetTracker(rounds: rounds)
+        tracker.assign(partitions)
+        for p in partitions { tracker.seedStarts([:], for: p) }
+        return tracker
     }
 }
