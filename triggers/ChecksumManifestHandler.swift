@@ -97,7 +97,7 @@ public struct ChecksumManifestHandler: StreamRecordHandler {
                 }
                 // A short file is not the object: no manifest for what was not read.
                 guard Int64(offset) == size else { throw ManifestError("read \(offset) bytes of \(path), the object has \(size)") }
-                return hasher.finish().map { String(format: "%02x", $0) }.joined()
+                return hasher.finish().hexString
             }
         }.get()
         return (size, sha256)

@@ -12,9 +12,9 @@ extension TransferRun {
     /// computed as the first range streams; only what came in other ranges is
     /// read back. Once every byte is in, the transfer gives its slot to the
     /// next one while its checks finish (`TransferSlot`). The temp file is
-    /// fsynced (unless `syncDownloads` is off) and renamed into place, or removed. Ranges written are journaled: a run that
-    /// resumes (same ETag, same part size) skips them, and a hand-off keeps the
-    /// temp file for it.
+    /// fsynced (unless `syncDownloads` is off) and renamed into place, or
+    /// removed. Ranges written are journaled: a run that resumes (same ETag,
+    /// same part size) skips them, and a hand-off keeps the temp file for it.
     func download() async throws(FerryError) -> TransferOutcome {
         guard let destination = request.destination else { throw FerryError(.invalidRequest, "download needs a destination") }
         let path = try dataRoot.destinationPath(destination)
