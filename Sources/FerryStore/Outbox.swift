@@ -22,8 +22,9 @@ public struct OutboxMessage: Sendable, Hashable {
 
 /// The outbox: statuses, events and dead letters are written here first, in
 /// the same transaction that records a transfer's outcome, and drained to
-/// Kafka afterwards. A request's offset is committed once its outcome is here,
-/// so a crash between the two loses nothing: the outbox drains on restart.
+/// Kafka afterwards, oldest `seq` first. A crash between the two loses
+/// nothing: the outbox drains on restart. The worker commits a request's
+/// offset once its rows have left (`outboxCommittedSeq` tells which rows that is).
 extension WorkerStateStore {
     /// Records an outcome atomically: the messages to publish, the terminal
     /// status in the finished set (first one wins), the end of the transfer's
@@ -65,7 +66,8 @@ extension WorkerStateStore {
         }
     }
 
-    /// The oldest `limit` messages not yet acknowledged by Kafka, in the order they were written.
+    /// The oldest `limit` messages not yet acknowledged by Kafka, in the order
+    /// they were written (ascending `seq`, which is commit order).
     public func pendingOutbox(limit: Int) async throws -> [(seq: Int64, message: OutboxMessage)] {
         try await database.read { db in
             try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM outbox ORDER BY seq LIMIT ?"), arguments: [limit]).map { row in

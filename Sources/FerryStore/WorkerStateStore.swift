@@ -12,6 +12,7 @@ public final class WorkerStateStore: Sendable {
     let database: DatabasePool
     /// Writes on the transfer path share transactions (group commit).
     let writes: WriteBatcher
+    private let outboxHighWater: OutboxHighWater
     public let path: String
 
     /// Opens (and creates or migrates) `<directory>/ferry.sqlite`.
@@ -19,7 +20,17 @@ public final class WorkerStateStore: Sendable {
         (database, path) = try StateDatabase.open("ferry.sqlite", in: directory)
         try Self.migrator.migrate(database)
         writes = WriteBatcher(database: database)
+        outboxHighWater = try database.writeWithoutTransaction { db in
+            let highWater = try OutboxHighWater(db)
+            db.add(transactionObserver: highWater, extent: .databaseLifetime)
+            return highWater
+        }
     }
+
+    /// The highest outbox `seq` committed so far, whichever write put it there.
+    /// A read of the outbox that begins after this was read sees every row up
+    /// to it that is still waiting (see `OutboxHighWater`).
+    public var outboxCommittedSeq: Int64 { outboxHighWater.value }
 
     private static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()

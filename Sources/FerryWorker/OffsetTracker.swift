@@ -5,10 +5,9 @@ import Synchronization
 /// that only the contiguous finished prefix is ever committed: with many
 /// requests in flight per partition, a crash never skips an unfinished one.
 /// "Finished" means the outcome is in Kafka, not only in the local outbox: a
-/// message stays held back until a drain round that started after its
-/// outcome was written has settled (`OutboxRounds`), so a worker that never
-/// comes back with its state directory leaves no committed request without
-/// its statuses and events.
+/// message stays held back until the outbox has delivered every row up to its
+/// mark (`OutboxWatermark`), so a worker that never comes back with its state
+/// directory leaves no committed request without its statuses and events.
 /// It also holds each partition's start records (messages started without an
 /// outcome yet), which every commit carries as metadata for the crash-loop
 /// breaker. A partition is tracked from its assignment until it is revoked;
@@ -17,8 +16,8 @@ final class OffsetTracker: Sendable {
     private struct Progress {
         /// Offsets in flight, with the transfer id each carries (when known).
         var inFlight: [Int64: String] = [:]
-        /// Offsets whose outcome is in the outbox, with the drain round that
-        /// must settle before it is in Kafka.
+        /// Offsets whose outcome is in the outbox, with the outbox seq that
+        /// must be delivered before it is in Kafka.
         var undelivered: [Int64: Int64] = [:]
         var highestFinished: Int64 = -1
         /// The first offset begun since the assignment: the consumer started
@@ -36,10 +35,10 @@ final class OffsetTracker: Sendable {
         var seeded = false
     }
     private let state = Mutex<[TopicPartition: Progress]>([:])
-    private let rounds: OutboxRounds
+    private let watermark: OutboxWatermark
 
-    init(rounds: OutboxRounds) {
-        self.rounds = rounds
+    init(watermark: OutboxWatermark) {
+        self.watermark = watermark
     }
 
     /// Partitions are now this worker's.
@@ -80,7 +79,7 @@ final class OffsetTracker: Sendable {
         state.withLock { s in
             let key = message.topicPartition
             guard var progress = s[key], progress.inFlight.removeValue(forKey: message.offset) != nil else { return }
-            progress.undelivered[message.offset] = rounds.ticket()
+            progress.undelivered[message.offset] = watermark.mark()
             progress.highestFinished = max(progress.highestFinished, message.offset)
             progress.starts[message.offset] = nil
             s[key] = progress
@@ -138,11 +137,11 @@ final class OffsetTracker: Sendable {
         state.withLock { s in partitions.reduce(0) { $0 + (s[$1]?.inFlight.count ?? 0) } }
     }
 
-    /// The drain round to wait for before `partitions`' finished messages are
+    /// The outbox seq to wait for before `partitions`' finished messages are
     /// all in Kafka; nil when none is waiting.
-    func deliveryTicket(on partitions: Set<TopicPartition>) -> Int64? {
-        let ticket = state.withLock { s in partitions.compactMap { s[$0]?.undelivered.values.max() }.max() }
-        return ticket.flatMap { rounds.isSettled($0) ? nil : $0 }
+    func deliveryMark(on partitions: Set<TopicPartition>) -> Int64? {
+        let mark = state.withLock { s in partitions.compactMap { s[$0]?.undelivered.values.max() }.max() }
+        return mark.flatMap { watermark.isSettled($0) ? nil : $0 }
     }
 
     // MARK: Commits
@@ -195,7 +194,7 @@ final class OffsetTracker: Sendable {
     /// Drops the held-back messages whose outcomes are now in Kafka; true when any went.
     @discardableResult
     private func forgetDelivered(_ progress: inout Progress) -> Bool {
-        let settled = rounds.settledThrough
+        let settled = watermark.settledThrough
         guard progress.undelivered.values.contains(where: { $0 <= settled }) else { return false }
         progress.undelivered = progress.undelivered.filter { $0.value > settled }
         return true

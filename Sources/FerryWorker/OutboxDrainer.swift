@@ -11,8 +11,9 @@ import Synchronization
 /// (too large, invalid) never holds up the rest: a dead letter is cut smaller
 /// (`DeadLetterRecord`) and tried again, anything else is parked in
 /// `outbox_parked` with the reason. What is left at exit drains on restart.
-/// Each round is numbered in `rounds`, which tells the offset tracker when a
-/// finished request's outcome is out of the outbox and its offset may go.
+/// What each round delivered raises `watermark`, which tells the offset
+/// tracker when a finished request's outcome is out of the outbox and its
+/// offset may go.
 final class OutboxDrainer: Sendable {
     /// How long shutdown waits for the outbox to drain, whatever it holds.
     static let shutdownDrainSeconds: Double = 10
@@ -21,7 +22,7 @@ final class OutboxDrainer: Sendable {
     /// Rows one round reads; a round that reads fewer has read everything.
     static let batchLimit = 500
 
-    let rounds: OutboxRounds
+    let watermark: OutboxWatermark
 
     private let state: WorkerStateStore
     private let producer: KafkaProducer
@@ -33,10 +34,10 @@ final class OutboxDrainer: Sendable {
     private let pendingWake = Atomic<Bool>(false)
 
     init(state: WorkerStateStore, producer: KafkaProducer, deadLetterTopic: String,
-         deadLetterMaxBytes: Int = DeadLetterRecord.defaultMaxBytes, rounds: OutboxRounds = OutboxRounds(),
+         deadLetterMaxBytes: Int = DeadLetterRecord.defaultMaxBytes, watermark: OutboxWatermark? = nil,
          health: WorkerHealth? = nil, logger: Logger) {
         self.state = state
-        self.rounds = rounds
+        self.watermark = watermark ?? OutboxWatermark(state: state)
         self.producer = producer
         self.deadLetterTopic = deadLetterTopic
         self.deadLetterMaxBytes = deadLetterMaxBytes
@@ -92,11 +93,13 @@ final class OutboxDrainer: Sendable {
         return (try? await state.outboxDepth()) ?? -1
     }
 
-    private enum Round { case empty, progress, failed }
+    enum Round { case empty, progress, failed }
 
-    private func drainOnce(timeout: Double = OutboxDrainer.roundTimeoutSeconds) async -> Round {
+    /// One round: reads the oldest rows, publishes them and settles what Kafka took.
+    func drainOnce(timeout: Double = OutboxDrainer.roundTimeoutSeconds) async -> Round {
         pendingWake.store(false, ordering: .releasing)
-        let round = rounds.start()
+        // Read before the batch: every row committed up to here is in the read below, or delivered.
+        let committedBefore = watermark.mark()
         let batch: [(seq: Int64, message: OutboxMessage)]
         do {
             batch = try await state.pendingOutbox(limit: Self.batchLimit)
@@ -105,7 +108,7 @@ final class OutboxDrainer: Sendable {
             return .failed
         }
         guard !batch.isEmpty else {
-            rounds.settle(round)
+            watermark.roundDelivered(rows: 0, last: nil, limit: Self.batchLimit, committedBefore: committedBefore)
             return .empty
         }
         let results = await producer.sendAll(batch.map {
@@ -136,7 +139,9 @@ final class OutboxDrainer: Sendable {
             return .failed
         }
         // A parked message will never be in Kafka: it no longer holds back its request's offset.
-        if allParked && batch.count < Self.batchLimit { rounds.settle(round) }
+        if allParked {
+            watermark.roundDelivered(rows: batch.count, last: batch.last?.seq, limit: Self.batchLimit, committedBefore: committedBefore)
+        }
         return .progress
     }
 

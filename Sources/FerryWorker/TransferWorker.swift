@@ -46,8 +46,8 @@ public final class TransferWorker: Sendable {
         var kafka = configuration.kafka
         kafka["group.id"] = configuration.topics.workerGroup
         let maxTransfers = configuration.engine.maxTransfers
-        let rounds = OutboxRounds()
-        let tracker = OffsetTracker(rounds: rounds)
+        let watermark = OutboxWatermark(state: state)
+        let tracker = OffsetTracker(watermark: watermark)
         let grace = configuration.rebalanceGraceSeconds
         // Set once the breaker exists; the rebalance callback only runs after the consumer polls.
         let forget = ForgetStarts()
@@ -55,7 +55,7 @@ public final class TransferWorker: Sendable {
             assigned: { tracker.assign($0); health.joinedGroup() },
             revoked: { partitions in
                 forget.callAsFunction(Set(partitions))
-                return Self.release(partitions, tracker: tracker, rounds: rounds, engine: engine, grace: grace, logger: logger)
+                return Self.release(partitions, tracker: tracker, watermark: watermark, engine: engine, grace: grace, logger: logger)
             })
         // The buffer holds rounds of work; beyond it (or beyond 32 MiB) the consumer
         // pauses its partitions but keeps polling, so slow transfers never push it
@@ -81,7 +81,7 @@ public final class TransferWorker: Sendable {
         var publisher = OutcomePublisher(producer: producer, topics: configuration.topics, logger: logger)
         publisher.deadLetterMaxBytes = DeadLetterRecord.maxBytes(producerProperties: configuration.kafka.properties)
         drainer = OutboxDrainer(state: state, producer: producer, deadLetterTopic: configuration.topics.requestsDLQ,
-                                deadLetterMaxBytes: publisher.deadLetterMaxBytes, rounds: rounds, health: health, logger: logger)
+                                deadLetterMaxBytes: publisher.deadLetterMaxBytes, watermark: watermark, health: health, logger: logger)
         let events = EventBuilder(region: configuration.region)
         let streams = StreamRecordBuilder(region: configuration.region, topics: configuration.topics)
         var pipeline = RequestPipeline(engine: engine, state: state, outbox: drainer,
@@ -148,9 +148,9 @@ public final class TransferWorker: Sendable {
                         // Before the breaker's gate: a turn never waits while holding it.
                         await turn?.wait()
                         if await handle(message) {
+                            // Committable once the outbox delivered up to its mark; every
+                            // outbox write nudged the drainer already.
                             tracker.finish(message)
-                            // A drain round that starts after this finish makes its offset committable.
-                            drainer.nudge()
                         } else {
                             tracker.abandon(message)
                             await breaker.released(message)
@@ -231,7 +231,7 @@ public final class TransferWorker: Sendable {
     /// about to go: no new work starts on them; transfers in flight get
     /// `grace` seconds, then are handed off; the outbox gets a few seconds to
     /// deliver the outcomes of what finished; the delivered prefix is committed.
-    private static func release(_ partitions: [TopicPartition], tracker: OffsetTracker, rounds: OutboxRounds,
+    private static func release(_ partitions: [TopicPartition], tracker: OffsetTracker, watermark: OutboxWatermark,
                                 engine: TransferEngine, grace: Double, logger: Logger) -> [TopicPartitionOffset] {
         let set = Set(partitions)
         let inFlight = tracker.inFlightCount(on: set)
@@ -247,7 +247,7 @@ public final class TransferWorker: Sendable {
             while tracker.inFlightCount(on: set) > 0 && Date() < stopBy { usleep(20_000) }
         }
         // Anything still undelivered after the wait is redone by the next owner (at least once).
-        if let ticket = tracker.deliveryTicket(on: set), !rounds.waitBlocking(for: ticket, seconds: deliveryWaitSeconds) {
+        if let mark = tracker.deliveryMark(on: set), !watermark.waitBlocking(for: mark, seconds: deliveryWaitSeconds) {
             logger.info("rebalance: outcomes of finished requests not yet in Kafka after \(deliveryWaitSeconds) s; their offsets stay uncommitted")
         }
         return tracker.revoke(set)

@@ -15,16 +15,16 @@ import Testing
         KafkaMessage(topic: "ferry.requests", partition: partition, offset: offset, key: nil, value: [], headers: [])
     }
 
-    /// The drainer's rounds: a test says when the outbox has delivered (`outboxDelivers`).
-    let rounds = OutboxRounds()
+    /// Each finish writes an outbox row; a test says when the outbox has delivered (`outboxDelivers`).
+    let outbox = RowPerFinishOutbox()
 
-    /// One drain round that reads and delivers everything the outbox holds now.
+    /// The drainer delivers every row the outbox holds now.
     func outboxDelivers() {
-        rounds.settle(rounds.start())
+        outbox.deliverAll()
     }
 
     func owned(_ partitions: TopicPartition...) -> OffsetTracker {
-        OffsetTracker.owning(partitions, rounds: rounds)
+        OffsetTracker.owning(partitions, watermark: outbox.watermark)
     }
 
     @Test func onlyTheContiguousFinishedPrefixIsCommitted() {
@@ -50,7 +50,7 @@ import Testing
 
     @Test func nothingIsCommittedBeforeEarlierOwnersStartRecordsAreRead() {
         let p = TopicPartition(topic: "ferry.requests", partition: 0)
-        let tracker = OffsetTracker(rounds: rounds)
+        let tracker = OffsetTracker(watermark: outbox.watermark)
         tracker.assign([p])
         #expect(tracker.begin(message(0, 7)))
         tracker.finish(message(0, 7))
@@ -113,9 +113,9 @@ import Testing
         tracker.label(message(3, 11), transferId: "b")
         tracker.finish(message(3, 10))
         #expect(tracker.transfersInFlight(on: [p]) == ["b"])
-        #expect(tracker.deliveryTicket(on: [p]) != nil)
+        #expect(tracker.deliveryMark(on: [p]) != nil)
         outboxDelivers()
-        #expect(tracker.deliveryTicket(on: [p]) == nil)
+        #expect(tracker.deliveryMark(on: [p]) == nil)
         #expect(tracker.revoke([p]) == [TopicPartitionOffset(topic: "ferry.requests", partition: 3, offset: 11)])
         #expect(!tracker.owns(message(3, 12)))
         // A late finish for a partition that is gone changes nothing.

@@ -37,7 +37,7 @@ import Testing
     }
 
     @Test func startsWaitOutAHeldCommitOnceThenNotAtAll() async {
-        let tracker = OffsetTracker(rounds: OutboxRounds())
+        let tracker = OffsetTracker(watermark: OutboxWatermark(committed: { 0 }))
         tracker.assign([partition])
         tracker.seedStarts([:], for: partition)
         let coordinator = Coordinator()
@@ -77,7 +77,7 @@ import Testing
     }
 
     @Test func aHealthyCommitIsAwaited() async {
-        let tracker = OffsetTracker(rounds: OutboxRounds())
+        let tracker = OffsetTracker(watermark: OutboxWatermark(committed: { 0 }))
         tracker.assign([partition])
         tracker.seedStarts([:], for: partition)
         let coordinator = Coordinator()
