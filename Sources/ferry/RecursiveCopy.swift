@@ -76,16 +76,14 @@ struct RecursiveCopy {
         let (jobs, skipped) = try await self.jobs(client: client)
         let started = Date()
         let tally = Tally()
-        await withTaskGroup(of: Void.self) { group in
-            for job in jobs {
-                group.addTask {
-                    do {
-                        let outcome = try await engine.run(job)
-                        tally.bytes.add(outcome.bytesTransferred, ordering: .relaxed)
-                    } catch {
-                        tally.failures.withLock { $0.append("\(job.request.key): \(error)") }
-                    }
-                }
+        // Twice the engine's transfers: a download that has all its bytes gives its
+        // place to the next while its checks finish, so up to that many run.
+        await forEachConcurrently(jobs, limit: 2 * engine.configuration.maxTransfers) { job in
+            do {
+                let outcome = try await engine.run(job)
+                tally.bytes.add(outcome.bytesTransferred, ordering: .relaxed)
+            } catch {
+                tally.failures.withLock { $0.append("\(job.request.key): \(error)") }
             }
         }
         let seconds = max(Date().timeIntervalSince(started), 0.001)
