@@ -73,6 +73,10 @@ def targets(med, s5, s6=None, s7=None):
         best_tool, best = max(peers.items(), key=lambda kv: kv[1])
         lines.append(f"| {s} objects/s ≥ 1.2 × best peer ({best_tool} {best:.0f}) | {ferry:.0f} ({ferry / best:.2f}×) | "
                      f"{'met' if ferry >= 1.2 * best else 'missed'} |")
+        # Parts in flight: S3 32 files of 64 KiB, S4 8 objects of 16 MiB (one GET each).
+        rss, (bound, what) = get(s, "ferry", "rss_mib"), ((66, "32 × 64 KiB = 66 MiB") if s == "S3" else (192, "8 × 16 MiB = 192 MiB"))
+        if rss is not None:
+            lines.append(f"| {s} peak RSS ≤ 64 MiB + {what} | {rss:.0f} MiB | {'met' if rss <= bound else 'missed'} |")
     for s in ("S1", "S2", "S3", "S4"):
         # curl moves bytes without parts, retries or checks: a reference, not a competitor.
         cpu = {t: v["cpu_per_gib"] for (sc, t), v in med.items() if sc == s and t not in REFERENCES and t != "ferry-baseline"}
