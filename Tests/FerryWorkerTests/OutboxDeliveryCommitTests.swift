@@ -18,6 +18,16 @@ import Testing
     }
 
 
+    /// A worker state store in a fresh directory (the caller removes it) and a
+    /// one-broker mock cluster with a `t.status` topic for its outbox to drain to.
+    func outboxBeside(_ label: String) throws -> (Logger, EmbeddedKafkaCluster, WorkerStateStore, URL) {
+        let logger = Logger(label: "test.\(label)")
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
+        try cluster.createTopic("t.status", partitions: 1)
+        let directory = try TestPaths.temporaryDirectory(label)
+        return (logger, cluster, try WorkerStateStore(directory: directory), directory)
+    }
+
     @Test func aFinishedMessageWaitsUntilTheOutboxDeliveredUpToItsMark() {
         let p = TopicPartition(topic: "ferry.requests", partition: 0)
         let outbox = SeqCounter()
@@ -171,12 +181,8 @@ import Testing
     /// in the outbox, the round that delivers a request's rows makes its offset
     /// committable while later rows still wait.
     @Test func aBacklogLongerThanABatchDoesNotHoldBackDeliveredOutcomes() async throws {
-        let logger = Logger(label: "test.outbox-backlog")
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-outbox-backlog-\(UUID().uuidString)")
+        let (logger, cluster, state, directory) = try outboxBeside("outbox-backlog")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
-        try cluster.createTopic("t.status", partitions: 1)
-        let state = try WorkerStateStore(directory: directory)
         let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), logger: logger)
         let drainer = OutboxDrainer(state: state, producer: producer, deadLetterTopic: "t.requests.dlq", logger: logger)
         let p = TopicPartition(topic: "ferry.requests", partition: 0)
@@ -206,12 +212,8 @@ import Testing
     /// (a producer whose broker does not answer) the finished message is
     /// neither committed nor revoked past; one drain to the cluster later, it is.
     @Test func anOutboxThatCannotReachKafkaHoldsTheCommitBack() async throws {
-        let logger = Logger(label: "test.outbox-commit")
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-outbox-commit-\(UUID().uuidString)")
+        let (logger, cluster, state, directory) = try outboxBeside("outbox-commit")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
-        try cluster.createTopic("t.status", partitions: 1)
-        let state = try WorkerStateStore(directory: directory)
         let watermark = OutboxWatermark(state: state)
         func drainer(to bootstrap: String) throws -> OutboxDrainer {
             let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: bootstrap), logger: logger)
