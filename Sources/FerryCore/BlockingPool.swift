@@ -23,9 +23,27 @@ public final class BlockingPool: @unchecked Sendable {
             let threadName = "\(name)-\(i)"
             Thread { [self] in
                 Self.nameCurrentThread(threadName)
+                pthread_setspecific(Self.poolThreadKey, UnsafeRawPointer(bitPattern: 1))
                 self.work()
             }.start()
         }
+    }
+
+    /// Set on every pool thread (of any pool), read by `isPoolThread`.
+    private static let poolThreadKey: pthread_key_t = {
+        var key = pthread_key_t()
+        precondition(pthread_key_create(&key, nil) == 0, "no thread-specific key left")
+        return key
+    }()
+
+    /// Whether the calling thread belongs to a `BlockingPool`.
+    public static var isPoolThread: Bool { pthread_getspecific(poolThreadKey) != nil }
+
+    /// Stops a debug build (tests) when blocking work is about to run off the
+    /// pools, e.g. on the cooperative pool; nothing in release builds.
+    public static func assertOnPoolThread(_ what: @autoclosure () -> String,
+                                          file: StaticString = #fileID, line: UInt = #line) {
+        assert(isPoolThread, "\(what()) blocks: run it on BlockingPool", file: file, line: line)
     }
 
     /// Names the calling thread (at most 15 bytes on Linux), so `top -H` and

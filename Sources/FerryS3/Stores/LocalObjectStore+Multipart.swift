@@ -19,32 +19,95 @@ extension LocalObjectStore {
     public func createMultipartUpload(_ input: PutObjectInput) async throws(FerryError) -> String {
         try ObjectLocation.checkAddress(bucket: input.bucket, key: input.key)
         _ = try input.headerFields()
-        let bucketDir = try bucketDirectory(input.bucket)
-        let uploadId = UUID().uuidString.lowercased()
-        let dir = bucketDir.appendingPathComponent("uploads/\(uploadId)")
-        do {
-            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-            try JSONEncoder().encode(UploadRecord(key: input.key, contentType: input.contentType, metadata: input.metadata,
-                                                  initiated: Date().timeIntervalSince1970))
-                .write(to: dir.appendingPathComponent("upload.json"), options: .atomic)
-        } catch {
-            throw FerryError(.localIOError, "cannot start upload: \(error.localizedDescription)")
+        return try await onDisk { () throws(FerryError) -> String in
+            let bucketDir = try self.bucketDirectory(input.bucket)
+            let uploadId = UUID().uuidString.lowercased()
+            let dir = bucketDir.appendingPathComponent("uploads/\(uploadId)")
+            do {
+                try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+                try JSONEncoder().encode(UploadRecord(key: input.key, contentType: input.contentType, metadata: input.metadata,
+                                                      initiated: Date().timeIntervalSince1970))
+                    .write(to: dir.appendingPathComponent("upload.json"), options: .atomic)
+            } catch {
+                throw FerryError(.localIOError, "cannot start upload: \(error.localizedDescription)")
+            }
+            return uploadId
         }
-        return uploadId
     }
 
     public func uploadPart(_ location: ObjectLocation, uploadId: String, partNumber: Int, body: ObjectBody,
                            checksum: ChecksumAlgorithm?, headers extra: [String: String], progress: TransferMeter?) async throws(FerryError) -> CompletedPart {
         guard (1...10_000).contains(partNumber) else { throw FerryError(.invalidRequest, "part number \(partNumber) is not in 1…10000") }
+        return try await onDisk { () throws(FerryError) -> CompletedPart in
+            try self.storePart(body, number: partNumber, of: location, uploadId: uploadId, checksum: checksum, progress: progress)
+        }
+    }
+
+    public func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
+                               range: ClosedRange<Int64>, headers: [String: String]) async throws(FerryError) -> CompletedPart {
+        guard (1...10_000).contains(partNumber) else { throw FerryError(.invalidRequest, "part number \(partNumber) is not in 1…10000") }
+        return try await onDisk { () throws(FerryError) -> CompletedPart in
+            let sourceDir = try self.bucketDirectory(source.bucket, create: false)
+            guard let entry = self.readIndex(key: source.key, bucketDir: sourceDir) else {
+                throw FerryError(.noSuchKey, "UploadPartCopy: no object \(source)")
+            }
+            guard range.lowerBound >= 0, range.upperBound < entry.size else {
+                throw FerryError(.invalidRange, "UploadPartCopy: range \(range) is outside the object's \(entry.size) bytes")
+            }
+            let blob = open(sourceDir.appendingPathComponent("blobs/\(entry.blob)").path, O_RDONLY | O_CLOEXEC)
+            guard blob >= 0 else { throw FerryError(.noSuchKey, "UploadPartCopy: \(source) was removed while it was copied") }
+            defer { close(blob) }
+            return try self.storePart(.file(descriptor: blob, offset: range.lowerBound, length: range.upperBound - range.lowerBound + 1),
+                                      number: partNumber, of: location, uploadId: uploadId, checksum: nil, progress: nil)
+        }
+    }
+
+    public func completeMultipartUpload(_ location: ObjectLocation, uploadId: String,
+                                        parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult {
+        let eTag = try await onDisk { () throws(FerryError) -> String in
+            try self.assemble(location, uploadId: uploadId, parts: parts)
+        }
+        return ObjectWriteResult(eTag: eTag, versionId: nil, requestId: Self.requestId(), hostId: Self.hostId())
+    }
+
+    public func abortMultipartUpload(_ location: ObjectLocation, uploadId: String) async throws(FerryError) {
+        await pool.run { () -> Void in
+            guard let dir = try? self.uploadDirectory(location, uploadId: uploadId) else { return }
+            try? FileManager.default.removeItem(at: dir)
+        }
+    }
+
+    public func listParts(_ location: ObjectLocation, uploadId: String) async throws(FerryError) -> [CompletedPart] {
+        try await onDisk { () throws(FerryError) -> [CompletedPart] in
+            try self.storedParts(in: self.uploadDirectory(location, uploadId: uploadId))
+        }
+    }
+
+    public func listMultipartUploads(bucket: String, prefix: String) async throws(FerryError) -> [MultipartUploadSummary] {
+        try await onDisk { () throws(FerryError) -> [MultipartUploadSummary] in
+            let uploads = try self.bucketDirectory(bucket, create: false).appendingPathComponent("uploads")
+            let ids = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []
+            return ids.compactMap { id -> MultipartUploadSummary? in
+                guard let record = try? self.uploadRecord(uploads.appendingPathComponent(id)), record.key.hasPrefix(prefix) else { return nil }
+                return MultipartUploadSummary(key: record.key, uploadId: id, initiated: Date(timeIntervalSince1970: record.initiated))
+            }.sorted { ($0.key, $0.uploadId) < ($1.key, $1.uploadId) }
+        }
+    }
+
+    // MARK: On the blocking pool
+
+    /// Writes one part's file and its JSON sidecar into the upload's directory.
+    private func storePart(_ body: ObjectBody, number partNumber: Int, of location: ObjectLocation, uploadId: String,
+                           checksum: ChecksumAlgorithm?, progress: TransferMeter?) throws(FerryError) -> CompletedPart {
         let dir = try uploadDirectory(location, uploadId: uploadId)
         let name = Self.partFileName(partNumber)
         let temp = dir.appendingPathComponent(".\(name)-\(UUID().uuidString)").path
-        let (md5, value) = try await BlockingPool.shared.run { () throws(FerryError) -> ([UInt8], String?) in
-            let md5 = try self.writeBlob(body, to: temp, progress: progress)
-            guard let checksum else { return (md5, nil) }
+        let md5 = try writeBlob(body, to: temp, progress: progress)
+        var value: String?
+        if let checksum {
             var hasher = checksum.makeHasher()
             try body.read { hasher.update($0) }
-            return (md5, hasher.finish())
+            value = hasher.finish()
         }
         let part = CompletedPart(partNumber: partNumber, eTag: "\"\(md5.hexString)\"", size: body.length,
                                  checksum: value, checksumAlgorithm: value == nil ? nil : checksum)
@@ -60,27 +123,10 @@ extension LocalObjectStore {
         return part
     }
 
-    public func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
-                               range: ClosedRange<Int64>, headers: [String: String]) async throws(FerryError) -> CompletedPart {
-        let sourceDir = try bucketDirectory(source.bucket, create: false)
-        guard let entry = readIndex(key: source.key, bucketDir: sourceDir) else {
-            throw FerryError(.noSuchKey, "UploadPartCopy: no object \(source)")
-        }
-        guard range.lowerBound >= 0, range.upperBound < entry.size else {
-            throw FerryError(.invalidRange, "UploadPartCopy: range \(range) is outside the object's \(entry.size) bytes")
-        }
-        let blob = open(sourceDir.appendingPathComponent("blobs/\(entry.blob)").path, O_RDONLY | O_CLOEXEC)
-        guard blob >= 0 else { throw FerryError(.noSuchKey, "UploadPartCopy: \(source) was removed while it was copied") }
-        defer { close(blob) }
-        return try await uploadPart(location, uploadId: uploadId, partNumber: partNumber,
-                                    body: .file(descriptor: blob, offset: range.lowerBound, length: range.upperBound - range.lowerBound + 1),
-                                    checksum: nil, headers: [:], progress: nil)
-    }
-
-    public func completeMultipartUpload(_ location: ObjectLocation, uploadId: String,
-                                        parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult {
+    /// Concatenates the listed parts into a blob, fsyncs it and commits it like a single PUT. Returns the ETag.
+    private func assemble(_ location: ObjectLocation, uploadId: String, parts: [CompletedPart]) throws(FerryError) -> String {
         let dir = try uploadDirectory(location, uploadId: uploadId)
-        let stored = Dictionary(try await listParts(location, uploadId: uploadId).map { ($0.partNumber, $0) }) { a, _ in a }
+        let stored = Dictionary(try storedParts(in: dir).map { ($0.partNumber, $0) }) { a, _ in a }
         let ordered = parts.sorted { $0.partNumber < $1.partNumber }
         guard !ordered.isEmpty else { throw FerryError(.invalidRequest, "CompleteMultipartUpload needs at least one part") }
         var md5s: [UInt8] = []
@@ -98,22 +144,19 @@ extension LocalObjectStore {
         guard blob >= 0 else { throw FerryError(.localIOError, "cannot create \(blobPath): \(String(cString: strerror(errno)))") }
         let size: Int64
         do throws(FerryError) {
-            // Copies every part and fsyncs: on the blocking pool.
-            size = try await BlockingPool.shared.run { () throws(FerryError) -> Int64 in
-                defer { close(blob) }
-                var size: Int64 = 0
-                for part in ordered {
-                    let path = dir.appendingPathComponent(Self.partFileName(part.partNumber)).path
-                    let fd = open(path, O_RDONLY | O_CLOEXEC)
-                    guard fd >= 0 else { throw FerryError(.localIOError, "part \(part.partNumber) vanished") }
-                    defer { close(fd) }
-                    let length = stored[part.partNumber]!.size
-                    try FileCopy.copy(from: fd, at: 0, to: blob, at: size, length: length)
-                    size += length
-                }
-                guard fsync(blob) == 0 else { throw FerryError(.localIOError, "fsync \(blobPath) failed") }
-                return size
+            defer { close(blob) }
+            var written: Int64 = 0
+            for part in ordered {
+                let path = dir.appendingPathComponent(Self.partFileName(part.partNumber)).path
+                let fd = open(path, O_RDONLY | O_CLOEXEC)
+                guard fd >= 0 else { throw FerryError(.localIOError, "part \(part.partNumber) vanished") }
+                defer { close(fd) }
+                let length = stored[part.partNumber]!.size
+                try FileCopy.copy(from: fd, at: 0, to: blob, at: written, length: length)
+                written += length
             }
+            guard fsync(blob) == 0 else { throw FerryError(.localIOError, "fsync \(blobPath) failed") }
+            size = written
         } catch {
             unlink(blobPath)
             throw error
@@ -121,19 +164,20 @@ extension LocalObjectStore {
         let eTag = "\"\(Digest.md5(md5s).hexString)-\(ordered.count)\""
         let entry = IndexEntry(key: location.key, blob: blobName, size: size, eTag: eTag, contentType: record.contentType,
                                metadata: record.metadata, lastModified: Date().timeIntervalSince1970)
-        let replaced = try commitIndex(entry, bucketDir: bucketDir)
+        let replaced: IndexEntry?
+        do throws(FerryError) {
+            replaced = try commitIndex(entry, bucketDir: bucketDir)
+        } catch {
+            unlink(blobPath)
+            throw error
+        }
         if let replaced { unlink(bucketDir.appendingPathComponent("blobs/\(replaced.blob)").path) }
         try? FileManager.default.removeItem(at: dir)
-        return ObjectWriteResult(eTag: eTag, versionId: nil, requestId: Self.requestId(), hostId: Self.hostId())
+        return eTag
     }
 
-    public func abortMultipartUpload(_ location: ObjectLocation, uploadId: String) async throws(FerryError) {
-        guard let dir = try? uploadDirectory(location, uploadId: uploadId) else { return }
-        try? FileManager.default.removeItem(at: dir)
-    }
-
-    public func listParts(_ location: ObjectLocation, uploadId: String) async throws(FerryError) -> [CompletedPart] {
-        let dir = try uploadDirectory(location, uploadId: uploadId)
+    /// The parts stored in an upload's directory, by number.
+    private func storedParts(in dir: URL) -> [CompletedPart] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []
         return names.filter { $0.hasPrefix("part-") && $0.hasSuffix(".json") }.compactMap { name -> CompletedPart? in
             // A sidecar without its part file is an upload interrupted mid-part: not stored.
@@ -142,15 +186,6 @@ extension LocalObjectStore {
                   let data = FileManager.default.contents(atPath: dir.appendingPathComponent(name).path) else { return nil }
             return try? JSONDecoder().decode(CompletedPart.self, from: data)
         }.sorted { $0.partNumber < $1.partNumber }
-    }
-
-    public func listMultipartUploads(bucket: String, prefix: String) async throws(FerryError) -> [MultipartUploadSummary] {
-        let uploads = try bucketDirectory(bucket, create: false).appendingPathComponent("uploads")
-        let ids = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []
-        return ids.compactMap { id -> MultipartUploadSummary? in
-            guard let record = try? uploadRecord(uploads.appendingPathComponent(id)), record.key.hasPrefix(prefix) else { return nil }
-            return MultipartUploadSummary(key: record.key, uploadId: id, initiated: Date(timeIntervalSince1970: record.initiated))
-        }.sorted { ($0.key, $0.uploadId) < ($1.key, $1.uploadId) }
     }
 
     private func uploadDirectory(_ location: ObjectLocation, uploadId: String) throws(FerryError) -> URL {
@@ -165,6 +200,7 @@ extension LocalObjectStore {
     }
 
     private func uploadRecord(_ dir: URL) throws(FerryError) -> UploadRecord {
+        BlockingPool.assertOnPoolThread("reading a local upload's record")
         guard let data = FileManager.default.contents(atPath: dir.appendingPathComponent("upload.json").path),
               let record = try? JSONDecoder().decode(UploadRecord.self, from: data) else {
             throw FerryError(.noSuchUpload, "no upload at \(dir.lastPathComponent)")

@@ -15,9 +15,12 @@ public final class LocalObjectStore: ObjectStore {
     private let indexLock = Mutex(())
     /// A write with `ifNoneMatch` is checked under the index lock.
     public let conditionalWrites = ConditionalWrites(.on)
+    /// Where every file-system call of the store runs (`onDisk`).
+    let pool: BlockingPool
 
-    public init(root: URL) throws(FerryError) {
+    public init(root: URL, pool: BlockingPool = .shared) throws(FerryError) {
         self.root = root.standardizedFileURL
+        self.pool = pool
         do {
             try FileManager.default.createDirectory(at: self.root, withIntermediateDirectories: true)
         } catch {
@@ -38,12 +41,128 @@ public final class LocalObjectStore: ObjectStore {
     public func putObject(_ input: PutObjectInput, body: ObjectBody, progress: TransferMeter?) async throws(FerryError) -> ObjectWriteResult {
         try ObjectLocation.checkAddress(bucket: input.bucket, key: input.key)
         _ = try input.headerFields()
+        let eTag = try await onDisk { () throws(FerryError) -> String in
+            try self.store(body, as: input, progress: progress)
+        }
+        return ObjectWriteResult(eTag: eTag, versionId: nil, requestId: Self.requestId(), hostId: Self.hostId())
+    }
+
+    public func getObject(_ input: GetObjectInput, into descriptor: Int32, at offset: Int64,
+                          progress: TransferMeter?) async throws(FerryError) -> ObjectAttributes {
+        try ObjectLocation.checkAddress(bucket: input.bucket, key: input.key)
+        let opened = try await onDisk { () throws(FerryError) -> (IndexEntry, Int32) in
+            let bucketDir = try self.bucketDirectory(input.bucket, create: false)
+            guard let entry = self.readIndex(key: input.key, bucketDir: bucketDir) else {
+                throw FerryError(.noSuchKey, "GetObject: no object \(input.bucket)/\(input.key)")
+            }
+            if let ifMatch = input.ifMatch, ifMatch != entry.eTag {
+                throw FerryError(.preconditionFailed, "GetObject: \(input.bucket)/\(input.key) changed (ETag \(entry.eTag), expected \(ifMatch))")
+            }
+            if let range = input.range, range.lowerBound >= entry.size {
+                throw FerryError(.invalidRange, "GetObject: range \(range) is beyond the object's \(entry.size) bytes")
+            }
+            let source = open(bucketDir.appendingPathComponent("blobs/\(entry.blob)").path, O_RDONLY | O_CLOEXEC)
+            guard source >= 0 else {
+                throw FerryError(.noSuchKey, "GetObject: object \(input.bucket)/\(input.key) was removed while it was read")
+            }
+            return (entry, source)
+        }
+        let (entry, source) = opened
+        defer { close(source) }
+        var start: Int64 = 0, length = entry.size
+        if let range = input.range {
+            start = range.lowerBound
+            length = min(range.upperBound, entry.size - 1) - start + 1
+        }
+        var attributes = attributes(entry)
+        input.observer?.attributes(attributes)
+        try await onDisk { [start, length] () throws(FerryError) in
+            try FileCopy.copy(from: source, at: start, to: descriptor, at: offset, length: length, progress: progress)
+        }
+        attributes.bytesReceived = length
+        return attributes
+    }
+
+    public func headObject(bucket: String, key: String, headers: [String: String]) async throws(FerryError) -> ObjectAttributes? {
+        try ObjectLocation.checkAddress(bucket: bucket, key: key)
+        return try await onDisk { () throws(FerryError) -> ObjectAttributes? in
+            self.readIndex(key: key, bucketDir: try self.bucketDirectory(bucket, create: false)).map(self.attributes)
+        }
+    }
+
+    public func copyObject(_ input: CopyObjectInput) async throws(FerryError) -> ObjectWriteResult {
+        let source = input.source
+        try ObjectLocation.checkAddress(bucket: source.bucket, key: source.key)
+        try ObjectLocation.checkAddress(bucket: input.destination.bucket, key: input.destination.key)
+        _ = try input.destination.headerFields()
+        let eTag = try await onDisk { () throws(FerryError) -> String in
+            let sourceDir = try self.bucketDirectory(source.bucket, create: false)
+            guard let entry = self.readIndex(key: source.key, bucketDir: sourceDir) else {
+                throw FerryError(.noSuchKey, "CopyObject: no object \(source)")
+            }
+            let blob = open(sourceDir.appendingPathComponent("blobs/\(entry.blob)").path, O_RDONLY | O_CLOEXEC)
+            guard blob >= 0 else { throw FerryError(.noSuchKey, "CopyObject: object \(source) was removed while it was copied") }
+            defer { close(blob) }
+            return try self.store(.file(descriptor: blob, offset: 0, length: entry.size), as: input.destination, progress: nil)
+        }
+        return ObjectWriteResult(eTag: eTag, versionId: nil, requestId: Self.requestId(), hostId: Self.hostId())
+    }
+
+    public func deleteObject(bucket: String, key: String) async throws(FerryError) -> ObjectWriteResult {
+        try ObjectLocation.checkAddress(bucket: bucket, key: key)
+        try await onDisk { () throws(FerryError) in
+            let bucketDir = try self.bucketDirectory(bucket, create: false)
+            let indexPath = self.indexURL(key: key, bucketDir: bucketDir).path
+            let removed: IndexEntry? = self.indexLock.withLock { _ in
+                let entry = self.readIndex(key: key, bucketDir: bucketDir)
+                if entry != nil { unlink(indexPath) }
+                return entry
+            }
+            if let removed { unlink(bucketDir.appendingPathComponent("blobs/\(removed.blob)").path) }
+        }
+        return ObjectWriteResult(eTag: nil, versionId: nil, requestId: Self.requestId(), hostId: Self.hostId())
+    }
+
+    /// The local store keeps no key order: a listing reads the bucket's index
+    /// and sorts it (memory grows with the bucket; for the embedded default).
+    public func listObjects(bucket: String, prefix: String, continuation: String?, maxKeys: Int) async throws(FerryError) -> ObjectListing {
+        try ObjectLocation.checkAddress(bucket: bucket, key: nil)
+        var entries = try await onDisk { () throws(FerryError) -> [IndexEntry] in
+            let directory = try self.bucketDirectory(bucket, create: false).appendingPathComponent("index")
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+            var entries: [IndexEntry] = []
+            for name in names where name.hasSuffix(".json") && !name.hasPrefix(".") {
+                guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent(name).path),
+                      let entry = try? JSONDecoder().decode(IndexEntry.self, from: data), entry.key.hasPrefix(prefix) else { continue }
+                if let continuation, !Array(continuation.utf8).lexicographicallyPrecedes(Array(entry.key.utf8)) { continue }
+                entries.append(entry)
+            }
+            return entries
+        }
+        entries.sort { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }
+        let page = entries.prefix(max(1, maxKeys))
+        let items = page.map { ObjectListing.Item(key: $0.key, size: $0.size, eTag: $0.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")),
+                                                  lastModified: Date(timeIntervalSince1970: $0.lastModified)) }
+        return ObjectListing(items: items, next: entries.count > page.count ? page.last?.key : nil)
+    }
+
+    // MARK: Layout (every function below blocks: called on the blocking pool only)
+
+    /// Runs the store's file-system work (reads, writes, fsyncs, renames) on
+    /// the blocking pool, never on the caller's thread: a store's caller is
+    /// async code on the cooperative pool (one thread per core), which a
+    /// waiting fsync would stall for everything else in the process.
+    func onDisk<T: Sendable>(_ body: @escaping @Sendable () throws(FerryError) -> T) async throws(FerryError) -> T {
+        try await pool.run(body)
+    }
+
+    /// Writes `body` as the object `input` names: a new blob, then its index
+    /// entry; removes the blob it replaced. Returns the ETag.
+    func store(_ body: ObjectBody, as input: PutObjectInput, progress: TransferMeter?) throws(FerryError) -> String {
         let bucketDir = try bucketDirectory(input.bucket)
         let blobName = UUID().uuidString
         let blobPath = bucketDir.appendingPathComponent("blobs/\(blobName)").path
-        let md5 = try await BlockingPool.shared.run { () throws(FerryError) -> [UInt8] in
-            try self.writeBlob(body, to: blobPath, progress: progress)
-        }
+        let md5 = try writeBlob(body, to: blobPath, progress: progress)
         let entry = IndexEntry(key: input.key, blob: blobName, size: body.length, eTag: "\"\(md5.hexString)\"",
                                contentType: input.contentType, metadata: input.metadata,
                                lastModified: Date().timeIntervalSince1970)
@@ -55,97 +174,11 @@ public final class LocalObjectStore: ObjectStore {
             throw error
         }
         if let replaced { unlink(bucketDir.appendingPathComponent("blobs/\(replaced.blob)").path) }
-        return ObjectWriteResult(eTag: entry.eTag, versionId: nil, requestId: Self.requestId(), hostId: Self.hostId())
+        return entry.eTag
     }
-
-    public func getObject(_ input: GetObjectInput, into descriptor: Int32, at offset: Int64,
-                          progress: TransferMeter?) async throws(FerryError) -> ObjectAttributes {
-        try ObjectLocation.checkAddress(bucket: input.bucket, key: input.key)
-        let bucketDir = try bucketDirectory(input.bucket, create: false)
-        guard let entry = readIndex(key: input.key, bucketDir: bucketDir) else {
-            throw FerryError(.noSuchKey, "GetObject: no object \(input.bucket)/\(input.key)")
-        }
-        if let ifMatch = input.ifMatch, ifMatch != entry.eTag {
-            throw FerryError(.preconditionFailed, "GetObject: \(input.bucket)/\(input.key) changed (ETag \(entry.eTag), expected \(ifMatch))")
-        }
-        var start: Int64 = 0, length = entry.size
-        if let range = input.range {
-            guard range.lowerBound < entry.size else {
-                throw FerryError(.invalidRange, "GetObject: range \(range) is beyond the object's \(entry.size) bytes")
-            }
-            start = range.lowerBound
-            length = min(range.upperBound, entry.size - 1) - start + 1
-        }
-        let source = open(bucketDir.appendingPathComponent("blobs/\(entry.blob)").path, O_RDONLY | O_CLOEXEC)
-        guard source >= 0 else {
-            throw FerryError(.noSuchKey, "GetObject: object \(input.bucket)/\(input.key) was removed while it was read")
-        }
-        defer { close(source) }
-        var attributes = attributes(entry)
-        input.observer?.attributes(attributes)
-        try await BlockingPool.shared.run { [start, length] () throws(FerryError) in
-            try FileCopy.copy(from: source, at: start, to: descriptor, at: offset, length: length, progress: progress)
-        }
-        attributes.bytesReceived = length
-        return attributes
-    }
-
-    public func headObject(bucket: String, key: String, headers: [String: String]) async throws(FerryError) -> ObjectAttributes? {
-        try ObjectLocation.checkAddress(bucket: bucket, key: key)
-        let bucketDir = try bucketDirectory(bucket, create: false)
-        return readIndex(key: key, bucketDir: bucketDir).map(attributes)
-    }
-
-    public func copyObject(_ input: CopyObjectInput) async throws(FerryError) -> ObjectWriteResult {
-        let source = input.source
-        try ObjectLocation.checkAddress(bucket: source.bucket, key: source.key)
-        let sourceDir = try bucketDirectory(source.bucket, create: false)
-        guard let entry = readIndex(key: source.key, bucketDir: sourceDir) else {
-            throw FerryError(.noSuchKey, "CopyObject: no object \(source)")
-        }
-        let blob = open(sourceDir.appendingPathComponent("blobs/\(entry.blob)").path, O_RDONLY | O_CLOEXEC)
-        guard blob >= 0 else { throw FerryError(.noSuchKey, "CopyObject: object \(source) was removed while it was copied") }
-        defer { close(blob) }
-        return try await putObject(input.destination, body: .file(descriptor: blob, offset: 0, length: entry.size), progress: nil)
-    }
-
-    public func deleteObject(bucket: String, key: String) async throws(FerryError) -> ObjectWriteResult {
-        try ObjectLocation.checkAddress(bucket: bucket, key: key)
-        let bucketDir = try bucketDirectory(bucket, create: false)
-        let indexPath = indexURL(key: key, bucketDir: bucketDir).path
-        let removed: IndexEntry? = indexLock.withLock { _ in
-            let entry = readIndex(key: key, bucketDir: bucketDir)
-            if entry != nil { unlink(indexPath) }
-            return entry
-        }
-        if let removed { unlink(bucketDir.appendingPathComponent("blobs/\(removed.blob)").path) }
-        return ObjectWriteResult(eTag: nil, versionId: nil, requestId: Self.requestId(), hostId: Self.hostId())
-    }
-
-    /// The local store keeps no key order: a listing reads the bucket's index
-    /// and sorts it (memory grows with the bucket; for the embedded default).
-    public func listObjects(bucket: String, prefix: String, continuation: String?, maxKeys: Int) async throws(FerryError) -> ObjectListing {
-        try ObjectLocation.checkAddress(bucket: bucket, key: nil)
-        let bucketDir = try bucketDirectory(bucket, create: false)
-        let directory = bucketDir.appendingPathComponent("index")
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-        var entries: [IndexEntry] = []
-        for name in names where name.hasSuffix(".json") && !name.hasPrefix(".") {
-            guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent(name).path),
-                  let entry = try? JSONDecoder().decode(IndexEntry.self, from: data), entry.key.hasPrefix(prefix) else { continue }
-            if let continuation, !Array(continuation.utf8).lexicographicallyPrecedes(Array(entry.key.utf8)) { continue }
-            entries.append(entry)
-        }
-        entries.sort { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }
-        let page = entries.prefix(max(1, maxKeys))
-        let items = page.map { ObjectListing.Item(key: $0.key, size: $0.size, eTag: $0.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")),
-                                                  lastModified: Date(timeIntervalSince1970: $0.lastModified)) }
-        return ObjectListing(items: items, next: entries.count > page.count ? page.last?.key : nil)
-    }
-
-    // MARK: Layout
 
     func bucketDirectory(_ bucket: String, create: Bool = true) throws(FerryError) -> URL {
+        BlockingPool.assertOnPoolThread("the local store's bucket directory")
         guard !bucket.isEmpty, !bucket.contains("/"), bucket != ".", bucket != "..", !bucket.hasPrefix(".") else {
             throw FerryError(.invalidRequest, "invalid bucket name '\(bucket)'")
         }
@@ -167,6 +200,7 @@ public final class LocalObjectStore: ObjectStore {
     }
 
     func readIndex(key: String, bucketDir: URL) -> IndexEntry? {
+        BlockingPool.assertOnPoolThread("reading the local store's index")
         guard let data = FileManager.default.contents(atPath: indexURL(key: key, bucketDir: bucketDir).path),
               let entry = try? JSONDecoder().decode(IndexEntry.self, from: data), entry.key == key else { return nil }
         return entry
@@ -177,12 +211,14 @@ public final class LocalObjectStore: ObjectStore {
     func commitIndex(_ entry: IndexEntry, bucketDir: URL, ifAbsent: Bool = false) throws(FerryError) -> IndexEntry? {
         let target = indexURL(key: entry.key, bucketDir: bucketDir)
         let temp = bucketDir.appendingPathComponent("index/.tmp-\(UUID().uuidString)")
+        let data: Data
         do {
-            let data = try JSONEncoder().encode(entry)
-            try data.write(to: temp)
+            data = try JSONEncoder().encode(entry)
         } catch {
-            throw FerryError(.localIOError, "cannot write object index: \(error.localizedDescription)")
+            throw FerryError(.localIOError, "cannot encode object index: \(error.localizedDescription)")
         }
+        // Durable before the rename makes it the object's state.
+        _ = try writeBlob(.bytes(Array(data)), to: temp.path, progress: nil)
         return try indexLock.withLock { _ throws(FerryError) -> IndexEntry? in
             let previous = readIndex(key: entry.key, bucketDir: bucketDir)
             if ifAbsent, previous != nil {
@@ -199,6 +235,7 @@ public final class LocalObjectStore: ObjectStore {
 
     /// Writes the body to a new file, fsyncs it, and returns the MD5 of its bytes.
     func writeBlob(_ body: ObjectBody, to path: String, progress: TransferMeter?) throws(FerryError) -> [UInt8] {
+        BlockingPool.assertOnPoolThread("writing a local store's file")
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
             throw FerryError(.localIOError, "cannot create \(path): \(String(cString: strerror(errno)))")
