@@ -123,7 +123,7 @@ extension LocalObjectStore {
         return part
     }
 
-    /// Concatenates the listed parts into a blob, fsyncs it and commits it like a single PUT. Returns the ETag.
+    /// Concatenates the listed parts into a blob, fsyncs it and commits it like a single PUT (`commitObject`). Returns the ETag.
     private func assemble(_ location: ObjectLocation, uploadId: String, parts: [CompletedPart]) throws(FerryError) -> String {
         let dir = try uploadDirectory(location, uploadId: uploadId)
         let stored = Dictionary(try storedParts(in: dir).map { ($0.partNumber, $0) }) { a, _ in a }
@@ -164,14 +164,7 @@ extension LocalObjectStore {
         let eTag = "\"\(Digest.md5(md5s).hexString)-\(ordered.count)\""
         let entry = IndexEntry(key: location.key, blob: blobName, size: size, eTag: eTag, contentType: record.contentType,
                                metadata: record.metadata, lastModified: Date().timeIntervalSince1970)
-        let replaced: IndexEntry?
-        do throws(FerryError) {
-            replaced = try commitIndex(entry, bucketDir: bucketDir)
-        } catch {
-            unlink(blobPath)
-            throw error
-        }
-        if let replaced { unlink(bucketDir.appendingPathComponent("blobs/\(replaced.blob)").path) }
+        try commitObject(entry, bucketDir: bucketDir, ifAbsent: false)
         try? FileManager.default.removeItem(at: dir)
         return eTag
     }

@@ -9,10 +9,15 @@ import Synchronization
 /// names the blob and keeps size, ETag (quoted MD5 hex), content type and
 /// metadata. A write puts a new blob in place first and then renames a temp
 /// index file over the old one, so readers see the old object or the new one,
-/// never a mix. Buckets are created on first write.
+/// never a mix. A write returns once it would survive a power loss: both
+/// files are fsynced, and so are the directories that name them (one fsync
+/// for all writes waiting at the time, `DirectorySync`). Buckets are created
+/// on first write.
 public final class LocalObjectStore: ObjectStore {
     public let root: URL
     private let indexLock = Mutex(())
+    /// One `DirectorySync` per directory whose entries a write must make durable.
+    private let directorySyncs = Mutex<[String: DirectorySync]>([:])
     /// A write with `ifNoneMatch` is checked under the index lock.
     public let conditionalWrites = ConditionalWrites(.on)
     /// Where every file-system call of the store runs (`onDisk`).
@@ -118,7 +123,9 @@ public final class LocalObjectStore: ObjectStore {
                 if entry != nil { unlink(indexPath) }
                 return entry
             }
-            if let removed { unlink(bucketDir.appendingPathComponent("blobs/\(removed.blob)").path) }
+            guard let removed else { return }
+            unlink(bucketDir.appendingPathComponent("blobs/\(removed.blob)").path)
+            try self.syncDirectory(bucketDir.appendingPathComponent("index"))
         }
         return ObjectWriteResult(eTag: nil, versionId: nil, requestId: Self.requestId(), hostId: Self.hostId())
     }
@@ -166,15 +173,38 @@ public final class LocalObjectStore: ObjectStore {
         let entry = IndexEntry(key: input.key, blob: blobName, size: body.length, eTag: "\"\(md5.hexString)\"",
                                contentType: input.contentType, metadata: input.metadata,
                                lastModified: Date().timeIntervalSince1970)
+        try commitObject(entry, bucketDir: bucketDir, ifAbsent: input.ifNoneMatch)
+        return entry.eTag
+    }
+
+    /// Makes `entry`, whose blob is written and fsynced, the object's state
+    /// and durable: the blob's name, then the index entry (renamed into
+    /// place), each made durable by a directory fsync shared with concurrent
+    /// writes. Removes the blob the entry replaced; on failure, its own.
+    func commitObject(_ entry: IndexEntry, bucketDir: URL, ifAbsent: Bool) throws(FerryError) {
+        let blobPath = bucketDir.appendingPathComponent("blobs/\(entry.blob)").path
         let replaced: IndexEntry?
         do throws(FerryError) {
-            replaced = try commitIndex(entry, bucketDir: bucketDir, ifAbsent: input.ifNoneMatch)
+            try syncDirectory(bucketDir.appendingPathComponent("blobs"))
+            replaced = try commitIndex(entry, bucketDir: bucketDir, ifAbsent: ifAbsent)
         } catch {
             unlink(blobPath)
             throw error
         }
         if let replaced { unlink(bucketDir.appendingPathComponent("blobs/\(replaced.blob)").path) }
-        return entry.eTag
+        // The entry is in place; a failed fsync here says it may not survive a power loss.
+        try syncDirectory(bucketDir.appendingPathComponent("index"))
+    }
+
+    /// Blocks until `directory`'s entries as they are now are on disk.
+    func syncDirectory(_ directory: URL) throws(FerryError) {
+        let sync = directorySyncs.withLock { syncs in
+            if let known = syncs[directory.path] { return known }
+            let made = DirectorySync(path: directory.path)
+            syncs[directory.path] = made
+            return made
+        }
+        try sync.sync()
     }
 
     func bucketDirectory(_ bucket: String, create: Bool = true) throws(FerryError) -> URL {
