@@ -5,3 +5,7 @@ size_t ferry_heap_in_use_bytes(void) {
     struct mallinfo2 info = mallinfo2();
     return info.uordblks + info.hblkhd;
 }
+
+int ferry_heap_release_free_pages(void) {
+    return malloc_trim(0);
+}

@@ -86,9 +86,11 @@ public enum FerryRuntime {
             router.notifications = notifications
             server = try await AdminServer.start(address: address, router: router, logger: logger)
         }
+        let trimmer = Task { await HeapTrimmer.run() }
         await withTaskGroup(of: Void.self) { group in
             for role in roles { group.addTask(operation: role) }
         }
+        trimmer.cancel()
         await server?.stop()
         await producer.flush()
     }

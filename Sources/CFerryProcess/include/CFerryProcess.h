@@ -7,4 +7,9 @@
 /// resident size, it falls when memory is freed, so growth in it is memory held.
 size_t ferry_heap_in_use_bytes(void);
 
+/// Hands the free pages of every arena back to the kernel (glibc's
+/// malloc_trim(0)); returns whether any were. Freed memory otherwise stays
+/// resident in the arena of the thread that freed it.
+int ferry_heap_release_free_pages(void);
+
 #endif
