@@ -9,7 +9,6 @@ final class ProgressReporter: Sendable {
     private let publisher: OutcomePublisher
     private let template: TransferStatus
     private let interval: Double
-    private let lastSent = Mutex<Date?>(nil)
 
     /// Sees every state change and progress report (the admin API's view).
     private let observe: @Sendable (TransferStatus.State, TransferProgress) -> Void
@@ -22,56 +21,54 @@ final class ProgressReporter: Sendable {
         self.observe = observe
     }
 
-    private let last = Mutex(TransferProgress(bytesTransferred: 0, totalBytes: nil))
-    /// While paused: the bytes the last `paused` status gave. Requests the pause
-    /// aborted take their bytes back; the status then says what is kept.
-    private let paused = Mutex<Int64?>(nil)
+    /// The latest progress, the bytes the last `paused` status gave (nil when
+    /// not paused: requests the pause aborted take their bytes back, and the
+    /// status then says what is kept) and when the last `running` went out.
+    /// One lock for all three, held while posting: statuses go out in the
+    /// order their values were decided (a pause's status and an aborted
+    /// request's smaller count, decided on two threads, once went out in the
+    /// reverse order, leaving `paused` with bytes no longer kept).
+    private struct Shown {
+        var last = TransferProgress(bytesTransferred: 0, totalBytes: nil)
+        var paused: Int64?
+        var lastSent: Date?
+    }
+    private let shown = Mutex(Shown())
 
     /// Publishes `paused` or `running` for a pause or resume.
     func stateChanged(_ state: TransferStatus.State) {
-        let progress = last.withLock { $0 }
-        paused.withLock { $0 = state == .paused ? progress.bytesTransferred : nil }
-        observe(state, progress)
-        publisher.post(snapshot(state))
+        shown.withLock { shown in
+            shown.paused = state == .paused ? shown.last.bytesTransferred : nil
+            observe(state, shown.last)
+            publisher.post(status(state, shown.last, at: Date()))
+        }
     }
 
-    /// A status of `state` with the latest progress.
-    func snapshot(_ state: TransferStatus.State) -> TransferStatus {
-        let progress = last.withLock { $0 }
+    func report(_ progress: TransferProgress) {
+        shown.withLock { shown in
+            shown.last = progress
+            observe(shown.paused == nil ? .running : .paused, progress)
+            if let pausedAt = shown.paused {
+                // Bytes of aborted requests came back: a single PUT or GET starts over on resume.
+                if progress.bytesTransferred < pausedAt {
+                    shown.paused = progress.bytesTransferred
+                    publisher.post(status(.paused, progress, at: Date()))
+                }
+                return
+            }
+            let now = Date()
+            guard shown.lastSent.map({ now.timeIntervalSince($0) >= interval }) ?? true else { return }
+            shown.lastSent = now
+            publisher.post(status(.running, progress, at: now))
+        }
+    }
+
+    private func status(_ state: TransferStatus.State, _ progress: TransferProgress, at time: Date) -> TransferStatus {
         var status = template
         status.state = state
         status.bytesTransferred = progress.bytesTransferred
         status.totalBytes = progress.totalBytes
-        status.time = Timestamp.iso8601(Date())
+        status.time = Timestamp.iso8601(time)
         return status
-    }
-
-    func report(_ progress: TransferProgress) {
-        last.withLock { $0 = progress }
-        let pausedAt = paused.withLock { $0 }
-        observe(pausedAt == nil ? .running : .paused, progress)
-        if let pausedAt {
-            // Bytes of aborted requests came back: a single PUT or GET starts over on resume.
-            let dropped = paused.withLock { p -> Bool in
-                guard let shown = p, progress.bytesTransferred < shown else { return false }
-                p = progress.bytesTransferred
-                return true
-            }
-            if dropped && progress.bytesTransferred < pausedAt { publisher.post(snapshot(.paused)) }
-            return
-        }
-        let now = Date()
-        let due = lastSent.withLock { last in
-            guard last.map({ now.timeIntervalSince($0) >= interval }) ?? true else { return false }
-            last = now
-            return true
-        }
-        guard due else { return }
-        var status = template
-        status.state = .running
-        status.bytesTransferred = progress.bytesTransferred
-        status.totalBytes = progress.totalBytes
-        status.time = Timestamp.iso8601(now)
-        publisher.post(status)
     }
 }
