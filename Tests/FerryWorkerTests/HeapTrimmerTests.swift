@@ -29,7 +29,7 @@ import Testing
         }
         let freed = Self.residentMiB()
         #expect(freed - before > 150, "RSS \(before) -> \(freed) MiB: the freed blocks stay resident")
-        _ = await HeapTrimmer.trimNow()
+        await HeapTrimmer.trimNow()
         let trimmed = Self.residentMiB()
         #expect(freed - trimmed > 150, "RSS \(freed) -> \(trimmed) MiB after the trim")
         await pool.run { for address in kept { UnsafeMutableRawPointer(bitPattern: address)!.deallocate() } }

@@ -37,7 +37,6 @@ extension LocalObjectStore {
 
     public func uploadPart(_ location: ObjectLocation, uploadId: String, partNumber: Int, body: ObjectBody,
                            checksum: ChecksumAlgorithm?, headers extra: [String: String], progress: TransferMeter?) async throws(FerryError) -> CompletedPart {
-        guard (1...10_000).contains(partNumber) else { throw FerryError(.invalidRequest, "part number \(partNumber) is not in 1…10000") }
         return try await onDisk { () throws(FerryError) -> CompletedPart in
             try self.storePart(body, number: partNumber, of: location, uploadId: uploadId, checksum: checksum, progress: progress)
         }
@@ -45,7 +44,6 @@ extension LocalObjectStore {
 
     public func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
                                range: ClosedRange<Int64>, headers: [String: String]) async throws(FerryError) -> CompletedPart {
-        guard (1...10_000).contains(partNumber) else { throw FerryError(.invalidRequest, "part number \(partNumber) is not in 1…10000") }
         return try await onDisk { () throws(FerryError) -> CompletedPart in
             let sourceDir = try self.bucketDirectory(source.bucket, create: false)
             guard let entry = self.readIndex(key: source.key, bucketDir: sourceDir) else {
@@ -99,6 +97,7 @@ extension LocalObjectStore {
     /// Writes one part's file and its JSON sidecar into the upload's directory.
     private func storePart(_ body: ObjectBody, number partNumber: Int, of location: ObjectLocation, uploadId: String,
                            checksum: ChecksumAlgorithm?, progress: TransferMeter?) throws(FerryError) -> CompletedPart {
+        guard (1...10_000).contains(partNumber) else { throw FerryError(.invalidRequest, "part number \(partNumber) is not in 1…10000") }
         let dir = try uploadDirectory(location, uploadId: uploadId)
         let name = Self.partFileName(partNumber)
         let temp = dir.appendingPathComponent(".\(name)-\(UUID().uuidString)").path

@@ -248,7 +248,7 @@ public final class LocalObjectStore: ObjectStore {
             throw FerryError(.localIOError, "cannot encode object index: \(error.localizedDescription)")
         }
         // Durable before the rename makes it the object's state.
-        _ = try writeBlob(.bytes(Array(data)), to: temp.path, progress: nil)
+        try writeFile(.bytes(Array(data)), to: temp.path, progress: nil)
         return try indexLock.withLock { _ throws(FerryError) -> IndexEntry? in
             let previous = readIndex(key: entry.key, bucketDir: bucketDir)
             if ifAbsent, previous != nil {
@@ -265,6 +265,15 @@ public final class LocalObjectStore: ObjectStore {
 
     /// Writes the body to a new file, fsyncs it, and returns the MD5 of its bytes.
     func writeBlob(_ body: ObjectBody, to path: String, progress: TransferMeter?) throws(FerryError) -> [UInt8] {
+        let md5 = Digest.Hasher.md5()
+        try writeFile(body, to: path, progress: progress) { md5.update($0) }
+        return md5.finish()
+    }
+
+    /// Writes the body to a new file and fsyncs it, showing each chunk written
+    /// to `written`; removes the file if that fails.
+    func writeFile(_ body: ObjectBody, to path: String, progress: TransferMeter?,
+                   written observe: (UnsafeRawBufferPointer) -> Void = { _ in }) throws(FerryError) {
         BlockingPool.assertOnPoolThread("writing a local store's file")
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
@@ -272,7 +281,6 @@ public final class LocalObjectStore: ObjectStore {
         }
         defer { close(fd) }
         do throws(FerryError) {
-            let md5 = Digest.Hasher.md5()
             var written: Int64 = 0
             var failure: FerryError?
             try body.read { chunk in
@@ -281,7 +289,7 @@ public final class LocalObjectStore: ObjectStore {
                 do throws(FerryError) {
                     try FileCopy.writeAll(chunk, to: fd, at: written)
                 } catch { failure = error; return }
-                md5.update(chunk)
+                observe(chunk)
                 written += Int64(chunk.count)
                 progress?.add(Int64(chunk.count))
             }
@@ -289,7 +297,6 @@ public final class LocalObjectStore: ObjectStore {
             guard fsync(fd) == 0 else {
                 throw FerryError(.localIOError, "fsync \(path): \(String(cString: strerror(errno)))")
             }
-            return md5.finish()
         } catch {
             unlink(path)
             throw error
