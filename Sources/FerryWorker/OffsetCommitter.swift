@@ -59,13 +59,19 @@ final class OffsetCommitter: Sendable {
         }
         let answer = OnceValue<Bool>()
         enqueue { answer.deliver($0) }
-        let timer = Task { [self] in
+        let timer = Task {
             try? await Task.sleep(for: limit)
-            // Still no answer: Kafka is not taking commits now; later starts stop waiting for it.
-            if answer.deliver(false) { takingCommits.store(false, ordering: .relaxed) }
+            answer.deliver(false)
         }
         defer { timer.cancel() }
-        return await answer.value
+        let recorded = await answer.value
+        // Not in Kafka within the bound: later starts stop waiting until a commit
+        // gets through. Marked here, before this start returns, so the next one
+        // sees it (marked by the timer, a preempted timer thread let the next
+        // start wait out a whole rebalance). A commit that lands in between and
+        // is overwritten costs one start that does not wait for its record.
+        if !recorded { takingCommits.store(false, ordering: .relaxed) }
+        return recorded
     }
 
     private func enqueue(_ waiter: @escaping @Sendable (Bool) -> Void) {

@@ -76,6 +76,43 @@ import Testing
         #expect(StartRecords.decode(last?.metadata)[21] == 1)
     }
 
+    /// However the threads interleave, a start that timed out has marked Kafka
+    /// as holding commits before it returns: the very next start does not wait.
+    /// (CI once saw the mark set after the next start had begun waiting: that
+    /// start then waited out the whole rebalance.) Many short trials at once, so
+    /// the threads are busy and preempted; each trial's commits are held until
+    /// it has its answer, so a start that waited would come back recorded.
+    @Test func theStartAfterATimedOutOneNeverWaits() async {
+        let trials = 400
+        let waitedOut = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<trials {
+                group.addTask {
+                    let tracker = OffsetTracker(watermark: OutboxWatermark(committed: { 0 }))
+                    tracker.assign([partition])
+                    tracker.seedStarts([:], for: partition)
+                    let coordinator = Coordinator()
+                    let committer = OffsetCommitter(tracker: tracker, logger: Logger(label: "test.committer")) {
+                        try await coordinator.commit($0)
+                    }
+                    start(0, on: tracker)
+                    let first = await committer.commitStart(waitingAtMost: .milliseconds(1))
+                    start(1, on: tracker)
+                    // Released after 5 s at the latest, so a start that waits comes back recorded.
+                    let release = Task {
+                        try? await Task.sleep(for: .seconds(5))
+                        coordinator.holding.withLock { $0 = false }
+                    }
+                    let next = await committer.commitStart(waitingAtMost: .seconds(60))
+                    release.cancel()
+                    coordinator.holding.withLock { $0 = false }
+                    return first || next
+                }
+            }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(waitedOut == 0, "\(waitedOut) of \(trials) starts after a timed-out one waited for the held commit")
+    }
+
     @Test func aHealthyCommitIsAwaited() async {
         let tracker = OffsetTracker(watermark: OutboxWatermark(committed: { 0 }))
         tracker.assign([partition])
