@@ -22,7 +22,15 @@ swift test --skip-build "$@" 2>&1 | tee "$log" || status=$?
 if [ "$status" -ne 0 ]; then
     echo
     echo "=== failures (whole log: $log) ==="
-    { grep -E -A4 '^✘ Test .*recorded an issue' "$log"; grep -E '^✘ (Suite|Test run)|Fatal error:|Assertion .*failed|^error: ' "$log"; } \
-        | grep -v '^%' | cut -c1-600 | tail -n 60 || true
+    # Every failing test is named, with its first three issues (a test with
+    # twenty failed expectations must not push another test's out of the tail),
+    # then the seeds of the generated-input runs, to replay them.
+    {
+        grep -E '^✘ Test .* failed after' "$log"
+        awk '/^✘ Test .*recorded an issue/ { name = $3; shown[name]++; left = (shown[name] <= 3) ? 5 : 0 }
+             left > 0 && !/^%/ { print; left-- }' "$log"
+        grep -E 'replay with FERRY_|Fatal error:|Assertion .*failed|^error: ' "$log"
+        grep -E '^✘ (Suite|Test run)' "$log"
+    } | grep -v '^%' | cut -c1-600 | tail -n 80 || true
 fi
 exit "$status"
