@@ -5,15 +5,26 @@ import Testing
 
 /// What `HeapTrimmer` is for: memory a thread freed stays resident in its
 /// arena while a few blocks still live among it; a trim gives it back.
+/// Residency is read page by page (`mincore`) for the freed blocks' own
+/// pages, not from the process's RSS, which the tests running beside this
+/// one move by as much as this test frees.
 @Suite struct HeapTrimmerTests {
-    static func residentMiB() -> Int { (ProcessStatus.read()["VmRSS"] ?? 0) / 1024 }
+    static let pageSize = UInt(sysconf(Int32(_SC_PAGESIZE)))
+
+    /// How many of `pages` (page numbers) are resident.
+    static func resident(_ pages: [UInt]) -> Int {
+        var state: UInt8 = 0
+        return pages.reduce(0) { count, page in
+            guard mincore(UnsafeMutableRawPointer(bitPattern: page * pageSize), Int(pageSize), &state) == 0 else { return count }
+            return count + Int(state & 1)
+        }
+    }
 
     @Test func freedHeapStaysResidentUntilTrimmed() async throws {
         // On a thread of its own (its own arena), like the blocking pool's:
         // 256 MiB in 1 KiB blocks, all freed but one in 64.
         let pool = BlockingPool(threads: 1, name: "trim-test")
-        let before = Self.residentMiB()
-        let kept = await pool.run { () -> [UInt] in
+        let (kept, freedPages) = await pool.run { () -> ([UInt], [UInt]) in
             var blocks: [UnsafeMutableRawPointer] = []
             blocks.reserveCapacity(1 << 18)
             for _ in 0..<(1 << 18) {
@@ -21,17 +32,27 @@ import Testing
                 block.initializeMemory(as: UInt8.self, repeating: 1, count: 1024)
                 blocks.append(block)
             }
-            var kept: [UInt] = []
+            func pages(_ address: UInt) -> ClosedRange<UInt> { (address / Self.pageSize)...((address + 1023) / Self.pageSize) }
+            var kept: [UInt] = [], keptPages = Set<UInt>(), freedPages = Set<UInt>()
             for (i, block) in blocks.enumerated() {
-                if i % 64 == 0 { kept.append(UInt(bitPattern: block)) } else { block.deallocate() }
+                let address = UInt(bitPattern: block)
+                if i % 64 == 0 {
+                    kept.append(address)
+                    keptPages.formUnion(pages(address))
+                } else {
+                    freedPages.formUnion(pages(address))
+                    block.deallocate()
+                }
             }
-            return kept
+            // Only pages that held nothing but freed blocks (a kept block pins its page).
+            return (kept, freedPages.subtracting(keptPages).sorted())
         }
-        let freed = Self.residentMiB()
-        #expect(freed - before > 150, "RSS \(before) -> \(freed) MiB: the freed blocks stay resident")
+        #expect(freedPages.count > 40_000, "\(freedPages.count) pages held only freed blocks")
+        let before = await pool.run { Self.resident(freedPages) }
+        #expect(Double(before) > 0.9 * Double(freedPages.count), "\(before) of \(freedPages.count) freed pages resident before the trim")
         await HeapTrimmer.trimNow()
-        let trimmed = Self.residentMiB()
-        #expect(freed - trimmed > 150, "RSS \(freed) -> \(trimmed) MiB after the trim")
+        let after = await pool.run { Self.resident(freedPages) }
+        #expect(Double(after) < 0.3 * Double(freedPages.count), "\(after) of \(freedPages.count) freed pages resident after the trim")
         await pool.run { for address in kept { UnsafeMutableRawPointer(bitPattern: address)!.deallocate() } }
     }
 }
