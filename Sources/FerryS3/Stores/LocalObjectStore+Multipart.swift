@@ -5,6 +5,8 @@ import Foundation
 /// `upload.json` and one file per part with a JSON sidecar; completing
 /// concatenates the parts into a blob and commits it like a single PUT. The
 /// ETag is S3's: the MD5 of the parts' binary MD5s, then `-<part count>`.
+/// An upload, and each part, is durable once the call that stored it returns:
+/// the files are fsynced, then the directories that name them.
 extension LocalObjectStore {
     /// A stored part's file in its upload's directory: `part-00001`.
     static func partFileName(_ number: Int) -> String { "part-" + Digits.decimal(Int64(number), width: 5) }
@@ -22,14 +24,24 @@ extension LocalObjectStore {
         return try await onDisk { () throws(FerryError) -> String in
             let bucketDir = try self.bucketDirectory(input.bucket)
             let uploadId = UUID().uuidString.lowercased()
-            let dir = bucketDir.appendingPathComponent("uploads/\(uploadId)")
+            let uploads = bucketDir.appendingPathComponent("uploads")
+            let dir = uploads.appendingPathComponent(uploadId)
+            let record: Data
             do {
-                try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-                try JSONEncoder().encode(UploadRecord(key: input.key, contentType: input.contentType, metadata: input.metadata,
-                                                      initiated: Date().timeIntervalSince1970))
-                    .write(to: dir.appendingPathComponent("upload.json"), options: .atomic)
+                record = try JSONEncoder().encode(UploadRecord(key: input.key, contentType: input.contentType, metadata: input.metadata,
+                                                               initiated: Date().timeIntervalSince1970))
             } catch {
                 throw FerryError(.localIOError, "cannot start upload: \(error.localizedDescription)")
+            }
+            _ = try self.makeDirectory(dir)
+            do throws(FerryError) {
+                // A record cut short by a crash reads as no upload (`uploadRecord`).
+                try self.writeFile(.bytes(Array(record)), to: dir.appendingPathComponent("upload.json").path, progress: nil)
+                try self.syncTransientDirectory(dir)
+                try self.syncDirectory(uploads)
+            } catch {
+                try? FileManager.default.removeItem(at: dir)
+                throw error
             }
             return uploadId
         }
@@ -110,15 +122,27 @@ extension LocalObjectStore {
         }
         let part = CompletedPart(partNumber: partNumber, eTag: "\"\(md5.hexString)\"", size: body.length,
                                  checksum: value, checksumAlgorithm: value == nil ? nil : checksum)
-        do {
-            try JSONEncoder().encode(part).write(to: dir.appendingPathComponent("\(name).json"), options: .atomic)
+        // The sidecar first, then the part: a sidecar without its part is not a stored part (`storedParts`).
+        let sidecarTemp = dir.appendingPathComponent(".\(name).json-\(UUID().uuidString)").path
+        do throws(FerryError) {
+            let sidecar: Data
+            do { sidecar = try JSONEncoder().encode(part) } catch {
+                throw FerryError(.localIOError, "cannot record part \(partNumber): \(error.localizedDescription)")
+            }
+            try writeFile(.bytes(Array(sidecar)), to: sidecarTemp, progress: nil)
+            guard rename(sidecarTemp, dir.appendingPathComponent("\(name).json").path) == 0 else {
+                throw FerryError(.localIOError, "cannot record part \(partNumber): \(String(cString: strerror(errno)))")
+            }
         } catch {
+            unlink(sidecarTemp)
             unlink(temp)
-            throw FerryError(.localIOError, "cannot record part \(partNumber): \(error.localizedDescription)")
+            throw error
         }
         guard rename(temp, dir.appendingPathComponent(name).path) == 0 else {
+            unlink(temp)
             throw FerryError(.localIOError, "cannot store part \(partNumber): \(String(cString: strerror(errno)))")
         }
+        try syncTransientDirectory(dir)
         return part
     }
 

@@ -12,7 +12,8 @@ import Synchronization
 /// never a mix. A write returns once it would survive a power loss: both
 /// files are fsynced, and so are the directories that name them (one fsync
 /// for all writes waiting at the time, `DirectorySync`). Buckets are created
-/// on first write.
+/// on first write, and a multipart upload's directory, record and parts are
+/// made durable the same way before the call that stored them returns.
 public final class LocalObjectStore: ObjectStore {
     public let root: URL
     private let indexLock = Mutex(())
@@ -22,10 +23,17 @@ public final class LocalObjectStore: ObjectStore {
     public let conditionalWrites = ConditionalWrites(.on)
     /// Where every file-system call of the store runs (`onDisk`).
     let pool: BlockingPool
+    /// Makes a directory's entries durable (replaced only by tests, to see which ones are).
+    let fsyncDirectory: @Sendable (String) -> FerryError?
 
-    public init(root: URL, pool: BlockingPool = .shared) throws(FerryError) {
+    public convenience init(root: URL, pool: BlockingPool = .shared) throws(FerryError) {
+        try self.init(root: root, pool: pool, fsyncDirectory: DirectorySync.fsyncDirectory)
+    }
+
+    init(root: URL, pool: BlockingPool, fsyncDirectory: @escaping @Sendable (String) -> FerryError?) throws(FerryError) {
         self.root = root.standardizedFileURL
         self.pool = pool
+        self.fsyncDirectory = fsyncDirectory
         do {
             try FileManager.default.createDirectory(at: self.root, withIntermediateDirectories: true)
         } catch {
@@ -196,15 +204,24 @@ public final class LocalObjectStore: ObjectStore {
         try syncDirectory(bucketDir.appendingPathComponent("index"))
     }
 
-    /// Blocks until `directory`'s entries as they are now are on disk.
+    /// Blocks until `directory`'s entries as they are now are on disk. For
+    /// the store's lasting directories (a bucket's `blobs`, `index`, `uploads`),
+    /// whose fsyncs concurrent writes share.
     func syncDirectory(_ directory: URL) throws(FerryError) {
         let sync = directorySyncs.withLock { syncs in
             if let known = syncs[directory.path] { return known }
-            let made = DirectorySync(path: directory.path)
+            let made = DirectorySync(path: directory.path, fsync: fsyncDirectory)
             syncs[directory.path] = made
             return made
         }
         try sync.sync()
+    }
+
+    /// The same for a directory that comes and goes (a multipart upload's):
+    /// an fsync of its own, so no `DirectorySync` is kept for it.
+    func syncTransientDirectory(_ directory: URL) throws(FerryError) {
+        BlockingPool.assertOnPoolThread("a directory fsync")
+        if let failure = fsyncDirectory(directory.path) { throw failure }
     }
 
     func bucketDirectory(_ bucket: String, create: Bool = true) throws(FerryError) -> URL {
@@ -214,15 +231,25 @@ public final class LocalObjectStore: ObjectStore {
         }
         let dir = root.appendingPathComponent(bucket, isDirectory: true)
         if create {
-            for sub in ["blobs", "index", "uploads"] {
-                do {
-                    try FileManager.default.createDirectory(at: dir.appendingPathComponent(sub), withIntermediateDirectories: true)
-                } catch {
-                    throw FerryError(.localIOError, "cannot create bucket directory \(dir.path): \(error.localizedDescription)")
-                }
-            }
+            // A new bucket's names are made durable before anything is written into it.
+            let madeBucket = try makeDirectory(dir)
+            var madeInside = false
+            for sub in ["blobs", "index", "uploads"] where try makeDirectory(dir.appendingPathComponent(sub)) { madeInside = true }
+            if madeBucket { try syncDirectory(root) }
+            if madeInside { try syncDirectory(dir) }
         }
         return dir
+    }
+
+    /// Creates `dir`; true when it did (false when it was there already).
+    func makeDirectory(_ dir: URL) throws(FerryError) -> Bool {
+        if mkdir(dir.path, 0o755) == 0 { return true }
+        let error = errno
+        var isDirectory: ObjCBool = false
+        guard error == EEXIST, FileManager.default.fileExists(atPath: dir.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw FerryError(.localIOError, "cannot create directory \(dir.path): \(String(cString: strerror(error)))")
+        }
+        return false
     }
 
     private func indexURL(key: String, bucketDir: URL) -> URL {
