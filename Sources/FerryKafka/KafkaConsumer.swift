@@ -305,12 +305,23 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     /// Where the partition's log starts now (its low watermark), asked of the
     /// broker off the cooperative pool; nil when the broker does not answer.
     public func logStart(of partition: TopicPartition, timeoutMs: Int32 = 5_000) async -> Int64? {
+        try? await watermarks(of: partition, timeoutMs: timeoutMs).start
+    }
+
+    /// A partition's log start and end (the offset the next message gets),
+    /// asked of its leader. A partition the topic does not have is an error
+    /// named `UNKNOWN_TOPIC_OR_PART` (or librdkafka's `_UNKNOWN_PARTITION`).
+    public func watermarks(of partition: TopicPartition, timeoutMs: Int32 = 5_000) async throws(KafkaError) -> (start: Int64, end: Int64) {
         let handle = self.handle
-        return await BlockingPool.shared.run { () -> Int64? in
-            var low: Int64 = -1, high: Int64 = -1
-            let err = rd_kafka_query_watermark_offsets(handle.rk, partition.topic, partition.partition, &low, &high, timeoutMs)
-            return err == RD_KAFKA_RESP_ERR_NO_ERROR ? low : nil
+        let result = await BlockingPool.shared.run {
+            Result { () throws(KafkaError) -> (start: Int64, end: Int64) in
+                var low: Int64 = -1, high: Int64 = -1
+                let err = rd_kafka_query_watermark_offsets(handle.rk, partition.topic, partition.partition, &low, &high, timeoutMs)
+                guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err, context: "watermarks of \(partition.topic)/\(partition.partition)") }
+                return (low, high)
+            }
         }
+        return try result.get()
     }
 
     /// Messages behind the end of each assigned partition: the high watermark

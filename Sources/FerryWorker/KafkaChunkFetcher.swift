@@ -30,10 +30,8 @@ struct KafkaChunkFetcher: ChunkFetcher {
             }
             defer { consumer.close() }
             for partition in wanted.keys {
-                let first = wanted[partition]!.keys.min()!
-                if let start = await consumer.logStart(of: TopicPartition(topic: source.topic, partition: partition)), start > first {
-                    throw FerryError(.noSuchKey, "chunks of \(transferId) are gone from \(source.topic)/\(partition) (its log starts at \(start), a chunk was at \(first)): the topic's retention ended the claim check")
-                }
+                try await checkPositions(wanted[partition]!.keys, of: TopicPartition(topic: source.topic, partition: partition),
+                                         on: consumer, transferId: transferId)
             }
             try await read(consumer, wanted: wanted, source: source, transferId: transferId, into: descriptor, progress: progress)
         }
@@ -49,6 +47,41 @@ struct KafkaChunkFetcher: ChunkFetcher {
         }
         return size
     }
+
+    /// Fails at once, instead of after the fetch's timeout, when a chunk's
+    /// position cannot hold it: the partition does not exist, retention has
+    /// removed it, or it is past the partition's end. A producer sends the
+    /// chunks and has them acknowledged before the request, so a chunk past
+    /// the end does not exist; the end is asked again for a few seconds, for a
+    /// producer whose acknowledgements come before replication (`acks=1`).
+    /// When the broker cannot be asked, the fetch's own timeout decides.
+    private func checkPositions(_ offsets: Dictionary<Int64, Int>.Keys, of partition: TopicPartition, on consumer: KafkaConsumer,
+                                transferId: String) async throws(FerryError) {
+        let first = offsets.min()!, last = offsets.max()!
+        let place = "\(partition.topic)/\(partition.partition)"
+        let deadline = ContinuousClock.now + .seconds(Self.endGraceSeconds)
+        while true {
+            let marks: (start: Int64, end: Int64)
+            do {
+                marks = try await consumer.watermarks(of: partition)
+            } catch {
+                guard ["UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC"].contains(error.name) else { return }
+                throw FerryError(.noSuchKey, "chunks of \(transferId) are said to be on \(place), which does not exist")
+            }
+            if marks.start > first {
+                throw FerryError(.noSuchKey, "chunks of \(transferId) are gone from \(place) (its log starts at \(marks.start), a chunk was at \(first)): the topic's retention ended the claim check")
+            }
+            if last < marks.end { return }
+            guard !Task.isCancelled else { throw FerryError(.cancelled, "reading the chunks was interrupted") }
+            guard ContinuousClock.now < deadline else {
+                throw FerryError(.noSuchKey, "a chunk of \(transferId) is said to be at \(place) offset \(last), past the partition's end (\(marks.end)): no such chunk")
+            }
+            try? await Task.sleep(for: .milliseconds(250))
+        }
+    }
+
+    /// How long a chunk past a partition's end is waited for (see `checkPositions`).
+    static let endGraceSeconds: Double = 5
 
     private func read(_ consumer: KafkaConsumer, wanted: [Int32: [Int64: Int]], source: ChunkedSource, transferId: String,
                       into descriptor: Int32, progress: TransferMeter) async throws(FerryError) {

@@ -207,7 +207,20 @@ import Testing
             try await s.client.enqueue(.upload(id: "claim-4", from: forged.uri, to: "cli", key: "forged.bin"))
             let bad = try await s.client.result(of: "claim-4", timeout: 60)
             #expect(bad.state == .failed && bad.error?.code == "BadDigest", "\(bad)")
-            for key in ["borrowed.bin", "forged.bin"] {
+            // A chunk said to be past its partition's end, or on a partition the topic lacks, does not
+            // exist: the request fails at once, without holding a transfer slot for the fetch's 120 s.
+            let clock = ContinuousClock()
+            for (id, partition, offset, says) in [("claim-5", at.partition, at.offset + 1_000, "past the partition's end"),
+                                                  ("claim-6", Int32(999), Int64(0), "does not exist")] {
+                let nowhere = ChunkedSource(topic: "ferry.uploads", size: 6, sha256: String(repeating: "a", count: 64), chunkSize: 512 << 10,
+                                            positions: [.init(partition: partition, offset: offset)])
+                let started = clock.now
+                try await s.client.enqueue(.upload(id: id, from: nowhere.uri, to: "cli", key: "\(id).bin"))
+                let failed = try await s.client.result(of: id, timeout: 90)
+                #expect(failed.state == .failed && failed.error?.code == "NoSuchKey" && failed.error?.message.contains(says) == true, "\(failed)")
+                #expect(clock.now - started < .seconds(60), "\(id) took \(clock.now - started); the fetch's timeout is 120 s")
+            }
+            for key in ["borrowed.bin", "forged.bin", "claim-5.bin", "claim-6.bin"] {
                 #expect((try? await Boto3(s.env.server)("head", "cli", "public/\(key)")) == nil)
             }
             await worker.stop()
