@@ -117,13 +117,14 @@ import Testing
                 o.dlq["\(r.partition)/\(r.offset)"] == nil && (RequestDecoder.idHint(r.value).flatMap { o.statuses[$0] } == nil)
             }
         }
-        // Waits while outcomes keep coming: a stall (no new outcome for 90 s) ends the
+        // Waits while outcomes keep coming: a stall (no new outcome for 150 s, longer than any
+        // of the worker's own bounds, such as a chunk fetch's 120 s) ends the
         // wait, a slow machine does not (CI runs this beside five other integration tests).
         var seen = try await outcomes()
         var unansweredCount = missing(seen).count
         var lastProgress = Date()
         let cap = Date().addingTimeInterval(900)
-        while unansweredCount > 0 && Date().timeIntervalSince(lastProgress) < 90 && Date() < cap && worker.isRunning {
+        while unansweredCount > 0 && Date().timeIntervalSince(lastProgress) < 150 && Date() < cap && worker.isRunning {
             try await Task.sleep(for: .seconds(2))
             seen = try await outcomes()
             let now = missing(seen).count
