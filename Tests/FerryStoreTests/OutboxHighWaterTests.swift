@@ -12,7 +12,12 @@ import Testing
 /// read sees every row up to it.
 @Suite struct OutboxHighWaterTests {
     struct Refused: Error {}
-    final class Flag: Sendable { let raised = Atomic<Bool>(false) }
+    final class Flag: Sendable {
+        let raised = Atomic<Bool>(false)
+        /// The reader has made its first check: the writers start after it, so the two overlap
+        /// however late a loaded machine schedules the reader.
+        let readerStarted = Atomic<Bool>(false)
+    }
 
     func rows(_ count: Int, tag: String) -> [OutboxMessage] {
         (0..<count).map { OutboxMessage(topic: "t", key: Array("\(tag)-\($0)".utf8), value: Array("v".utf8)) }
@@ -37,6 +42,7 @@ import Testing
             // A reader beside the writers: nothing is deleted here, and rolled-back seqs are
             // handed out again, so a read that begins after the high water holds all of 1...it.
             stop.raised.store(false, ordering: .relaxed)
+            stop.readerStarted.store(false, ordering: .relaxed)
             let reader = Task { [store, stop] () -> Int in
                 var checks = 0
                 while !stop.raised.load(ordering: .relaxed) {
@@ -44,8 +50,13 @@ import Testing
                     let seen = try await store.database.read { try Int64.fetchOne($0, sql: "SELECT COUNT(*) FROM outbox WHERE seq <= ?", arguments: [high]) ?? 0 }
                     #expect(seen == high, "seed \(seed) round \(round): a read after high water \(high) saw \(seen) rows up to it")
                     checks += 1
+                    stop.readerStarted.store(true, ordering: .relaxed)
                 }
                 return checks
+            }
+            let readerDeadline = ContinuousClock.now + .seconds(60)
+            while !stop.readerStarted.load(ordering: .relaxed) && ContinuousClock.now < readerDeadline {
+                try await Task.sleep(for: .milliseconds(1))
             }
             let plan = (0..<12).map { _ in (Int.random(in: 0..<5, using: &rng), Int.random(in: 0...4, using: &rng)) }
             for (kind, _) in plan { kinds[kind] += 1 }
