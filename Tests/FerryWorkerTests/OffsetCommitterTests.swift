@@ -36,7 +36,8 @@ import Testing
         #expect(tracker.recordStart(of: message(offset)) == 1)
     }
 
-    @Test func startsWaitOutAHeldCommitOnceThenNotAtAll() async {
+    /// A committer of one assigned partition whose commits go to a fresh coordinator (holding them).
+    func makeCommitter() -> (OffsetTracker, Coordinator, OffsetCommitter) {
         let tracker = OffsetTracker(watermark: OutboxWatermark(committed: { 0 }))
         tracker.assign([partition])
         tracker.seedStarts([:], for: partition)
@@ -44,6 +45,11 @@ import Testing
         let committer = OffsetCommitter(tracker: tracker, logger: Logger(label: "test.committer")) {
             try await coordinator.commit($0)
         }
+        return (tracker, coordinator, committer)
+    }
+
+    @Test func startsWaitOutAHeldCommitOnceThenNotAtAll() async {
+        let (tracker, coordinator, committer) = makeCommitter()
         let clock = ContinuousClock()
 
         // Kafka holds commits: the first start waits the bound, then runs unrecorded in Kafka.
@@ -87,13 +93,7 @@ import Testing
         let waitedOut = await withTaskGroup(of: Bool.self) { group in
             for _ in 0..<trials {
                 group.addTask {
-                    let tracker = OffsetTracker(watermark: OutboxWatermark(committed: { 0 }))
-                    tracker.assign([partition])
-                    tracker.seedStarts([:], for: partition)
-                    let coordinator = Coordinator()
-                    let committer = OffsetCommitter(tracker: tracker, logger: Logger(label: "test.committer")) {
-                        try await coordinator.commit($0)
-                    }
+                    let (tracker, coordinator, committer) = makeCommitter()
                     start(0, on: tracker)
                     let first = await committer.commitStart(waitingAtMost: .milliseconds(1))
                     start(1, on: tracker)
@@ -114,14 +114,8 @@ import Testing
     }
 
     @Test func aHealthyCommitIsAwaited() async {
-        let tracker = OffsetTracker(watermark: OutboxWatermark(committed: { 0 }))
-        tracker.assign([partition])
-        tracker.seedStarts([:], for: partition)
-        let coordinator = Coordinator()
+        let (tracker, coordinator, committer) = makeCommitter()
         coordinator.holding.withLock { $0 = false }
-        let committer = OffsetCommitter(tracker: tracker, logger: Logger(label: "test.committer")) {
-            try await coordinator.commit($0)
-        }
         for offset in Int64(0)..<50 {
             start(offset, on: tracker)
             #expect(await committer.commitStart(waitingAtMost: .seconds(60)))
