@@ -35,6 +35,33 @@ import Testing
         }
     }
 
+    /// A part's ETag is the MD5 of its bytes and its additional checksum that
+    /// algorithm's value of them, from a byte array or a file alike.
+    @Test(arguments: ChecksumAlgorithm.allCases)
+    func aPartCarriesTheMD5AndChecksumOfItsBytes(algorithm: ChecksumAlgorithm) async throws {
+        let dir = try TestPaths.temporaryDirectory("local-store")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try LocalObjectStore(root: dir)
+        let bytes = (0..<(3 << 20) + 17).map { UInt8(truncatingIfNeeded: $0 &* 7 ^ $0 >> 9) }
+        let file = dir.appendingPathComponent("part.bin")
+        try Data(bytes).write(to: file)
+        let fd = open(file.path, O_RDONLY)
+        defer { close(fd) }
+        var expected = algorithm.makeHasher()
+        bytes.withUnsafeBytes { expected.update($0) }
+        let value = expected.finish()
+        let location = ObjectLocation(bucket: "bkt", key: "parts")
+        let id = try await store.createMultipartUpload(PutObjectInput(bucket: "bkt", key: "parts"))
+        for (number, body) in [(1, ObjectBody.bytes(bytes)), (2, .file(descriptor: fd, offset: 0, length: Int64(bytes.count)))] {
+            let part = try await store.uploadPart(location, uploadId: id, partNumber: number, body: body,
+                                                  checksum: algorithm, headers: [:], progress: nil)
+            #expect(part.eTag == "\"\(Digest.md5(bytes).hexString)\"" && part.checksum == value && part.checksumAlgorithm == algorithm)
+        }
+        let plain = try await store.uploadPart(location, uploadId: id, partNumber: 3, body: .bytes(bytes), checksum: nil, headers: [:], progress: nil)
+        #expect(plain.checksum == nil && plain.eTag == "\"\(Digest.md5(bytes).hexString)\"")
+        #expect(try await store.listParts(location, uploadId: id).map(\.checksum) == [value, value, nil])
+    }
+
     @Test func ifNoneMatchRefusesAnOccupiedKeyAndLeavesNothingBehind() async throws {
         let dir = try TestPaths.temporaryDirectory("local-store")
         defer { try? FileManager.default.removeItem(at: dir) }

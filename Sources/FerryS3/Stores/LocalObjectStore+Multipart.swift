@@ -19,8 +19,7 @@ extension LocalObjectStore {
     }
 
     public func createMultipartUpload(_ input: PutObjectInput) async throws(FerryError) -> String {
-        try ObjectLocation.checkAddress(bucket: input.bucket, key: input.key)
-        _ = try input.headerFields()
+        try Self.checkWrite(input)
         return try await onDisk { () throws(FerryError) -> String in
             let bucketDir = try self.bucketDirectory(input.bucket)
             let uploadId = UUID().uuidString.lowercased()
@@ -113,14 +112,15 @@ extension LocalObjectStore {
         let dir = try uploadDirectory(location, uploadId: uploadId)
         let name = Self.partFileName(partNumber)
         let temp = dir.appendingPathComponent(".\(name)-\(UUID().uuidString)").path
-        let md5 = try writeBlob(body, to: temp, progress: progress)
-        var value: String?
-        if let checksum {
-            var hasher = checksum.makeHasher()
-            try body.read { hasher.update($0) }
-            value = hasher.finish()
+        // The MD5 (the part's ETag) and the additional checksum in the pass that writes the bytes.
+        let md5 = Digest.Hasher.md5()
+        var hasher = checksum?.makeHasher()
+        try writeFile(body, to: temp, progress: progress) { chunk in
+            md5.update(chunk)
+            hasher?.update(chunk)
         }
-        let part = CompletedPart(partNumber: partNumber, eTag: "\"\(md5.hexString)\"", size: body.length,
+        let value = hasher?.finish()
+        let part = CompletedPart(partNumber: partNumber, eTag: "\"\(md5.finish().hexString)\"", size: body.length,
                                  checksum: value, checksumAlgorithm: value == nil ? nil : checksum)
         // The sidecar first, then the part: a sidecar without its part is not a stored part (`storedParts`).
         let sidecarTemp = dir.appendingPathComponent(".\(name).json-\(UUID().uuidString)").path

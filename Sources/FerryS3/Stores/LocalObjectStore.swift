@@ -52,8 +52,7 @@ public final class LocalObjectStore: ObjectStore {
     }
 
     public func putObject(_ input: PutObjectInput, body: ObjectBody, progress: TransferMeter?) async throws(FerryError) -> ObjectWriteResult {
-        try ObjectLocation.checkAddress(bucket: input.bucket, key: input.key)
-        _ = try input.headerFields()
+        try Self.checkWrite(input)
         let eTag = try await onDisk { () throws(FerryError) -> String in
             try self.store(body, as: input, progress: progress)
         }
@@ -106,8 +105,7 @@ public final class LocalObjectStore: ObjectStore {
     public func copyObject(_ input: CopyObjectInput) async throws(FerryError) -> ObjectWriteResult {
         let source = input.source
         try ObjectLocation.checkAddress(bucket: source.bucket, key: source.key)
-        try ObjectLocation.checkAddress(bucket: input.destination.bucket, key: input.destination.key)
-        _ = try input.destination.headerFields()
+        try Self.checkWrite(input.destination)
         let eTag = try await onDisk { () throws(FerryError) -> String in
             let sourceDir = try self.bucketDirectory(source.bucket, create: false)
             guard let entry = self.readIndex(key: source.key, bucketDir: sourceDir) else {
@@ -159,6 +157,13 @@ public final class LocalObjectStore: ObjectStore {
         let items = page.map { ObjectListing.Item(key: $0.key, size: $0.size, eTag: $0.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")),
                                                   lastModified: Date(timeIntervalSince1970: $0.lastModified)) }
         return ObjectListing(items: items, next: entries.count > page.count ? page.last?.key : nil)
+    }
+
+    /// What every write checks before it touches the disk: the address, and
+    /// the headers S3 would receive (the local store refuses what S3 would).
+    static func checkWrite(_ input: PutObjectInput) throws(FerryError) {
+        try ObjectLocation.checkAddress(bucket: input.bucket, key: input.key)
+        _ = try input.headerFields()
     }
 
     // MARK: Layout (every function below blocks: called on the blocking pool only)
