@@ -48,7 +48,13 @@ public struct StoreNotification: Sendable, Hashable, Codable {
 /// subscription messages yield none; anything that is not a notification is
 /// `MalformedRequest`, so nothing unknown is stored or published.
 public enum StoreNotificationDecoder {
-    public static let maxBytes = 1 << 20
+    /// A payload is at most this large: as Ferry's own messages, below Kafka's
+    /// default `message.max.bytes`, so whatever decodes can be stored on `<prefix>.ingest`.
+    public static let maxBytes = RequestLimits.maxMessageBytes
+    /// The longest identifier a change may carry (eTag, version id, sequencer,
+    /// event id, principal, request and host ids, region): S3's version ids
+    /// are at most 1,024 bytes and the others far shorter.
+    public static let maxFieldBytes = 1024
 
     public static func decode(_ body: [UInt8]) throws(FerryError) -> [StoreNotification] {
         guard body.count <= maxBytes else { throw FerryError(.requestTooLarge, "notification is \(body.count) bytes; the limit is \(maxBytes)") }
@@ -64,8 +70,8 @@ public enum StoreNotificationDecoder {
             // An SQS batch (records with a `body`) or S3 records.
             if records.first.flatMap({ ($0 as? [String: Any])?["body"] }) != nil {
                 var all: [StoreNotification] = []
-                for case let message as [String: Any] in records {
-                    guard let body = message["body"] as? String,
+                for record in records {
+                    guard let message = record as? [String: Any], let body = message["body"] as? String,
                           let inner = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] else {
                         throw FerryError(.malformedRequest, "an SQS message body is not a JSON object")
                     }
@@ -116,24 +122,25 @@ public enum StoreNotificationDecoder {
         if let problem = ObjectKeyRule.violation(of: key) { throw problem }
         if let problem = RequestLimits.bucketNameProblem(bucket) { throw problem }
         let removal = eventName.hasPrefix("ObjectRemoved")
-        let sequencer = nonEmpty(object["sequencer"] as? String)
+        let sequencer = try nonEmpty(field(object["sequencer"], "sequencer"))
         let time = normalisedTime(record["eventTime"] as? String)
         var metadata: [String: String]?
         if let entries = object["metadata"] as? [[String: Any]] {  // Ceph: [{"key": "x-amz-meta-…", "val": …}]
-            metadata = userMetadata(entries.compactMap { e in (e["key"] as? String).map { ($0, (e["val"] as? String) ?? "") } })
+            metadata = try userMetadata(entries.compactMap { e in (e["key"] as? String).map { ($0, (e["val"] as? String) ?? "") } })
         } else if let map = object["userMetadata"] as? [String: Any] {  // MinIO: {"X-Amz-Meta-…": …}
-            metadata = userMetadata(map.compactMap { k, v in (v as? String).map { (k, $0) } })
+            metadata = try userMetadata(map.compactMap { k, v in (v as? String).map { (k, $0) } })
         }
         let responses = record["responseElements"] as? [String: Any]
         return StoreNotification(
             store: store, eventName: eventName, bucket: bucket, key: key,
-            size: removal ? nil : number(object["size"]), eTag: nonEmpty((object["eTag"] as? String).map(unquoted)),
-            versionId: nonEmpty(object["versionId"] as? String), sequencer: sequencer, eventTime: time,
-            eventId: nonEmpty(record["eventId"] as? String) ?? "\(bucket)/\(key)/\(eventName)/\(sequencer ?? time)",
+            size: removal ? nil : try size(object["size"]), eTag: try nonEmpty(field(object["eTag"], "eTag").map(unquoted)),
+            versionId: try nonEmpty(field(object["versionId"], "versionId")), sequencer: sequencer, eventTime: time,
+            eventId: try nonEmpty(field(record["eventId"], "eventId")) ?? "\(bucket)/\(key)/\(eventName)/\(sequencer ?? time)",
             metadata: metadata,
-            principalId: ((record["userIdentity"] as? [String: Any])?["principalId"] as? String) ?? "",
-            requestId: (responses?["x-amz-request-id"] as? String) ?? "", hostId: (responses?["x-amz-id-2"] as? String) ?? "",
-            region: (record["awsRegion"] as? String) ?? "")
+            principalId: try field((record["userIdentity"] as? [String: Any])?["principalId"], "principalId") ?? "",
+            requestId: try field(responses?["x-amz-request-id"], "x-amz-request-id") ?? "",
+            hostId: try field(responses?["x-amz-id-2"], "x-amz-id-2") ?? "",
+            region: try field(record["awsRegion"], "awsRegion") ?? "")
     }
 
     private static func eventBridge(_ envelope: [String: Any], detail: [String: Any]) throws(FerryError) -> StoreNotification {
@@ -156,30 +163,56 @@ public enum StoreNotificationDecoder {
         let key = FormURLEncoding.decode(rawKey)
         if let problem = ObjectKeyRule.violation(of: key) { throw problem }
         if let problem = RequestLimits.bucketNameProblem(bucket) { throw problem }
-        let sequencer = nonEmpty(object["sequencer"] as? String)
+        let sequencer = try nonEmpty(field(object["sequencer"], "sequencer"))
         let time = normalisedTime(envelope["time"] as? String)
         return StoreNotification(
             store: "aws", eventName: eventName, bucket: bucket, key: key,
-            size: eventName.hasPrefix("ObjectRemoved") ? nil : number(object["size"]), eTag: nonEmpty((object["etag"] as? String).map(unquoted)),
-            versionId: nonEmpty(object["version-id"] as? String), sequencer: sequencer, eventTime: time,
-            eventId: nonEmpty(envelope["id"] as? String) ?? "\(bucket)/\(key)/\(eventName)/\(sequencer ?? time)",
-            metadata: nil, principalId: (detail["requester"] as? String) ?? "", requestId: (detail["request-id"] as? String) ?? "",
-            hostId: "", region: (envelope["region"] as? String) ?? "")
+            size: eventName.hasPrefix("ObjectRemoved") ? nil : try size(object["size"]),
+            eTag: try nonEmpty(field(object["etag"], "etag").map(unquoted)),
+            versionId: try nonEmpty(field(object["version-id"], "version-id")), sequencer: sequencer, eventTime: time,
+            eventId: try nonEmpty(field(envelope["id"], "id")) ?? "\(bucket)/\(key)/\(eventName)/\(sequencer ?? time)",
+            metadata: nil, principalId: try field(detail["requester"], "requester") ?? "",
+            requestId: try field(detail["request-id"], "request-id") ?? "", hostId: "", region: try field(envelope["region"], "region") ?? "")
     }
 
-    /// `x-amz-meta-` entries, lowercased, without the prefix.
-    private static func userMetadata(_ pairs: [(String, String)]) -> [String: String] {
+    /// `x-amz-meta-` entries, lowercased, without the prefix; at most S3's 2 KiB of them.
+    private static func userMetadata(_ pairs: [(String, String)]) throws(FerryError) -> [String: String] {
         var result: [String: String] = [:]
         for (name, value) in pairs where name.lowercased().hasPrefix("x-amz-meta-") {
             result[String(name.lowercased().dropFirst("x-amz-meta-".count))] = value
         }
+        let total = result.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+        guard total <= MetadataRule.maxBytes else {
+            throw FerryError(.malformedRequest, "notification metadata is \(total) bytes; S3 allows \(MetadataRule.maxBytes)")
+        }
         return result
     }
 
-    private static func number(_ any: Any?) -> Int64? {
-        if let n = any as? NSNumber { return Int64(exactly: n.doubleValue) }
-        if let s = any as? String { return Int64(s) }
-        return nil
+    /// A string field (another type reads as absent), at most `maxFieldBytes`:
+    /// longer, it is not something a store sends, and could not be published.
+    private static func field(_ any: Any?, _ name: String) throws(FerryError) -> String? {
+        guard let text = any as? String else { return nil }
+        guard text.utf8.count <= maxFieldBytes else {
+            throw FerryError(.malformedRequest, "notification field \(name) is \(text.utf8.count) bytes; at most \(maxFieldBytes)")
+        }
+        return text
+    }
+
+    /// An object's size: absent, or a whole number of bytes from 0 up (as a number or its digits).
+    private static func size(_ any: Any?) throws(FerryError) -> Int64? {
+        guard let any, !(any is NSNull) else { return nil }
+        let size: Int64?
+        if let n = any as? NSNumber {
+            size = Int64(exactly: n.doubleValue)
+        } else if let s = any as? String, s.utf8.count <= 19 {
+            size = Int64(s)
+        } else {
+            size = nil
+        }
+        guard let size, size >= 0 else {
+            throw FerryError(.malformedRequest, "notification size \(String(describing: any).prefix(40)) is not a number of bytes")
+        }
+        return size
     }
 
     private static func nonEmpty(_ s: String?) -> String? { (s?.isEmpty ?? true) ? nil : s }

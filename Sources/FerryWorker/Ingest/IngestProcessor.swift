@@ -126,6 +126,11 @@ final class IngestProcessor: Sendable {
                 do {
                     try await handle(change, received: received)
                     break
+                } catch let error as KafkaError where error.isPermanentForMessage {
+                    // The same message would be refused again: retrying would hold the partition forever.
+                    logger.error("dropping the change of s3://\(change.bucket)/\(change.key) from \(message.topic)/\(message.partition)/\(message.offset): Kafka refuses its event or record: \(error)")
+                    Counter(label: "ferry_ingest_changes_total", dimensions: [("outcome", "unpublishable")]).increment()
+                    break
                 } catch {
                     logger.error("cannot publish the change of s3://\(change.bucket)/\(change.key), retrying: \(error)")
                     try? await Task.sleep(for: .seconds(1))

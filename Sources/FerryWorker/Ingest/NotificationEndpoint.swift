@@ -40,7 +40,7 @@ public final class NotificationEndpoint: Sendable {
         } catch {
             logger.warning("refused a notification from \(peer): \(error)")
             Counter(label: "ferry_ingest_notifications_total", dimensions: [("outcome", "malformed")]).increment()
-            return .error(400, error.message)
+            return .error(error.code == .requestTooLarge ? 413 : 400, error.message)
         }
         guard let first = changes.first else { return .json(200, ["accepted": 0]) }  // a test event or subscription message
         do {
