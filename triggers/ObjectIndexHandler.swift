@@ -9,7 +9,10 @@ import GRDB
 /// after a newer one: a row is only replaced by a record with a higher
 /// SequenceNumber, and removals leave a tombstone, so the catalog converges.
 /// A batch is one transaction; a record that cannot be written is reported in
-/// `batchItemFailures`, so only it and those after it are retried.
+/// `batchItemFailures`, so only it and those after it are retried. A record
+/// no retry could write (no `bucket`/`key` keys: not an `objects` record) is
+/// logged and skipped instead: retried, it would hold its partition for the
+/// registration's ten retries.
 ///
 ///     sqlite3 ferry-data/index/objects.sqlite \
 ///       "SELECT key, size, owner FROM objects WHERE removed = 0 AND key LIKE 'public/%'"
@@ -41,20 +44,23 @@ public struct ObjectIndexHandler: StreamRecordHandler {
     /// that fails is reported alone and the others stay written.
     public func handle(_ event: DynamoDBEvent, context: TriggerContext) async throws -> StreamBatchResponse {
         let records = event.records
-        let failures = try await database.write { db -> [(String, String)] in
-            var failures: [(String, String)] = []
+        let (failures, skipped) = try await database.write { db -> ([(String, String)], [(String, String)]) in
+            var failures: [(String, String)] = [], skipped: [(String, String)] = []
             for record in records {
                 do {
                     try db.inSavepoint {
                         try Self.apply(record, in: db)
                         return .commit
                     }
+                } catch let error as Unindexable {
+                    skipped.append((record.eventID, error.description))
                 } catch {
                     failures.append((record.eventID, "\(error)"))
                 }
             }
-            return failures
+            return (failures, skipped)
         }
+        for (eventID, why) in skipped { context.logger.error("object index: record \(eventID) skipped: \(why)") }
         for (eventID, error) in failures { context.logger.error("object index: record \(eventID) not written: \(error)") }
         return StreamBatchResponse(failedEventIDs: failures.map(\.0))
     }
@@ -62,7 +68,7 @@ public struct ObjectIndexHandler: StreamRecordHandler {
     static func apply(_ record: DynamoDBEvent.Record, in db: Database) throws {
         let keys = record.dynamodb.keys
         guard let bucket = keys["bucket"]?.stringValue, let key = keys["key"]?.stringValue else {
-            throw IndexError("record \(record.eventID) has no bucket/key keys")
+            throw Unindexable(description: "it has no bucket/key keys: not an objects record")
         }
         let sequence = record.dynamodb.sequenceNumber
         let image = record.eventName == .remove ? nil : record.dynamodb.newImage
@@ -91,8 +97,8 @@ public struct ObjectIndexHandler: StreamRecordHandler {
         return a == b ? 0 : (a < b ? -1 : 1)
     }
 
-    struct IndexError: Error, CustomStringConvertible {
+    /// A record no retry could write.
+    struct Unindexable: Error, CustomStringConvertible {
         var description: String
-        init(_ description: String) { self.description = description }
     }
 }

@@ -31,6 +31,9 @@ public struct InvocationRecord: Sendable, Codable {
     public var requestPayload: RequestPayload
     public var responseContext: ResponseContext
     public var responsePayload: ErrorPayload
+    /// Set when the payload was left out because the record would not fit a
+    /// Kafka message (`requestPayload` is then empty).
+    public var payloadOmitted: OmittedPayload?
 
     public enum RequestPayload: Sendable, Codable {
         case s3(S3Event)
@@ -93,9 +96,13 @@ public struct StreamFailureRecord: Sendable, Codable {
     /// Raw values of records that could not be decoded.
     public var undecodable: [String]?
     public var kafka: KafkaPosition
+    /// Set when the records were left out because the record would not fit a
+    /// Kafka message (`records` is then empty; `kafka` says where they are).
+    public var payloadOmitted: OmittedPayload?
 
     enum CodingKeys: String, CodingKey {
-        case version, timestamp, requestContext, responseContext, batchInfo = "DDBStreamBatchInfo", errorMessage, records, undecodable, kafka
+        case version, timestamp, requestContext, responseContext, batchInfo = "DDBStreamBatchInfo", errorMessage, records, undecodable, kafka,
+             payloadOmitted
     }
 
     init(trigger: String, condition: String, invokeCount: Int, items: [StreamMapping.Item], messages: [KafkaMessage] = [],

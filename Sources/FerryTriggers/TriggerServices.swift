@@ -49,17 +49,33 @@ struct TriggerServices: Sendable {
         return try await withDeadline(seconds: timeout, body)
     }
 
-    /// Writes a failure record; a write Kafka refuses is retried until it lands
-    /// or the dispatcher stops (false), so an offset is never committed past a lost record.
-    func deadLetter<T: Encodable>(_ record: T, topic: String, key: [UInt8]?) async -> Bool {
+    /// Writes a failure record; a write Kafka refuses for a while is retried
+    /// until it lands or the dispatcher stops (false), so an offset is never
+    /// committed past a lost record. A record too large for Kafka is written
+    /// without its payload (`FailureRecord`); one Kafka refuses even so is
+    /// logged with its reason and dropped, rather than holding the partition.
+    func deadLetter<T: FailureRecord>(_ record: T, topic: String, key: [UInt8]?) async -> Bool {
         Counter(label: "ferry_dlq_messages_total", dimensions: [("topic", topic)]).increment()
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard let producer, let value = try? encoder.encode(record) else { return false }
+        guard let producer, var value = try? encoder.encode(record) else { return false }
+        var shrunk = false
+        func shrink(_ reason: String) {
+            let omitted = FailureRecordFit.omitted(Array(value), reason: reason)
+            logger.warning("failure record for \(topic) is \(value.count) bytes: written without its payload (\(reason))")
+            if let smaller = try? encoder.encode(record.omittingPayload(omitted)) { value = smaller }
+            shrunk = true
+        }
+        if value.count > FailureRecordFit.maxBytes { shrink("larger than \(FailureRecordFit.maxBytes) bytes") }
         var delay = 0.2
         while !Task.isCancelled {
             do {
                 try await producer.send(topic: topic, key: key, value: Array(value))
+                return true
+            } catch where error.isPermanentForMessage {
+                guard shrunk else { shrink("Kafka refused it: \(error)"); continue }
+                logger.error("failure record for \(topic) dropped: Kafka refuses it even without its payload: \(error)")
+                Counter(label: "ferry_dlq_dropped_total", dimensions: [("topic", topic)]).increment()
                 return true
             } catch {
                 logger.error("cannot write failure record to \(topic), retrying in \(delay) s: \(error)")

@@ -52,4 +52,25 @@ import Testing
         #expect((object["kafka"] as? [String: Any])?["lastOffset"] as? Int == 41)
         #expect((object["requestContext"] as? [String: Any])?["condition"] as? String == "RetryAttemptsExhausted")
     }
+
+    /// A record too large for Kafka keeps everything but its payload, and says what was left out.
+    @Test func aRecordWithoutItsPayload() throws {
+        let omitted = OmittedPayload(recordBytes: 1_200_000, recordSHA256: String(repeating: "a", count: 64), reason: "too large")
+        let invocation = InvocationRecord(requestId: "r-2", triggerName: "-", condition: "UndecodableEvent", invokeCount: 0,
+                                          payload: .raw(String(repeating: "\u{1}", count: 300_000)), error: TriggerTimeout(seconds: 1))
+        let small = try json(invocation.omittingPayload(omitted))
+        #expect(small["requestPayload"] as? String == "")
+        #expect((small["payloadOmitted"] as? [String: Any])?["recordBytes"] as? Int == 1_200_000)
+        #expect((small["requestContext"] as? [String: Any])?["condition"] as? String == "UndecodableEvent")
+
+        let message = KafkaMessage(topic: "ferry.streams", partition: 2, offset: 9, key: nil, value: Array(repeating: 1, count: 300_000),
+                                   headers: [], timestampMs: 1_700_000_000_000)
+        let failure = StreamFailureRecord(trigger: "index", condition: "UndecodableRecord", invokeCount: 0, items: [], messages: [message],
+                                          error: StreamDeliveryTests.Planned())
+        let stream = try json(failure.omittingPayload(omitted))
+        #expect((stream["records"] as? [Any])?.isEmpty == true && stream["undecodable"] == nil)
+        #expect((stream["kafka"] as? [String: Any])?["firstOffset"] as? Int == 9, "where the records can be read again")
+        #expect((stream["payloadOmitted"] as? [String: Any])?["reason"] as? String == "too large")
+        #expect(try JSONEncoder().encode(failure.omittingPayload(omitted)).count < 4096)
+    }
 }
