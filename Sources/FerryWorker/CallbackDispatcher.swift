@@ -1,6 +1,7 @@
 import FerryCore
 import FerryKafka
 import FerryS3
+import FerryStore
 import Foundation
 import Logging
 import Metrics
@@ -101,10 +102,17 @@ final class CallbackDispatcher: Sendable {
         var headers = [(DLQHeader.errorCode, error.code.rawValue), (DLQHeader.errorMessage, String(error.message.prefix(1024))),
                        (CallbackHeader.attempts, String(attempts))]
         if let url { headers.append((CallbackHeader.url, Self.redacted(url))) }
+        // Cut to what Kafka takes (a message of ferry.callbacks near the limit, plus these
+        // headers, would be refused every time and hold its partition); the cut is marked.
+        let record = DeadLetterRecord.make(topic: topics.callbacksDLQ, key: id.map { Array($0.utf8) }, value: value,
+                                           headers: headers.map { OutboxMessage.Header($0.0, $0.1) }, maxBytes: DeadLetterRecord.defaultMaxBytes)
         var delay = 0.5
         while !Task.isCancelled {
             do {
-                try await producer.send(topic: topics.callbacksDLQ, key: id, value: value, headers: headers)
+                try await producer.send(topic: record.topic, key: record.key, value: record.value, headers: record.headers.map { ($0.name, $0.value) })
+                return true
+            } catch where error.isPermanentForMessage {
+                logger.error("callback dead letter dropped: Kafka refuses it even cut to \(record.recordBytes) bytes: \(error)")
                 return true
             } catch {
                 logger.error("cannot write the callback dead letter, retrying: \(error)")

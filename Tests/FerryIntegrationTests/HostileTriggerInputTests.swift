@@ -5,15 +5,16 @@ import Foundation
 import Logging
 import Testing
 
-/// Generated hostile messages on the topics trigger dispatchers read
-/// (`ferry.events`, `ferry.streams`: workers write them, but so can anyone
-/// with access to the broker), through a real worker with the triggers role,
-/// checked against invariants:
+/// Generated hostile messages on the topics a worker reads besides requests
+/// (`ferry.events` and `ferry.streams` for trigger dispatchers,
+/// `ferry.callbacks` for callback delivery: workers write them, but so can
+/// anyone with access to the broker), through a real worker, checked against
+/// invariants:
 /// - the worker never exits;
 /// - every message gets its outcome: each consumer group (the S3 triggers',
-///   and each stream trigger's) commits to the end of its topic, so no
-///   message holds a partition (a failure record Kafka would not take was
-///   retried forever);
+///   each stream trigger's, callback delivery's) commits to the end of its
+///   topic, so no message holds a partition (a failure record or dead letter
+///   Kafka would not take was retried forever);
 /// - valid events interleaved with the hostile ones run the audit trigger.
 ///
 /// `FERRY_FUZZ_SEED` replays a run; `FERRY_FUZZ_MESSAGES` sets its size (default 300 per topic).
@@ -50,7 +51,7 @@ import Testing
             name: "worker-triggers-fuzz", executable: TestPaths.ferryBinary,
             arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", moto.endpoint, "--region", "us-east-1",
                         "--data-root", dataRoot.path, "--state-dir", base.appendingPathComponent("state").path,
-                        "--role", "triggers", "--shutdown-grace", "5", "--kafka-property", "compression.type=lz4"],
+                        "--role", "transfers,triggers", "--shutdown-grace", "5", "--kafka-property", "compression.type=lz4"],
             environment: moto.clientEnvironment, logDirectory: base)
 
         var rng = HostileInput.rng(seed: seed)
@@ -74,17 +75,29 @@ import Testing
         let controls = (0..<300_000).map { _ in UInt8.random(in: 1...0x1F, using: &rng) }
         events.insert(OutgoingMessage(topic: "ferry.events", key: nil, value: controls), at: 1)
         records.insert(OutgoingMessage(topic: "ferry.streams", key: Array("objects/fuzz/controls".utf8), value: controls), at: 1)
-        let all = (events + records).filter { $0.value.count <= RequestLimits.maxMessageBytes }
+        var all = (events + records).filter { $0.value.count <= RequestLimits.maxMessageBytes }
+        // Callback deliveries that are not: garbled variants, and one just under Kafka's 1,000,000
+        // bytes, which its dead letter's headers took past it.
+        for _ in 0..<20 {
+            let variant = HostileJSON.variant(of: #"{"url":"https://127.0.0.1:1/","status":{}}"#, &rng)
+            if variant.bytes.count <= RequestLimits.maxMessageBytes { all.append(OutgoingMessage(topic: "ferry.callbacks", key: nil, value: variant.bytes)) }
+        }
+        let nearTheLimit = OutgoingMessage(topic: "ferry.callbacks", key: nil, value: Array(repeating: UInt8(ascii: "x"), count: 999_900))
         let producer = try KafkaProducer(configuration: kafka, logger: logger)
         let results = await producer.sendAll(all)
         #expect(results.allSatisfy { if case .success = $0 { true } else { false } }, "could not produce every message")
+        // (Kafka's 1,000,000 counts a record's framing too: this one needs a producer allowed a little more.)
+        var roomier = kafka
+        roomier["message.max.bytes"] = "1100000"
+        try await KafkaProducer(configuration: roomier, logger: logger).send(topic: nearTheLimit.topic, key: nearTheLimit.key, value: nearTheLimit.value)
 
         // Every message gets its outcome: each group commits to the end of its topic.
         var behind: [String: Int64] = [:]
         let settled = await eventually(timeout: 240) {
             behind = [:]
             for (group, topic) in [("ferry-triggers", "ferry.events"), ("ferry-triggers.object-index", "ferry.streams"),
-                                   ("ferry-triggers.checksum-manifest", "ferry.streams"), ("ferry-triggers.post-feed", "ferry.streams")] {
+                                   ("ferry-triggers.checksum-manifest", "ferry.streams"), ("ferry-triggers.post-feed", "ferry.streams"),
+                                   ("ferry-callbacks", "ferry.callbacks")] {
                 guard let observer = try? KafkaConsumer.observer(bootstrapServers: cluster.bootstrapServers, group: group, logger: logger) else { return false }
                 defer { observer.close() }
                 guard let ends = try? await observer.endOffsets(of: topic),
@@ -107,8 +120,13 @@ import Testing
         let missing = validKeys.filter { !audited.contains($0) }
         #expect(missing.isEmpty, "seed \(seed): valid events the audit trigger did not see: \(missing.prefix(5))")
         let deadLetters = try await KafkaConsumer.snapshot(topic: "ferry.triggers.dlq", configuration: kafka, timeout: 60, logger: logger)
+        // The callback near the limit is dead-lettered cut, and says so.
+        let callbackLetters = try await KafkaConsumer.snapshot(topic: "ferry.callbacks.dlq", configuration: kafka, timeout: 60, logger: logger)
+        #expect(callbackLetters.contains { $0.header(DLQHeader.truncated) == "true" && $0.header(DLQHeader.originalLength) == "999900" },
+                "seed \(seed): no cut dead letter for the callback of 999,900 bytes")
         print("hostile trigger input: seed \(seed): \(events.count) events (\(validKeys.count) valid) and \(records.count) stream records; "
-              + "\(audit.count) audit lines, \(deadLetters.count) failure records (largest \(deadLetters.map(\.value.count).max() ?? 0) bytes); "
+              + "\(audit.count) audit lines, \(deadLetters.count) failure records (largest \(deadLetters.map(\.value.count).max() ?? 0) bytes), "
+              + "\(callbackLetters.count) callback dead letters; "
               + "worker running: \(worker.isRunning); messages behind: \(behind.values.reduce(0, +))")
         let stopped = await worker.stop()
         #expect(stopped == 0, "seed \(seed): exit \(stopped)")
