@@ -15,6 +15,8 @@ import Testing
 ///   each stream trigger's, callback delivery's) commits to the end of its
 ///   topic, so no message holds a partition (a failure record or dead letter
 ///   Kafka would not take was retried forever);
+/// - every control message (`ferry.control`, read by every worker) is applied
+///   or ignored with a log line;
 /// - valid events interleaved with the hostile ones run the audit trigger.
 ///
 /// `FERRY_FUZZ_SEED` replays a run; `FERRY_FUZZ_MESSAGES` sets its size (default 300 per topic).
@@ -72,15 +74,23 @@ import Testing
                                            value: record.bytes))
         }
         // 300,000 control bytes: a failure record writes each as `\u00XX`, six times the message.
-        let controls = (0..<300_000).map { _ in UInt8.random(in: 1...0x1F, using: &rng) }
-        events.insert(OutgoingMessage(topic: "ferry.events", key: nil, value: controls), at: 1)
-        records.insert(OutgoingMessage(topic: "ferry.streams", key: Array("objects/fuzz/controls".utf8), value: controls), at: 1)
+        let controlBytes = (0..<300_000).map { _ in UInt8.random(in: 1...0x1F, using: &rng) }
+        events.insert(OutgoingMessage(topic: "ferry.events", key: nil, value: controlBytes), at: 1)
+        records.insert(OutgoingMessage(topic: "ferry.streams", key: Array("objects/fuzz/controls".utf8), value: controlBytes), at: 1)
         var all = (events + records).filter { $0.value.count <= RequestLimits.maxMessageBytes }
         // Callback deliveries that are not: garbled variants, and one just under Kafka's 1,000,000
         // bytes, which its dead letter's headers took past it.
         for _ in 0..<20 {
             let variant = HostileJSON.variant(of: #"{"url":"https://127.0.0.1:1/","status":{}}"#, &rng)
             if variant.bytes.count <= RequestLimits.maxMessageBytes { all.append(OutgoingMessage(topic: "ferry.callbacks", key: nil, value: variant.bytes)) }
+        }
+        // Control messages every worker reads: each is applied or ignored, with a log line.
+        var controlMessages = 0
+        for _ in 0..<40 {
+            let variant = HostileJSON.variant(of: #"{"id":"fz-control","action":"pause"}"#, &rng)
+            if variant.bytes.count <= RequestLimits.maxMessageBytes {
+                all.append(OutgoingMessage(topic: "ferry.control", key: nil, value: variant.bytes)); controlMessages += 1
+            }
         }
         let nearTheLimit = OutgoingMessage(topic: "ferry.callbacks", key: nil, value: Array(repeating: UInt8(ascii: "x"), count: 999_900))
         let producer = try KafkaProducer(configuration: kafka, logger: logger)
@@ -111,6 +121,12 @@ import Testing
         #expect(settled, "seed \(seed): messages without an outcome, by consumer group: \(behind)\n\(worker.log.suffix(3000))")
         #expect(worker.isRunning, "seed \(seed): the worker exited\n\(worker.log.suffix(4000))")
         #expect(!worker.log.contains("Fatal error"), "seed \(seed): a trap\n\(worker.log.suffix(4000))")
+
+        let controlLines = await eventually(timeout: 30) {
+            worker.log.components(separatedBy: "ignoring undecodable control message").count - 1
+                + worker.log.components(separatedBy: "not running on this worker").count - 1 == controlMessages
+        }
+        #expect(controlLines, "seed \(seed): not every one of \(controlMessages) control messages has its log line")
 
         // Valid events interleaved with the hostile ones ran the audit trigger.
         struct Audit: Decodable { var key: String }
