@@ -21,13 +21,8 @@ import Testing
 @Suite(.serialized) struct AdversarialSuiteTests {
     let logger = Logger(label: "test.fuzz")
 
-    static var seed: UInt64 {
-        ProcessInfo.processInfo.environment["FERRY_FUZZ_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64(Int64.max))
-    }
-
-    static func count(default value: Int) -> Int {
-        ProcessInfo.processInfo.environment["FERRY_FUZZ_MESSAGES"].flatMap(Int.init) ?? value
-    }
+    static var seed: UInt64 { FuzzReplay.seed }
+    static func count(default value: Int) -> Int { FuzzReplay.messages(default: value) }
 
     @Test func hostileRequestsOnMoto() async throws {
         let moto = try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("fuzz-moto"))

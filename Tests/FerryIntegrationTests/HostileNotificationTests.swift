@@ -20,8 +20,7 @@ import Testing
     let logger = Logger(label: "test.fuzz-notifications")
 
     @Test func hostileNotificationsOnMoto() async throws {
-        let seed = ProcessInfo.processInfo.environment["FERRY_FUZZ_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64(Int64.max))
-        let total = ProcessInfo.processInfo.environment["FERRY_FUZZ_MESSAGES"].flatMap(Int.init) ?? 400
+        let seed = FuzzReplay.seed, total = FuzzReplay.messages(default: 400)
         print("hostile notifications: seed \(seed), \(total) messages (replay with FERRY_FUZZ_SEED=\(seed) FERRY_FUZZ_MESSAGES=\(total))")
         let base = try TestPaths.temporaryDirectory("fuzz-notifications")
         let moto = try await MotoServer.start(logDirectory: base)

@@ -30,8 +30,7 @@ import Testing
     static let streamRecord = #"{"eventID":"c4ca4238a0b923820dcc509a6f75849b","eventName":"INSERT","eventVersion":"1.1","eventSource":"aws:dynamodb","awsRegion":"us-east-1","dynamodb":{"ApproximateCreationDateTime":1428537600,"Keys":{"bucket":{"S":"fuzz"},"key":{"S":"public/incoming/a.jpg"}},"NewImage":{"bucket":{"S":"fuzz"},"key":{"S":"public/incoming/a.jpg"},"size":{"N":"3"},"owner":{"S":"alice"}},"SequenceNumber":"1000000000000000000070000","SizeBytes":40,"StreamViewType":"NEW_IMAGE"},"eventSourceARN":"arn:aws:dynamodb:us-east-1:000000000000:table/objects/stream/ferry"}"#
 
     @Test func hostileEventsAndStreamRecordsOnMoto() async throws {
-        let seed = ProcessInfo.processInfo.environment["FERRY_FUZZ_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64(Int64.max))
-        let total = ProcessInfo.processInfo.environment["FERRY_FUZZ_MESSAGES"].flatMap(Int.init) ?? 300
+        let seed = FuzzReplay.seed, total = FuzzReplay.messages(default: 300)
         print("hostile trigger input: seed \(seed), \(total) messages per topic (replay with FERRY_FUZZ_SEED=\(seed) FERRY_FUZZ_MESSAGES=\(total))")
         let base = try TestPaths.temporaryDirectory("fuzz-triggers")
         let moto = try await MotoServer.start(logDirectory: base)
