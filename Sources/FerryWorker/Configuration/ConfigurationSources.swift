@@ -99,12 +99,21 @@ public struct ConfigurationSources: Sendable {
             }
             var normalised = entry
             // Filter patterns may be written as YAML mappings; Lambda's form is a JSON string.
+            // (JSONSerialization traps, not throws, on what JSON cannot hold: checked first.)
             if let filters = entry["filters"] as? [Any] {
-                normalised["filters"] = filters.map { item -> String in
-                    if let text = item as? String { return text }
-                    let data = (try? JSONSerialization.data(withJSONObject: item, options: [.sortedKeys])) ?? Data()
-                    return String(decoding: data, as: UTF8.self)
+                var patterns: [String] = []
+                for (position, item) in filters.enumerated() {
+                    if let text = item as? String { patterns.append(text); continue }
+                    guard item is [String: Any], JSONSerialization.isValidJSONObject(item),
+                          let data = try? JSONSerialization.data(withJSONObject: item, options: [.sortedKeys]) else {
+                        throw ConfigurationError("\(name): triggers[\(index)].filters[\(position)] must be a filter pattern (a mapping, or its JSON text)")
+                    }
+                    patterns.append(String(decoding: data, as: UTF8.self))
                 }
+                normalised["filters"] = patterns
+            }
+            guard JSONSerialization.isValidJSONObject(normalised) else {
+                throw ConfigurationError("\(name): triggers[\(index)] holds a value JSON cannot (such as .nan, .inf or a timestamp)")
             }
             do {
                 let data = try JSONSerialization.data(withJSONObject: normalised)
