@@ -20,6 +20,8 @@ final class CallbackDispatcher: Sendable {
     private let http: CurlTransport
     private let settings: CallbackSettings
     private let topics: Topics
+    /// The largest dead letter Kafka takes from this worker's producer (as for `<prefix>.requests.dlq`).
+    private let deadLetterMaxBytes: Int
     private let logger: Logger
 
     init(configuration: WorkerConfiguration, producer: KafkaProducer, logger: Logger) throws(KafkaError) {
@@ -31,6 +33,7 @@ final class CallbackDispatcher: Sendable {
         http = configuration.http
         settings = configuration.callbacks
         topics = configuration.topics
+        deadLetterMaxBytes = DeadLetterRecord.maxBytes(producerProperties: configuration.kafka.properties)
         self.logger = logger
     }
 
@@ -105,7 +108,7 @@ final class CallbackDispatcher: Sendable {
         // Cut to what Kafka takes (a message of ferry.callbacks near the limit, plus these
         // headers, would be refused every time and hold its partition); the cut is marked.
         let record = DeadLetterRecord.make(topic: topics.callbacksDLQ, key: id.map { Array($0.utf8) }, value: value,
-                                           headers: headers.map { OutboxMessage.Header($0.0, $0.1) }, maxBytes: DeadLetterRecord.defaultMaxBytes)
+                                           headers: headers.map { OutboxMessage.Header($0.0, $0.1) }, maxBytes: deadLetterMaxBytes)
         var delay = 0.5
         while !Task.isCancelled {
             do {
