@@ -36,21 +36,22 @@ struct RecursiveCopy {
         return ObjectLocation(bucket: String(bucket), key: key)
     }
 
-    /// The transfers to run, and the objects listed but not copied (with the reason).
-    func jobs(client: S3Client) async throws -> (jobs: [TransferJob], skipped: [String]) {
+    /// The transfers to run; what was found but cannot be copied (the copy fails
+    /// for these: an unreadable directory, an object whose key names no path);
+    /// and what is left out by rule (links, FIFOs and the like: said, not failed).
+    func jobs(client: S3Client) async throws -> (jobs: [TransferJob], skipped: [String], leftOut: [String]) {
         switch direction {
         case .upload(let directory, let target):
-            guard let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: [.isRegularFileKey]) else {
-                throw ValidationError("cannot read directory \(directory.path)")
-            }
-            var jobs: [TransferJob] = []
-            for case let file as URL in walker where (try? file.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true {
-                let relative = String(file.standardizedFileURL.path.dropFirst(directory.path.count + 1))
+            let walk = try DirectoryWalk.regularFiles(under: directory.path)
+            let jobs = walk.files.enumerated().map { index, relative in
                 let key = target.key + relative
-                jobs.append(TransferJob(request: TransferRequest(id: "cp-\(jobs.count)", op: .upload, bucket: target.bucket, key: key,
-                                                                 source: file.absoluteString), objectKey: key))
+                // isDirectory: false spares Foundation a stat to find out.
+                let source = URL(fileURLWithPath: directory.path + "/" + relative, isDirectory: false).absoluteString
+                return TransferJob(request: TransferRequest(id: "cp-\(index)", op: .upload, bucket: target.bucket, key: key,
+                                                            source: source), objectKey: key)
             }
-            return (jobs, [])
+            return (jobs, walk.unreadable.map { "\($0.path)/: not read: \($0.reason)" },
+                    walk.skipped.map { "\($0.path): not copied: \($0.reason)" })
         case .download(let prefix, let directory):
             let objects = try await client.listObjects(bucket: prefix.bucket, prefix: prefix.key)
             var jobs: [TransferJob] = []
@@ -66,14 +67,15 @@ struct RecursiveCopy {
                 jobs.append(TransferJob(request: TransferRequest(id: "cp-\(index)", op: .download, bucket: prefix.bucket, key: object.key,
                                                                  destination: path.absoluteString), objectKey: object.key))
             }
-            return (jobs, skipped)
+            return (jobs, skipped, [])
         }
     }
 
 
 
     func run(engine: TransferEngine, client: S3Client) async throws {
-        let (jobs, skipped) = try await self.jobs(client: client)
+        let (jobs, skipped, leftOut) = try await self.jobs(client: client)
+        for entry in leftOut { FileHandle.standardError.write(Data("\(entry)\n".utf8)) }
         let started = Date()
         let tally = Tally()
         // Twice the engine's transfers: a download that has all its bytes gives its

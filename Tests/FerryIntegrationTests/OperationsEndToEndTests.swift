@@ -123,10 +123,16 @@ import Testing
             for (i, name) in ["a.bin", "b.txt", "sub/c.bin"].enumerated() {
                 try Data((0..<(10_000 * (i + 1))).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ i) }).write(to: tree.appendingPathComponent(name))
             }
+            // A link and a FIFO are not copied, and said so (the copy still succeeds).
+            #expect(symlink(tree.appendingPathComponent("a.bin").path, tree.appendingPathComponent("sub/link").path) == 0)
+            #expect(mkfifo(tree.appendingPathComponent("fifo").path, 0o644) == 0)
             let cpEnv = moto.clientEnvironment
-            let up = try await runChecked(TestPaths.ferryBinary, ["cp", "--recursive", tree.path, "s3://ops/tree", "--max-transfers", "3"],
-                                          environment: cpEnv)
-            #expect(up.hasPrefix("3 objects"), "\(up)")
+            let upload = try await runCommand(TestPaths.ferryBinary, ["cp", "--recursive", tree.path, "s3://ops/tree", "--max-transfers", "3"],
+                                              environment: cpEnv)
+            #expect(upload.status == 0, "\(upload.stderr)")
+            #expect(upload.stdout.hasPrefix("3 objects"), "\(upload.stdout)")
+            #expect(upload.stderr.contains("sub/link: not copied: a symbolic link"), "\(upload.stderr)")
+            #expect(upload.stderr.contains("fifo: not copied: a FIFO"), "\(upload.stderr)")
             let back = base.appendingPathComponent("back")
             let down = try await runChecked(TestPaths.ferryBinary, ["cp", "--recursive", "s3://ops/tree/", back.path], environment: cpEnv)
             #expect(down.hasPrefix("3 objects"), "\(down)")
