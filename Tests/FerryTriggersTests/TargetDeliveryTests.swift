@@ -1,4 +1,5 @@
 import FerryKafka
+import FerryS3
 import FerryTestSupport
 @testable import FerryTriggers
 import Foundation
@@ -52,6 +53,32 @@ import Testing
         let headers = received[1]["headers"] as! [String: String]
         #expect(headers["X-Ferry-Trigger"] == "notify" && headers["X-Ferry-Attempt"] == "2" && headers["Authorization"] == "Bearer t")
         #expect(try await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ).isEmpty)
+    }
+
+    /// A webhook that answers 200 with a body without end: the invocation fails
+    /// when the body passes the transport's in-memory cap, with that reason in
+    /// its failure record. (Before the cap, the body was kept whole until the
+    /// handler's timeout: gigabytes over loopback.)
+    @Test func aWebhookAnsweringWithoutEndFailsAtTheCap() async throws {
+        let hook = try HTTPAnswerer(head: "HTTP/1.1 200 OK", bodyBytes: nil)
+        var registry = TriggerRegistry()
+        try TargetDeclaration(name: "endless", type: "webhook", url: "http://127.0.0.1:\(hook.port)/ferry",
+                              events: ["ObjectCreated:*"], maximumRetryAttempts: 0).register(into: &registry)
+        let kafka = try StreamDeliveryTests.Cluster(logger: logger)
+        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
+                                               topics: kafka.topics, kafka: kafka.kafka, producer: kafka.producer, logger: logger)
+        let running = Task { await dispatcher.run() }
+        let event = TriggerDispatcherTests().event(key: "public/endless.txt")
+        try await kafka.producer.send(topic: kafka.topics.events, key: "b/public/endless.txt", value: Array(try JSONEncoder().encode(event)))
+        var failures: [Kcat.Record] = []
+        _ = await eventually(timeout: 90) {
+            failures = (try? await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ)) ?? []
+            return !failures.isEmpty
+        }
+        running.cancel()
+        await running.value
+        try #require(failures.count == 1)
+        #expect(failures[0].value.contains("passed \(HTTPRequest.defaultMaxBodyInMemory) bytes"), "\(failures[0].value.prefix(600))")
     }
 
     @Test func webhookStreamTargetHonoursBatchItemFailures() async throws {

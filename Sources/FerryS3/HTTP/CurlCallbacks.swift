@@ -163,6 +163,14 @@ let curlWriteCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, U
     if exchange.bodyToFile != nil {
         guard exchange.bufferForFile(UnsafeRawPointer(data), length) else { return 0 }  // CURLE_WRITE_ERROR
     } else {
+        let success = (200..<300).contains(exchange.status)
+        let cap = success ? exchange.request.maxBodyInMemory : HTTPRequest.maxErrorBodyInMemory
+        guard exchange.body.count + length <= cap else {
+            let method = exchange.request.method, url = redactedURL(exchange.request.url)
+            exchange.localError = FerryError(.storageError, "\(method) \(url) failed with HTTP \(exchange.status): its "
+                + "\(success ? "" : "error ")body passed \(cap) bytes, more than is kept in memory")
+            return 0  // CURLE_WRITE_ERROR: the transfer ends now
+        }
         exchange.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))
     }
     if exchange.bodyToFile != nil { exchange.count(length) }
@@ -256,4 +264,9 @@ let curlReadCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, Un
             return n
         }
     }
+}
+
+/// A URL fit for a message: presigned URLs carry credentials in the query, never printed.
+func redactedURL(_ url: String) -> String {
+    url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url
 }

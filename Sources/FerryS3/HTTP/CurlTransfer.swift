@@ -113,8 +113,4 @@ final class CurlTransfer {
                                      bodyLength: exchange.received))
     }
 
-    private func redactedURL(_ url: String) -> String {
-        // Presigned URLs carry credentials in the query; never print it.
-        url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url
-    }
 }

@@ -14,6 +14,18 @@ public struct HTTPRequest: Sendable {
     public var addressPolicy: RemoteSourcePolicy?
     /// Sees a successful response while it arrives.
     public var observer: ResponseObserver?
+    /// The most of a successful response's body kept in memory (`.memory` sink).
+    /// A peer that sends more (a webhook streaming without end, a broken
+    /// endpoint) fails the request instead of growing the process.
+    public var maxBodyInMemory = HTTPRequest.defaultMaxBodyInMemory
+
+    /// Well above S3's largest answer (a page of 1,000 listed keys of up to 1 KiB
+    /// each is under 2 MiB) and Lambda's 6 MB for a response.
+    public static let defaultMaxBodyInMemory = 16 << 20
+    /// The most of an error response's body kept: S3's error documents are a
+    /// few hundred bytes. An error body past it fails the request at once
+    /// (with its status, so a 5xx is still retried), not when a timeout ends it.
+    public static let maxErrorBodyInMemory = 1 << 20
 
     /// Where the request body comes from.
     public enum Body: Sendable {

@@ -1,0 +1,60 @@
+import FerryCore
+@testable import FerryS3
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// A peer decides how much it sends; Ferry decides how much of it it keeps.
+/// A body bound for memory (S3's XML, a webhook's answer, any error document)
+/// past its cap ends the request with a reason, instead of growing the process
+/// until a timeout or the kernel stops it.
+@Suite struct ResponseBodyCapTests {
+    func fetch(_ server: HTTPAnswerer, cap: Int? = nil) async -> (Result<HTTPResponse, FerryError>, Duration) {
+        var request = HTTPRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/x?X-Amz-Signature=secret")
+        if let cap { request.maxBodyInMemory = cap }
+        let started = ContinuousClock.now
+        do {
+            let response = try await CurlTransport().execute(request)
+            return (.success(response), ContinuousClock.now - started)
+        } catch {
+            return (.failure(error), ContinuousClock.now - started)
+        }
+    }
+
+    @Test func aSuccessfulBodyWithoutEndIsCutAtTheCap() async throws {
+        let server = try HTTPAnswerer(head: "HTTP/1.1 200 OK", bodyBytes: nil)
+        let (result, elapsed) = await fetch(server)
+        guard case .failure(let error) = result else { Issue.record("an endless body was taken whole?"); return }
+        #expect(error.code == .storageError)
+        #expect(error.message.contains("HTTP 200") && error.message.contains("passed \(HTTPRequest.defaultMaxBodyInMemory) bytes"), "\(error)")
+        #expect(!error.message.contains("secret"), "a presigned query in a message: \(error)")
+        // Cut when the cap is passed (16 MiB over loopback), not by a timeout; loose for a loaded machine.
+        #expect(elapsed < .seconds(20), "took \(elapsed)")
+    }
+
+    /// An error document without end fails at 1 MiB, and keeps its status: a
+    /// 5xx is still a server error (retried), a 4xx a refusal.
+    @Test(arguments: [503, 403])
+    func anErrorBodyWithoutEndIsCutAndKeepsItsStatus(status: Int) async throws {
+        let server = try HTTPAnswerer(head: "HTTP/1.1 \(status) Whatever", bodyBytes: nil)
+        let (result, elapsed) = await fetch(server)
+        guard case .failure(let error) = result else { Issue.record("an endless error body was taken whole?"); return }
+        #expect(error.code == .storageError)
+        #expect(error.message.contains("HTTP \(status)") && error.message.contains("error body passed \(HTTPRequest.maxErrorBodyInMemory) bytes"),
+                "\(error)")
+        #expect(elapsed < .seconds(20), "took \(elapsed)")
+    }
+
+    /// The cap is inclusive: a body of exactly the cap is kept whole, one byte more is not.
+    @Test(arguments: [1, 65_535, 65_536, 200_001])
+    func aBodyOfTheCapIsKeptAndOneByteMoreIsNot(cap: Int) async throws {
+        let exact = try HTTPAnswerer(head: "HTTP/1.1 200 OK", bodyBytes: cap)
+        let (kept, _) = await fetch(exact, cap: cap)
+        #expect((try? kept.get())?.body.count == cap, "\(kept)")
+        let over = try HTTPAnswerer(head: "HTTP/1.1 200 OK", bodyBytes: cap + 1)
+        let (refused, _) = await fetch(over, cap: cap)
+        guard case .failure(let error) = refused else { Issue.record("\(cap + 1) bytes under a cap of \(cap) were kept"); return }
+        #expect(error.message.contains("passed \(cap) bytes"), "\(error)")
+    }
+}
+
