@@ -92,6 +92,7 @@ extension S3Client {
     public func listParts(_ location: ObjectLocation, uploadId: String) async throws(FerryError) -> [CompletedPart] {
         var parts: [CompletedPart] = []
         var marker = "0"
+        var progress = ListingProgress(operation: "ListParts of \(location.bucket)/\(location.key) (upload \(uploadId))")
         while true {
             let response = try await send("ListParts", method: "GET", bucket: location.bucket, key: location.key,
                                           query: [("max-parts", "1000"), ("part-number-marker", marker), ("uploadId", uploadId)])
@@ -103,7 +104,7 @@ extension S3Client {
                                            checksum: algorithm.flatMap { record[$0.xmlElement] }, checksumAlgorithm: algorithm))
             }
             let fields = XMLFields.parse(response.body, wanted: ["IsTruncated", "NextPartNumberMarker"])
-            guard fields["IsTruncated"] == "true", let next = fields["NextPartNumberMarker"], next != marker else { break }
+            guard let next = try progress.advance(truncated: fields["IsTruncated"] == "true", next: fields["NextPartNumberMarker"]) else { break }
             marker = next
         }
         return parts
@@ -112,6 +113,7 @@ extension S3Client {
     public func listMultipartUploads(bucket: String, prefix: String) async throws(FerryError) -> [MultipartUploadSummary] {
         var uploads: [MultipartUploadSummary] = []
         var keyMarker = "", uploadIdMarker = ""
+        var progress = ListingProgress(operation: "ListMultipartUploads of \(bucket)/\(prefix)")
         while true {
             var query: [(String, String)] = [("uploads", ""), ("prefix", prefix)]
             if !keyMarker.isEmpty { query += [("key-marker", keyMarker), ("upload-id-marker", uploadIdMarker)] }
@@ -122,9 +124,12 @@ extension S3Client {
                 uploads.append(MultipartUploadSummary(key: key, uploadId: id, initiated: initiated))
             }
             let fields = XMLFields.parse(response.body, wanted: ["IsTruncated", "NextKeyMarker", "NextUploadIdMarker"])
-            guard fields["IsTruncated"] == "true", let nextKey = fields["NextKeyMarker"] else { break }
+            let uploadMarker = fields["NextUploadIdMarker"] ?? ""
+            // The two markers together name where the next page starts.
+            let next = fields["NextKeyMarker"].map { "\($0)\u{0}\(uploadMarker)" }
+            guard try progress.advance(truncated: fields["IsTruncated"] == "true", next: next) != nil, let nextKey = fields["NextKeyMarker"] else { break }
             keyMarker = nextKey
-            uploadIdMarker = fields["NextUploadIdMarker"] ?? ""
+            uploadIdMarker = uploadMarker
         }
         return uploads
     }

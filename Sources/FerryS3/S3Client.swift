@@ -151,21 +151,18 @@ public final class S3Client: ObjectStore {
     /// Every object whose key starts with `prefix` (ListObjectsV2, all pages).
     public func listObjects(bucket: String, prefix: String) async throws(FerryError) -> [ListedObject] {
         var objects: [ListedObject] = []
+        var progress = ListingProgress(operation: "ListObjectsV2 of \(bucket)/\(prefix)")
         var token: String?
         repeat {
-            var query: [(String, String)] = [("list-type", "2"), ("max-keys", "1000"), ("prefix", prefix)]
-            if let token { query.insert(("continuation-token", token), at: 0) }
-            let response = try await send("ListObjectsV2", method: "GET", bucket: bucket, key: nil, query: query.sorted { $0.0 < $1.0 })
-            for record in XMLRecords.parse(response.body, record: "Contents") {
-                guard let key = record["Key"] else { continue }
-                objects.append(ListedObject(key: key, size: Int64(record["Size"] ?? "") ?? 0))
-            }
-            let fields = XMLFields.parse(response.body, wanted: ["IsTruncated", "NextContinuationToken"])
-            token = fields["IsTruncated"] == "true" ? fields["NextContinuationToken"] : nil
+            let page = try await listObjects(bucket: bucket, prefix: prefix, continuation: token, maxKeys: 1000)
+            objects += page.items.map { ListedObject(key: $0.key, size: $0.size) }
+            token = try progress.advance(truncated: page.next != nil, next: page.next)
         } while token != nil
         return objects
     }
 
+    /// One page. A page the server says is truncated but that names no token to
+    /// continue from is an error, not the end of the listing.
     public func listObjects(bucket: String, prefix: String, continuation: String?, maxKeys: Int) async throws(FerryError) -> ObjectListing {
         // encoding-type=url: keys with any character survive the XML (as botocore asks for them).
         var query: [(String, String)] = [("encoding-type", "url"), ("list-type", "2"), ("max-keys", String(min(max(maxKeys, 1), 1000))),
@@ -184,7 +181,11 @@ public final class S3Client: ObjectStore {
                                             lastModified: record["LastModified"].flatMap { formatter.date(from: $0) ?? ISO8601DateFormatter().date(from: $0) }))
         }
         let fields = XMLFields.parse(response.body, wanted: ["IsTruncated", "NextContinuationToken"])
-        return ObjectListing(items: items, next: fields["IsTruncated"] == "true" ? fields["NextContinuationToken"] : nil)
+        guard fields["IsTruncated"] == "true" else { return ObjectListing(items: items, next: nil) }
+        guard let next = fields["NextContinuationToken"], !next.isEmpty else {
+            throw FerryError(.storageError, "ListObjectsV2 of \(bucket)/\(prefix): the server said the page was truncated but named no continuation token")
+        }
+        return ObjectListing(items: items, next: next)
     }
 
     // MARK: Presigning

@@ -2,12 +2,22 @@ import Foundation
 
 /// An HTTP peer that answers every request with `head`, then `bodyBytes` bytes
 /// of body, or (nil) chunks without end until the client hangs up: a webhook or
-/// endpoint that sends more than anyone should keep.
+/// endpoint that sends more than anyone should keep. Or, with `body`, the same
+/// document every time (a broken S3 listing, say).
 public final class HTTPAnswerer: Sendable {
+    enum Body: Sendable { case filler(Int?), fixed([UInt8]) }
     public let port: Int
     private let fd: Int32
 
-    public init(head: String, bodyBytes: Int?) throws {
+    public convenience init(head: String, bodyBytes: Int?) throws {
+        try self.init(head: head, answer: .filler(bodyBytes))
+    }
+
+    public convenience init(head: String, body: String) throws {
+        try self.init(head: head, answer: .fixed(Array(body.utf8)))
+    }
+
+    init(head: String, answer body: Body) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -26,14 +36,14 @@ public final class HTTPAnswerer: Sendable {
             while true {
                 let connection = accept(fd, nil, nil)
                 if connection < 0 { return }
-                Thread { Self.answer(connection, head: head, bodyBytes: bodyBytes) }.start()
+                Thread { Self.answer(connection, head: head, body: body) }.start()
             }
         }.start()
     }
 
     deinit { shutdown(fd, Int32(SHUT_RDWR)); close(fd) }
 
-    static func answer(_ connection: Int32, head: String, bodyBytes: Int?) {
+    static func answer(_ connection: Int32, head: String, body: Body) {
         defer { close(connection) }
         var request: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -52,6 +62,11 @@ public final class HTTPAnswerer: Sendable {
             }
             return true
         }
+        if case .fixed(let document) = body {
+            _ = send(Array("\(head)\r\nContent-Length: \(document.count)\r\nConnection: close\r\n\r\n".utf8) + document)
+            return
+        }
+        guard case .filler(let bodyBytes) = body else { return }
         let piece = [UInt8](repeating: UInt8(ascii: "z"), count: 64 << 10)
         if let total = bodyBytes {
             guard send(Array("\(head)\r\nContent-Length: \(total)\r\n\r\n".utf8)) else { return }

@@ -123,6 +123,7 @@ public final class Reconciler: Sendable {
         }
         var continuation: String?
         var listingDone = false
+        var pages = ListingProgress(operation: "ListObjectsV2 of \(bucket)/\(prefix)")
         repeat {
             let page = try await store.listObjects(bucket: bucket, prefix: prefix, continuation: continuation, maxKeys: Self.pageSize)
             report.pages += 1
@@ -143,8 +144,8 @@ public final class Reconciler: Sendable {
                     changes.append((creation(bucket: bucket, item), current, nil))
                 }
             }
-            continuation = page.next
-            listingDone = page.next == nil
+            continuation = try pages.advance(truncated: page.next != nil, next: page.next)
+            listingDone = continuation == nil
             if listingDone {
                 while let k = try await nextKnown() {
                     changes.append((removal(bucket: bucket, k), nil, k))
