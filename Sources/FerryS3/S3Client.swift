@@ -85,7 +85,8 @@ public final class S3Client: ObjectStore {
             ResponseObserver(head: { _, headers in seen.attributes(Self.getAttributes(headers)) }, body: seen.body)
         }
         let response = try await send("GetObject", method: "GET", bucket: input.bucket, key: input.key, headers: headers,
-                                      sink: .file(descriptor: descriptor, offset: offset), progress: progress, observer: observer)
+                                      sink: .file(descriptor: descriptor, offset: offset),
+                                      sinkLimit: input.range.map { $0.upperBound - $0.lowerBound + 1 }, progress: progress, observer: observer)
         var attributes = Self.getAttributes(response.headers)
         attributes.bytesReceived = response.bodyLength
         return attributes
@@ -224,7 +225,7 @@ public final class S3Client: ObjectStore {
     func send(_ operation: String, method: String, bucket: String?, key: String?,
               query: [(String, String)] = [], headers: [(String, String)] = [],
               body: HTTPRequest.Body = .none, payloadHash: String? = nil,
-              sink: HTTPRequest.ResponseSink = .memory, progress: TransferMeter? = nil,
+              sink: HTTPRequest.ResponseSink = .memory, sinkLimit: Int64? = nil, progress: TransferMeter? = nil,
               observer: ResponseObserver? = nil) async throws(FerryError) -> HTTPResponse {
         try Self.checkAddress(bucket: bucket, key: key)
         let endpoint = configuration.endpoint
@@ -244,6 +245,7 @@ public final class S3Client: ObjectStore {
         do {
             var request = HTTPRequest(method: method, url: url, headers: signed, body: body, response: sink, progress: progress)
             request.observer = observer
+            request.maxBodyToFile = sinkLimit
             response = try await transport.execute(request)
         } catch {
             Counter(label: "ferry_s3_errors_total", dimensions: [("operation", operation), ("code", error.code.rawValue)]).increment()

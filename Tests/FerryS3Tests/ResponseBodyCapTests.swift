@@ -56,5 +56,26 @@ import Testing
         guard case .failure(let error) = refused else { Issue.record("\(cap + 1) bytes under a cap of \(cap) were kept"); return }
         #expect(error.message.contains("passed \(cap) bytes"), "\(error)")
     }
-}
 
+    /// A ranged GET answered with more bytes than the range: the request fails
+    /// before any byte lands past the range, where another range of the same
+    /// download is written (the length check after the fact came too late).
+    @Test func aRangeAnsweredWithMoreBytesWritesNothingPastIt() async throws {
+        let server = try HTTPAnswerer(head: "HTTP/1.1 206 Partial Content\r\nETag: \"e\"\r\nContent-Range: bytes 0-9/100", bodyBytes: 300_000)
+        let s3 = S3Client(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
+                                credentials: AWSCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret")))
+        let path = try TestPaths.temporaryDirectory("range").appendingPathComponent("file").path
+        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o600)
+        defer { close(fd); unlink(path) }
+        let before = [UInt8](repeating: UInt8(ascii: "A"), count: 400_000)
+        #expect(pwrite(fd, before, before.count, 0) == before.count)
+        await #expect { _ = try await s3.getObject(GetObjectInput(bucket: "bkt", key: "k", range: 50...59), into: fd, at: 50, progress: nil) } throws: {
+            "\($0)".contains("sent more than the 10 bytes asked for")
+        }
+        var after = [UInt8](repeating: 0, count: before.count)
+        #expect(pread(fd, &after, after.count, 0) == after.count)
+        // Counted, not compared with ==: a failed == of 400,000 bytes takes the test library minutes to describe.
+        let overwritten = zip(after[60...], before[60...]).filter { $0 != $1 }.count
+        #expect(overwritten == 0, "\(overwritten) bytes past the range were written")
+    }
+}

@@ -159,6 +159,11 @@ let curlWriteCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, U
         exchange.localError = FerryError(.sourceTooLarge, "source is larger than \(cap) bytes")
         return 0
     }
+    if exchange.bodyToFile != nil, let cap = exchange.request.maxBodyToFile, exchange.received + Int64(length) > cap {
+        exchange.localError = FerryError(.storageError, "\(exchange.request.method) \(redactedURL(exchange.request.url)) failed with HTTP "
+            + "\(exchange.status): the server sent more than the \(cap) bytes asked for")
+        return 0
+    }
     if exchange.bodyToFile != nil, !exchange.mayMove(length) { return curlPause }
     if exchange.bodyToFile != nil {
         guard exchange.bufferForFile(UnsafeRawPointer(data), length) else { return 0 }  // CURLE_WRITE_ERROR

@@ -22,6 +22,10 @@ public struct HTTPRequest: Sendable {
     /// Well above S3's largest answer (a page of 1,000 listed keys of up to 1 KiB
     /// each is under 2 MiB) and Lambda's 6 MB for a response.
     public static let defaultMaxBodyInMemory = 16 << 20
+    /// The most of a successful body written to a `.file` sink: a ranged GET's
+    /// length. A server that sends more fails the request before the extra
+    /// bytes land past the range (in another range's place in the file).
+    public var maxBodyToFile: Int64?
     /// The most of an error response's body kept: S3's error documents are a
     /// few hundred bytes. An error body past it fails the request at once
     /// (with its status, so a 5xx is still retried), not when a timeout ends it.
