@@ -29,7 +29,13 @@ public struct TransferStatus: Sendable, Codable, Hashable {
     public struct ErrorInfo: Sendable, Codable, Hashable {
         public var code: String
         public var message: String
-        public init(_ error: FerryError) { code = error.code.rawValue; message = error.message }
+        /// The most of an error's message a status carries: messages quote what
+        /// others sent (a server's error, a key), and a status must stay small.
+        public static let maxMessageBytes = 8 << 10
+        public init(_ error: FerryError) {
+            code = error.code.rawValue
+            message = TextClip.clipped(error.message, toUTF8: Self.maxMessageBytes)
+        }
     }
 
     public var id: String

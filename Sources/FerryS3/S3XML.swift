@@ -8,8 +8,9 @@ import FoundationXML
 enum S3ErrorResponse {
     static func error(status: Int, body: [UInt8], operation: String, requestId: String?) -> FerryError {
         let fields = XMLFields.parse(body, wanted: ["Code", "Message"])
-        let s3Code = fields["Code"] ?? defaultCode(status)
-        let message = fields["Message"].map { ": \($0)" } ?? ""
+        // The server's words, bounded: they travel on in statuses, logs and failure records.
+        let s3Code = fields["Code"].map { TextClip.clipped($0, toUTF8: 128) } ?? defaultCode(status)
+        let message = fields["Message"].map { ": \(TextClip.clipped($0, toUTF8: 1024))" } ?? ""
         let suffix = requestId.map { " (request id \($0))" } ?? ""
         let text = "\(operation) failed with HTTP \(status) \(s3Code)\(message)\(suffix)"
         switch s3Code {

@@ -1,0 +1,61 @@
+import FerryCore
+@testable import FerryS3
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// S3's answers are XML from the network: what they may make Ferry do is
+/// bounded. No external entity is fetched (the file's contents never reach a
+/// message), nested entities do not blow up, and the server's words in an
+/// error are cut to a size that can travel on in statuses and logs.
+@Suite struct HostileXMLTests {
+    struct Unexpected: Error {}  // an error document taken for a listing
+
+    func listingError(_ body: String, status: Int = 403) async throws -> (FerryError, Duration) {
+        let server = try HTTPAnswerer(head: "HTTP/1.1 \(status) Whatever", body: body)
+        let s3 = S3Client(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
+                                credentials: AWSCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret")))
+        let started = ContinuousClock.now
+        do {
+            _ = try await s3.listObjects(bucket: "bkt", prefix: "")
+        } catch {
+            return (error, ContinuousClock.now - started)
+        }
+        throw Unexpected()
+    }
+
+    @Test func anExternalEntityIsNotFetched() async throws {
+        let secret = try TestPaths.temporaryDirectory("xxe").appendingPathComponent("secret")
+        try Data("TOP-SECRET-\(UInt64.random(in: 0...UInt64.max))".utf8).write(to: secret)
+        let (error, _) = try await listingError("""
+            <?xml version="1.0"?><!DOCTYPE Error [<!ENTITY x SYSTEM "file://\(secret.path)">]>\
+            <Error><Code>AccessDenied</Code><Message>a&x;b</Message></Error>
+            """)
+        #expect(!error.message.contains("TOP-SECRET"), "\(error)")
+        #expect(error.code == .accessDenied, "\(error)")
+    }
+
+    @Test func nestedEntitiesDoNotExplode() async throws {
+        var doctype = "<!ENTITY e0 \"ha\">"
+        for level in 1...12 { doctype += "<!ENTITY e\(level) \"" + String(repeating: "&e\(level - 1);", count: 10) + "\">" }
+        let (error, elapsed) = try await listingError("<?xml version=\"1.0\"?><!DOCTYPE Error [\(doctype)]>"
+            + "<Error><Code>SlowDown</Code><Message>&e12;</Message></Error>", status: 503)
+        // 10^12 expansions were never made: the parser refuses or skips them, and the message stays small.
+        #expect(error.message.utf8.count < 2_048, "\(error.message.utf8.count) bytes")
+        #expect(elapsed < .seconds(20), "took \(elapsed)")
+    }
+
+    @Test func theServersWordsAreCut() async throws {
+        let long = String(repeating: "é", count: 200_000)  // 800 kB in all: under the error body cap
+        let (error, _) = try await listingError("<Error><Code>\(long)</Code><Message>\(long)</Message></Error>", status: 500)
+        #expect(error.message.utf8.count < 2_048, "\(error.message.utf8.count) bytes")
+        #expect(error.message.contains("more bytes)"), "\(error.message.prefix(300))")
+        #expect(error.message.contains("HTTP 500"))  // still a server error, still retried
+        #expect(TextClip.clipped("ab", toUTF8: 2) == "ab")
+        #expect(TextClip.clipped("aéb", toUTF8: 2) == "a… (3 more bytes)")
+        #expect(TextClip.clipped("éé", toUTF8: 3) == "é… (2 more bytes)")
+        // A status carries at most 8 KiB of any message.
+        let info = TransferStatus.ErrorInfo(FerryError(.storageError, String(repeating: "x", count: 100_000)))
+        #expect(info.message.utf8.count < TransferStatus.ErrorInfo.maxMessageBytes + 64 && info.message.hasSuffix("more bytes)"))
+    }
+}
