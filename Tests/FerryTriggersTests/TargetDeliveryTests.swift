@@ -24,6 +24,18 @@ import Testing
         return (url, log, server)
     }
 
+    /// A dispatcher for `registry` on a fresh embedded cluster, running, and one ObjectCreated event for `key` sent to it.
+    func dispatchOneEvent(_ registry: TriggerRegistry, key: String) async throws
+        -> (kafka: StreamDeliveryTests.Cluster, running: Task<Void, Never>, event: S3Event) {
+        let kafka = try StreamDeliveryTests.Cluster(logger: logger)
+        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
+                                               topics: kafka.topics, kafka: kafka.kafka, producer: kafka.producer, logger: logger)
+        let running = Task { await dispatcher.run() }
+        let event = TriggerDispatcherTests().event(key: key)
+        try await kafka.producer.send(topic: kafka.topics.events, key: "b/\(key)", value: Array(try JSONEncoder().encode(event)))
+        return (kafka, running, event)
+    }
+
     func posts(_ log: URL) -> [[String: Any]] {
         ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
@@ -35,12 +47,7 @@ import Testing
         var registry = TriggerRegistry()
         try TargetDeclaration(name: "notify", type: "webhook", url: hook.url, headers: ["Authorization": "Bearer t"],
                               events: ["ObjectCreated:*"], maximumRetryAttempts: 2).register(into: &registry)
-        let kafka = try StreamDeliveryTests.Cluster(logger: logger)
-        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
-                                               topics: kafka.topics, kafka: kafka.kafka, producer: kafka.producer, logger: logger)
-        let running = Task { await dispatcher.run() }
-        let event = TriggerDispatcherTests().event(key: "public/a b.txt")
-        try await kafka.producer.send(topic: kafka.topics.events, key: "b/public/a b.txt", value: Array(try JSONEncoder().encode(event)))
+        let (kafka, running, event) = try await dispatchOneEvent(registry, key: "public/a b.txt")
         // Generous: the deadline also covers the consumer's group join, slow when the suite loads both cores.
         _ = await eventually(timeout: 90) { posts(hook.log).count >= 2 }
         running.cancel()
@@ -64,12 +71,7 @@ import Testing
         var registry = TriggerRegistry()
         try TargetDeclaration(name: "endless", type: "webhook", url: "http://127.0.0.1:\(hook.port)/ferry",
                               events: ["ObjectCreated:*"], maximumRetryAttempts: 0).register(into: &registry)
-        let kafka = try StreamDeliveryTests.Cluster(logger: logger)
-        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
-                                               topics: kafka.topics, kafka: kafka.kafka, producer: kafka.producer, logger: logger)
-        let running = Task { await dispatcher.run() }
-        let event = TriggerDispatcherTests().event(key: "public/endless.txt")
-        try await kafka.producer.send(topic: kafka.topics.events, key: "b/public/endless.txt", value: Array(try JSONEncoder().encode(event)))
+        let (kafka, running, _) = try await dispatchOneEvent(registry, key: "public/endless.txt")
         var failures: [Kcat.Record] = []
         _ = await eventually(timeout: 90) {
             failures = (try? await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ)) ?? []
