@@ -81,6 +81,7 @@ public final class CurlTransport: Sendable {
     public static var libcurlVersion: String { String(cString: curl_version()) }
 
     public func execute(_ request: HTTPRequest) async throws(FerryError) -> HTTPResponse {
+        try Self.checkHeaders(request)
         var footprint = Int64(Self.receiveBufferSize + Self.uploadBufferSize)
         if case .bytes(let body) = request.body { footprint += Int64(body.count) }
         if case .file = request.response { footprint += Int64(Self.fileWriteBufferSize) }
@@ -101,6 +102,24 @@ public final class CurlTransport: Sendable {
             loop.wake()
         }
         return try result.get()
+    }
+}
+
+extension CurlTransport {
+    /// curl sends each header line as given: a CR or LF in a name or value would
+    /// start a header (or a request) of its own, and a NUL would end the line
+    /// early. Values come from users (checked where they enter), credentials
+    /// endpoints and configuration; whatever their source, such a request is not
+    /// sent. The message names the header, never its value (it may be a secret).
+    static func checkHeaders(_ request: HTTPRequest) throws(FerryError) {
+        func forbidden(_ byte: UInt8) -> Bool { byte == 0x0D || byte == 0x0A || byte == 0 }
+        for (name, value) in request.headers {
+            guard !name.isEmpty, !name.utf8.contains(where: { forbidden($0) || $0 == UInt8(ascii: ":") || $0 == 0x20 }),
+                  !value.utf8.contains(where: forbidden) else {
+                throw FerryError(.invalidRequest, "\(request.method) not sent: header \(String(name.unicodeScalars.filter { $0.value >= 0x21 && $0.value < 0x7F }.prefix(64)).debugDescription) "
+                    + "holds a line break, a NUL, or (in its name) a colon or space")
+            }
+        }
     }
 }
 
