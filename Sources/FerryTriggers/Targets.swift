@@ -55,6 +55,12 @@ public struct TargetDeclaration: Sendable, Codable, Hashable {
             guard let url, let parsed = URLComponents(string: url), ["http", "https"].contains(parsed.scheme ?? "") else {
                 throw TriggerRegistrationError("target '\(name)': a webhook needs an http(s) url")
             }
+            // Refused here, where the file is read, not at each invocation.
+            for (header, value) in headers ?? [:] {
+                if let problem = CurlTransport.headerLineProblem(name: header, value: value) {
+                    throw TriggerRegistrationError("target '\(name)': \(problem)")
+                }
+            }
             target = WebhookTarget(url: url, headers: headers ?? [:], http: http)
         case "kafka":
             guard let topic, !topic.isEmpty else { throw TriggerRegistrationError("target '\(name)': a kafka target needs a topic") }

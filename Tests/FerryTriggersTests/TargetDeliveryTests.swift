@@ -42,6 +42,21 @@ import Testing
         }
     }
 
+    /// A webhook's configured header that would split its line is refused when
+    /// the declaration is read, naming the header (never its value).
+    @Test(arguments: [("X-Token", "a\r\nX-Evil: 1"), ("X-Token", "nul\u{0}"), ("Bad Name", "v"), ("", "v"), ("X:Y", "v")])
+    func aWebhookHeaderThatWouldSplitIsRefusedAtRegistration(name: String, value: String) throws {
+        var registry = TriggerRegistry()
+        #expect { try TargetDeclaration(name: "hook", type: "webhook", url: "https://example.com/h", headers: [name: value],
+                                        events: ["ObjectCreated:*"]).register(into: &registry) } throws: {
+            "\($0)".contains("target 'hook': header") && !"\($0)".contains("Evil") && !"\($0)".contains("nul")
+        }
+        #expect(throws: Never.self) {
+            try TargetDeclaration(name: "fine", type: "webhook", url: "https://example.com/h", headers: ["X-Token": "a b\tc"],
+                                  events: ["ObjectCreated:*"]).register(into: &registry)
+        }
+    }
+
     @Test func webhookRetriesARefusalThenDelivers() async throws {
         let hook = try await webhook(statuses: "503,200")
         var registry = TriggerRegistry()

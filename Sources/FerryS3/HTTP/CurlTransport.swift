@@ -112,14 +112,21 @@ extension CurlTransport {
     /// endpoints and configuration; whatever their source, such a request is not
     /// sent. The message names the header, never its value (it may be a secret).
     static func checkHeaders(_ request: HTTPRequest) throws(FerryError) {
-        func forbidden(_ byte: UInt8) -> Bool { byte == 0x0D || byte == 0x0A || byte == 0 }
         for (name, value) in request.headers {
-            guard !name.isEmpty, !name.utf8.contains(where: { forbidden($0) || $0 == UInt8(ascii: ":") || $0 == 0x20 }),
-                  !value.utf8.contains(where: forbidden) else {
-                throw FerryError(.invalidRequest, "\(request.method) not sent: header \(String(name.unicodeScalars.filter { $0.value >= 0x21 && $0.value < 0x7F }.prefix(64)).debugDescription) "
-                    + "holds a line break, a NUL, or (in its name) a colon or space")
+            if let problem = headerLineProblem(name: name, value: value) {
+                throw FerryError(.invalidRequest, "\(request.method) not sent: \(problem)")
             }
         }
+    }
+
+    /// Why `name: value` cannot go out as one header line, or nil. Names the
+    /// header (its printable ASCII), never the value.
+    public static func headerLineProblem(name: String, value: String) -> String? {
+        func forbidden(_ byte: UInt8) -> Bool { byte == 0x0D || byte == 0x0A || byte == 0 }
+        guard name.isEmpty || name.utf8.contains(where: { forbidden($0) || $0 == UInt8(ascii: ":") || $0 == 0x20 })
+                || value.utf8.contains(where: forbidden) else { return nil }
+        let shown = String(name.unicodeScalars.filter { $0.value >= 0x21 && $0.value < 0x7F }.prefix(64))
+        return "header \(shown.debugDescription) holds a line break, a NUL, or (in its name) a colon or space"
     }
 }
 
