@@ -86,10 +86,16 @@ public final class S3Client: ObjectStore {
         }
         let response = try await send("GetObject", method: "GET", bucket: input.bucket, key: input.key, headers: headers,
                                       sink: .file(descriptor: descriptor, offset: offset),
-                                      sinkLimit: input.range.map { $0.upperBound - $0.lowerBound + 1 }, progress: progress, observer: observer)
+                                      sinkLimit: input.range.map(Self.byteCount), progress: progress, observer: observer)
         var attributes = Self.getAttributes(response.headers)
         attributes.bytesReceived = response.bodyLength
         return attributes
+    }
+
+    /// The bytes a range names; never traps (a range is public input to this client).
+    static func byteCount(_ range: ClosedRange<Int64>) -> Int64 {
+        let (span, overflow) = range.upperBound.subtractingReportingOverflow(range.lowerBound)
+        return overflow || span == .max ? .max : span + 1
     }
 
     /// A GET's attributes from its headers: the whole object's size, also for a

@@ -12,23 +12,7 @@ import Testing
     final class SilentServer: Sendable {
         let fd: Int32
         let port: Int
-        init() throws {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            address.sin_port = 0
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard bound == 0, listen(fd, 16) == 0 else { close(fd); throw FerryError(.localIOError, "cannot listen") }
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            _ = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-            }
-            self.fd = fd
-            port = Int(UInt16(bigEndian: address.sin_port))
-        }
+        init() throws { (fd, port) = try HTTPAnswerer.listenOnLoopback() }
         deinit { close(fd) }
     }
 

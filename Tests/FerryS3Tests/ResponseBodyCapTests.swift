@@ -79,3 +79,14 @@ import Testing
         #expect(overwritten == 0, "\(overwritten) bytes past the range were written")
     }
 }
+
+extension ResponseBodyCapTests {
+    /// A range's length is taken without arithmetic that can trap, at the extremes too.
+    @Test func aRangesLengthNeverTraps() {
+        #expect(S3Client.byteCount(0...9) == 10)
+        #expect(S3Client.byteCount(5...5) == 1)
+        #expect(S3Client.byteCount(0...Int64.max) == .max)
+        #expect(S3Client.byteCount(Int64.min...Int64.max) == .max)
+        #expect(S3Client.byteCount(-1...(Int64.max - 1)) == .max)
+    }
+}

@@ -18,6 +18,21 @@ public final class HTTPAnswerer: Sendable {
     }
 
     init(head: String, answer body: Body) throws {
+        (fd, port) = try Self.listenOnLoopback()
+        let fd = self.fd
+        Thread {
+            while true {
+                let connection = accept(fd, nil, nil)
+                if connection < 0 { return }
+                Thread { Self.answer(connection, head: head, body: body) }.start()
+            }
+        }.start()
+    }
+
+    deinit { shutdown(fd, Int32(SHUT_RDWR)); close(fd) }
+
+    /// A socket listening on 127.0.0.1 at a port the kernel chose.
+    public static func listenOnLoopback() throws -> (fd: Int32, port: Int) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -30,18 +45,8 @@ public final class HTTPAnswerer: Sendable {
         _ = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
-        self.fd = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
-        Thread {
-            while true {
-                let connection = accept(fd, nil, nil)
-                if connection < 0 { return }
-                Thread { Self.answer(connection, head: head, body: body) }.start()
-            }
-        }.start()
+        return (fd, Int(UInt16(bigEndian: address.sin_port)))
     }
-
-    deinit { shutdown(fd, Int32(SHUT_RDWR)); close(fd) }
 
     static func answer(_ connection: Int32, head: String, body: Body) {
         defer { close(connection) }
