@@ -86,7 +86,7 @@ public final class S3Client: ObjectStore {
         }
         let response = try await send("GetObject", method: "GET", bucket: input.bucket, key: input.key, headers: headers,
                                       sink: .file(descriptor: descriptor, offset: offset),
-                                      sinkLimit: input.range.map(Self.byteCount), progress: progress, observer: observer)
+                                      sinkLimit: input.maxBytes ?? input.range.map(Self.byteCount), progress: progress, observer: observer)
         var attributes = Self.getAttributes(response.headers)
         attributes.bytesReceived = response.bodyLength
         return attributes

@@ -3,28 +3,30 @@ import Foundation
 /// An HTTP peer that answers every request with `head`, then `bodyBytes` bytes
 /// of body, or (nil) chunks without end until the client hangs up: a webhook or
 /// endpoint that sends more than anyone should keep. Or, with `body`, the same
-/// document every time (a broken S3 listing, say).
+/// document every time (a broken S3 listing, say); or, with `answering`, what
+/// a function of the request's head says.
 public final class HTTPAnswerer: Sendable {
-    enum Body: Sendable { case filler(Int?), fixed([UInt8]) }
+    /// `filler(nil)`: chunks without end.
+    public enum Body: Sendable { case filler(Int?), fixed([UInt8]) }
     public let port: Int
     private let fd: Int32
 
     public convenience init(head: String, bodyBytes: Int?) throws {
-        try self.init(head: head, answer: .filler(bodyBytes))
+        try self.init(answering: { _ in (head, .filler(bodyBytes)) })
     }
 
     public convenience init(head: String, body: String) throws {
-        try self.init(head: head, answer: .fixed(Array(body.utf8)))
+        try self.init(answering: { _ in (head, .fixed(Array(body.utf8))) })
     }
 
-    init(head: String, answer body: Body) throws {
+    public init(answering: @escaping @Sendable (_ requestHead: String) -> (head: String, body: Body)) throws {
         (fd, port) = try Self.listenOnLoopback()
         let fd = self.fd
         Thread {
             while true {
                 let connection = accept(fd, nil, nil)
                 if connection < 0 { return }
-                Thread { Self.answer(connection, head: head, body: body) }.start()
+                Thread { Self.answer(connection, with: answering) }.start()
             }
         }.start()
     }
@@ -48,7 +50,7 @@ public final class HTTPAnswerer: Sendable {
         return (fd, Int(UInt16(bigEndian: address.sin_port)))
     }
 
-    static func answer(_ connection: Int32, head: String, body: Body) {
+    static func answer(_ connection: Int32, with answering: (String) -> (head: String, body: Body)) {
         defer { close(connection) }
         var request: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -58,6 +60,7 @@ public final class HTTPAnswerer: Sendable {
             if n <= 0 { return }
             request += buffer[0..<n]
         }
+        let (head, body) = answering(String(decoding: request, as: UTF8.self))
         func send(_ bytes: [UInt8]) -> Bool {
             var sent = 0
             while sent < bytes.count {

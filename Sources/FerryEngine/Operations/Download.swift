@@ -173,7 +173,7 @@ extension TransferRun {
 
     private func fetchFirstRangeOnce(into fd: Int32, sse: [String: String], head: FirstHead, checkMD5: Bool,
                                      threshold: Int64) async throws(FerryError) -> (ObjectAttributes, DownloadDigest) {
-        let location = self.location, store = self.store, meter = self.meter
+        let location = self.location, store = self.store, meter = self.meter, firstSpan = self.firstSpan
         func get(_ range: ClosedRange<Int64>?) async throws(FerryError) -> (ObjectAttributes, DownloadDigest) {
             try await attempt("GetObject") { () async throws(FerryError) -> (ObjectAttributes, DownloadDigest) in
                 // A fresh digest per attempt: a failed attempt's bytes are written again.
@@ -183,7 +183,8 @@ extension TransferRun {
                     head.deliver(.success(attributes))
                 }, body: { digest.feed($0) })
                 let attributes = try await store.getObject(GetObjectInput(bucket: location.bucket, key: location.key, range: range,
-                                                                          headers: sse, checksumMode: true, observer: observer),
+                                                                          headers: sse, checksumMode: true, observer: observer,
+                                                                          maxBytes: firstSpan),
                                                            into: fd, at: 0, progress: meter)
                 // Stores that set no head (none today) still get their checks.
                 digest.expect(attributes, checkMD5: checkMD5 && attributes.size <= threshold)
@@ -193,6 +194,8 @@ extension TransferRun {
         do {
             return try await get(0...(firstSpan - 1))
         } catch where error.code == .invalidRange {
+            // No byte 0: the object is empty. Asked for whole, it still gets at most
+            // the first range's bytes (a server could otherwise fill the disk).
             return try await get(nil)
         }
     }

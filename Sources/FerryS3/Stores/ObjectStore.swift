@@ -217,11 +217,16 @@ public struct GetObjectInput: Sendable {
     public var checksumMode: Bool
     /// Sees the answer while it arrives.
     public var observer: GetObjectObserver?
+    /// The most body bytes taken from a server before the request fails (nil:
+    /// the range's length; no limit for a whole object). Bounds what a server
+    /// can write to disk where the caller knows how much it can be.
+    public var maxBytes: Int64?
 
     public init(bucket: String, key: String, range: ClosedRange<Int64>? = nil, ifMatch: String? = nil,
-                headers: [String: String] = [:], checksumMode: Bool = false, observer: GetObjectObserver? = nil) {
+                headers: [String: String] = [:], checksumMode: Bool = false, observer: GetObjectObserver? = nil,
+                maxBytes: Int64? = nil) {
         self.bucket = bucket; self.key = key; self.range = range; self.ifMatch = ifMatch; self.headers = headers
-        self.checksumMode = checksumMode; self.observer = observer
+        self.checksumMode = checksumMode; self.observer = observer; self.maxBytes = maxBytes
     }
 }
 
