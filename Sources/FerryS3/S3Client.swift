@@ -155,19 +155,6 @@ public final class S3Client: ObjectStore {
         public var size: Int64
     }
 
-    /// Every object whose key starts with `prefix` (ListObjectsV2, all pages).
-    public func listObjects(bucket: String, prefix: String) async throws(FerryError) -> [ListedObject] {
-        var objects: [ListedObject] = []
-        var progress = ListingProgress(operation: "ListObjectsV2 of \(bucket)/\(prefix)")
-        var token: String?
-        repeat {
-            let page = try await listObjects(bucket: bucket, prefix: prefix, continuation: token, maxKeys: 1000)
-            objects += page.items.map { ListedObject(key: $0.key, size: $0.size) }
-            token = try progress.advance(truncated: page.next != nil, next: page.next)
-        } while token != nil
-        return objects
-    }
-
     /// One page. A page the server says is truncated but that names no token to
     /// continue from is an error, not the end of the listing.
     public func listObjects(bucket: String, prefix: String, continuation: String?, maxKeys: Int) async throws(FerryError) -> ObjectListing {

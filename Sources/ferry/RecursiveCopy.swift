@@ -36,62 +36,64 @@ struct RecursiveCopy {
         return ObjectLocation(bucket: String(bucket), key: key)
     }
 
-    /// The transfers to run; what was found but cannot be copied (the copy fails
-    /// for these: an unreadable directory, an object whose key names no path);
-    /// and what is left out by rule (links, FIFOs and the like: said, not failed).
-    func jobs(client: S3Client) async throws -> (jobs: [TransferJob], skipped: [String], leftOut: [String]) {
+    /// Runs the copies, up to twice the engine's transfers at once (a download
+    /// that has all its bytes gives its place to the next while its checks
+    /// finish). Objects are listed a page at a time while the copies run, and
+    /// each transfer is made when a place is free: memory follows the places,
+    /// not the number of objects. What cannot be copied (an unreadable
+    /// directory, a key that names no path, a listing that broke off) fails the
+    /// copy; what is left out by rule (links, FIFOs and the like) is said, not failed.
+    func run(engine: TransferEngine, client: S3Client) async throws {
+        let started = Date()
+        let tally = Tally()
+        let limit = 2 * engine.configuration.maxTransfers
+        let copy: @Sendable (TransferJob) async -> Void = { job in
+            tally.started.add(1, ordering: .relaxed)
+            do {
+                let outcome = try await engine.run(job)
+                tally.bytes.add(outcome.bytesTransferred, ordering: .relaxed)
+            } catch {
+                tally.failedTransfers.add(1, ordering: .relaxed)
+                tally.fail("\(job.request.key): \(error)")
+            }
+        }
         switch direction {
         case .upload(let directory, let target):
             let walk = try DirectoryWalk.regularFiles(under: directory.path)
-            let jobs = walk.files.enumerated().map { index, relative in
+            for entry in walk.skipped { FileHandle.standardError.write(Data("\(entry.path): not copied: \(entry.reason)\n".utf8)) }
+            for entry in walk.unreadable { tally.fail("\(entry.path)/: not read: \(entry.reason)") }
+            let jobs = walk.files.lazy.enumerated().map { index, relative in
                 let key = target.key + relative
                 // isDirectory: false spares Foundation a stat to find out.
                 let source = URL(fileURLWithPath: directory.path + "/" + relative, isDirectory: false).absoluteString
                 return TransferJob(request: TransferRequest(id: "cp-\(index)", op: .upload, bucket: target.bucket, key: key,
                                                             source: source), objectKey: key)
             }
-            return (jobs, walk.unreadable.map { "\($0.path)/: not read: \($0.reason)" },
-                    walk.skipped.map { "\($0.path): not copied: \($0.reason)" })
+            await forEachConcurrently(jobs, limit: limit, copy)
         case .download(let prefix, let directory):
-            let objects = try await client.listObjects(bucket: prefix.bucket, prefix: prefix.key)
-            var jobs: [TransferJob] = []
-            var skipped: [String] = []
-            for (index, object) in objects.enumerated() {
+            let listed = Atomic<Int>(0)
+            let jobs = client.objects(bucket: prefix.bucket, prefix: prefix.key).compactMap { object -> TransferJob? in
+                let index = listed.add(1, ordering: .relaxed).oldValue
                 // A key another client stored with `..` or empty segments would map to a path
                 // outside the directory: such objects are skipped, and said so.
                 if let problem = ObjectKeyRule.violation(of: object.key) {
-                    skipped.append("\(object.key.debugDescription): not copied: \(problem.message)")
-                    continue
+                    tally.fail("\(object.key.debugDescription): not copied: \(problem.message)")
+                    return nil
                 }
                 let path = directory.appendingPathComponent(String(object.key.dropFirst(prefix.key.count)))
-                jobs.append(TransferJob(request: TransferRequest(id: "cp-\(index)", op: .download, bucket: prefix.bucket, key: object.key,
-                                                                 destination: path.absoluteString), objectKey: object.key))
+                return TransferJob(request: TransferRequest(id: "cp-\(index)", op: .download, bucket: prefix.bucket, key: object.key,
+                                                            destination: path.absoluteString), objectKey: object.key)
             }
-            return (jobs, skipped, [])
-        }
-    }
-
-
-
-    func run(engine: TransferEngine, client: S3Client) async throws {
-        let (jobs, skipped, leftOut) = try await self.jobs(client: client)
-        for entry in leftOut { FileHandle.standardError.write(Data("\(entry)\n".utf8)) }
-        let started = Date()
-        let tally = Tally()
-        // Twice the engine's transfers: a download that has all its bytes gives its
-        // place to the next while its checks finish, so up to that many run.
-        await forEachConcurrently(jobs, limit: 2 * engine.configuration.maxTransfers) { job in
             do {
-                let outcome = try await engine.run(job)
-                tally.bytes.add(outcome.bytesTransferred, ordering: .relaxed)
+                try await forEachConcurrently(jobs, limit: limit, copy)
             } catch {
-                tally.failures.withLock { $0.append("\(job.request.key): \(error)") }
+                tally.fail("listing s3://\(prefix.bucket)/\(prefix.key) broke off after \(listed.load(ordering: .relaxed)) objects: \(error)")
             }
         }
         let seconds = max(Date().timeIntervalSince(started), 0.001)
         let moved = tally.bytes.load(ordering: .relaxed)
-        let failed = tally.failures.withLock { $0 } + skipped
-        let copied = jobs.count - tally.failures.withLock { $0.count }
+        let failed = tally.failures.withLock { $0 }
+        let copied = tally.started.load(ordering: .relaxed) - tally.failedTransfers.load(ordering: .relaxed)
         print(String(format: "%d objects, %@ in %.2f s (%.1f objects/s, %.1f MiB/s)%@", copied,
                      ProgressDisplay.bytes(moved), seconds, Double(copied) / seconds,
                      Double(moved) / 1_048_576 / seconds, failed.isEmpty ? "" : ", \(failed.count) failed"))
@@ -103,5 +105,8 @@ struct RecursiveCopy {
 /// Totals of a recursive copy, shared by its tasks.
 private final class Tally: Sendable {
     let bytes = Atomic<Int64>(0)
+    let started = Atomic<Int>(0)
+    let failedTransfers = Atomic<Int>(0)
     let failures = Mutex<[String]>([])
+    func fail(_ reason: String) { failures.withLock { $0.append(reason) } }
 }
