@@ -96,14 +96,16 @@ extension S3Client {
         while true {
             let response = try await send("ListParts", method: "GET", bucket: location.bucket, key: location.key,
                                           query: [("max-parts", "1000"), ("part-number-marker", marker), ("uploadId", uploadId)])
-            for record in XMLRecords.parse(response.body, record: "Part") {
+            let document = try S3Document.expect(response, root: "ListPartsResult", alsoAccepted: ["ListPartsResponse"], record: "Part",
+                                                 wanted: ["IsTruncated", "NextPartNumberMarker"], operation: "ListParts of \(location.bucket)/\(location.key)")
+            for record in document.records {
                 guard let number = record["PartNumber"].flatMap(Int.init), let eTag = record["ETag"] else { continue }
                 let algorithm = ChecksumAlgorithm.allCases.first { record[$0.xmlElement] != nil }
                 parts.append(CompletedPart(partNumber: number, eTag: Self.quotedETag(eTag),
                                            size: Int64(record["Size"] ?? "") ?? 0,
                                            checksum: algorithm.flatMap { record[$0.xmlElement] }, checksumAlgorithm: algorithm))
             }
-            let fields = XMLFields.parse(response.body, wanted: ["IsTruncated", "NextPartNumberMarker"])
+            let fields = document.fields
             guard let next = try progress.advance(truncated: fields["IsTruncated"] == "true", next: fields["NextPartNumberMarker"]) else { break }
             marker = next
         }
@@ -118,12 +120,15 @@ extension S3Client {
             var query: [(String, String)] = [("uploads", ""), ("prefix", prefix)]
             if !keyMarker.isEmpty { query += [("key-marker", keyMarker), ("upload-id-marker", uploadIdMarker)] }
             let response = try await send("ListMultipartUploads", method: "GET", bucket: bucket, key: nil, query: query)
-            for record in XMLRecords.parse(response.body, record: "Upload") {
+            let document = try S3Document.expect(response, root: "ListMultipartUploadsResult", record: "Upload",
+                                                 wanted: ["IsTruncated", "NextKeyMarker", "NextUploadIdMarker"],
+                                                 operation: "ListMultipartUploads of \(bucket)/\(prefix)")
+            for record in document.records {
                 guard let key = record["Key"], let id = record["UploadId"] else { continue }
                 let initiated = record["Initiated"].flatMap { ISO8601DateFormatter.withFractions.date(from: $0) }
                 uploads.append(MultipartUploadSummary(key: key, uploadId: id, initiated: initiated))
             }
-            let fields = XMLFields.parse(response.body, wanted: ["IsTruncated", "NextKeyMarker", "NextUploadIdMarker"])
+            let fields = document.fields
             let uploadMarker = fields["NextUploadIdMarker"] ?? ""
             // The two markers together name where the next page starts.
             let next = fields["NextKeyMarker"].map { "\($0)\u{0}\(uploadMarker)" }

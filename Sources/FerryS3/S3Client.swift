@@ -165,8 +165,10 @@ public final class S3Client: ObjectStore {
         let response = try await send("ListObjectsV2", method: "GET", bucket: bucket, key: nil, query: query.sorted { $0.0 < $1.0 })
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let document = try S3Document.expect(response, root: "ListBucketResult", record: "Contents",
+                                             wanted: ["IsTruncated", "NextContinuationToken"], operation: "ListObjectsV2 of \(bucket)/\(prefix)")
         var items: [ObjectListing.Item] = []
-        for record in XMLRecords.parse(response.body, record: "Contents") {
+        for record in document.records {
             // Form encoding: AWS writes a space as '+' (botocore decodes with unquote_plus), others as %20.
             guard let encoded = record["Key"] else { continue }
             let key = FormURLEncoding.decode(encoded)
@@ -174,7 +176,7 @@ public final class S3Client: ObjectStore {
             items.append(ObjectListing.Item(key: key, size: Int64(record["Size"] ?? "") ?? 0, eTag: eTag,
                                             lastModified: record["LastModified"].flatMap { formatter.date(from: $0) ?? ISO8601DateFormatter().date(from: $0) }))
         }
-        let fields = XMLFields.parse(response.body, wanted: ["IsTruncated", "NextContinuationToken"])
+        let fields = document.fields
         guard fields["IsTruncated"] == "true" else { return ObjectListing(items: items, next: nil) }
         guard let next = fields["NextContinuationToken"], !next.isEmpty else {
             throw FerryError(.storageError, "ListObjectsV2 of \(bucket)/\(prefix): the server said the page was truncated but named no continuation token")
@@ -297,7 +299,8 @@ public final class S3Client: ObjectStore {
     }
 
     /// The ETag in a CopyObject / CompleteMultipartUpload result body. These can
-    /// fail after answering 200: the error is then in the body.
+    /// fail after answering 200: the error is then in the body (after the white
+    /// space S3 sends while it works, which the parser takes; tested).
     static func resultETag(_ response: HTTPResponse, operation: String) throws(FerryError) -> String? {
         let fields = XMLFields.parse(response.body, wanted: ["ETag", "Code"])
         if fields["Code"] != nil {

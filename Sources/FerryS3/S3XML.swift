@@ -41,32 +41,79 @@ enum S3ErrorResponse {
     }
 }
 
-/// Reads the text of repeated elements (`<Part>…</Part>` in ListParts) as one
-/// dictionary each, keyed by child element name.
-enum XMLRecords {
-    static func parse(_ bytes: [UInt8], record: String) -> [[String: String]] {
-        guard !bytes.isEmpty else { return [] }
-        let collector = Collector(record: record)
+/// An S3 answer's XML document, read in one pass: its root element, the
+/// children of each repeated `record` element (`<Contents>` of a listing) as
+/// one dictionary each, and the first text of each `wanted` element.
+struct S3Document {
+    var root: String?
+    var records: [[String: String]] = []
+    var fields: [String: String] = [:]
+    /// Why the bytes are not one whole, well-formed document; nil when they are.
+    var problem: String?
+
+    static func parse(_ bytes: [UInt8], record: String? = nil, wanted: Set<String> = []) -> S3Document {
+        guard !bytes.isEmpty else { return S3Document(problem: "it is empty") }
+        let collector = Collector(record: record, wanted: wanted)
         let parser = XMLParser(data: Data(bytes))
         parser.delegate = collector
-        _ = parser.parse()
-        return collector.records
+        let complete = parser.parse()
+        var document = S3Document(root: collector.root, records: collector.records, fields: collector.values)
+        if !complete {
+            let code = (parser.parserError as NSError?)?.code ?? -1
+            document.problem = "it is not well-formed XML (parser error \(code) at line \(parser.lineNumber))"
+        } else if !collector.rootClosed {
+            // FoundationXML's parser reports no error for a document that just stops.
+            document.problem = collector.root == nil ? "it holds no XML element" : "it ends before its root element does (cut short)"
+        }
+        return document
+    }
+
+    /// The document an operation expects: whole, well-formed, with `root` (or
+    /// one of `alsoAccepted`: moto names ListParts' root `ListPartsResponse`) at
+    /// its root. Anything else (a page cut short, a proxy's HTML, an empty
+    /// body) is an error, never read as an answer with nothing in it: an empty
+    /// listing would tell the reconciler every key was deleted. An `<Error>`
+    /// document is the error it holds.
+    static func expect(_ response: HTTPResponse, root: String, alsoAccepted: Set<String> = [], record: String? = nil,
+                       wanted: Set<String> = [], operation: String) throws(FerryError) -> S3Document {
+        let document = parse(response.body, record: record, wanted: wanted)
+        if document.root == "Error" {
+            throw S3ErrorResponse.error(status: response.status, body: response.body, operation: operation,
+                                        requestId: response.header("x-amz-request-id"))
+        }
+        let problem = document.problem ?? (document.root.map { $0 == root || alsoAccepted.contains($0) } == true ? nil
+            : "its root element is <\(TextClip.clipped(document.root ?? "", toUTF8: 64))>, not <\(root)>")
+        guard let problem else { return document }
+        throw FerryError(.storageError, "\(operation) answered HTTP \(response.status) with \(response.body.count) bytes that are not "
+            + "a whole \(root) document: \(problem)")
     }
 
     private final class Collector: NSObject, XMLParserDelegate {
-        let record: String
+        let record: String?
+        let wanted: Set<String>
+        var root: String?
+        var depth = 0
+        var rootClosed = false
         var records: [[String: String]] = []
+        var values: [String: String] = [:]
         var current: [String: String]?
+        var field: String?
         var text = ""
-        init(record: String) { self.record = record }
+        init(record: String?, wanted: Set<String>) { self.record = record; self.wanted = wanted }
 
         func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?,
                     qualifiedName: String?, attributes: [String: String] = [:]) {
+            if root == nil { root = name }
+            depth += 1
             if name == record { current = [:] }
+            if field == nil, wanted.contains(name), values[name] == nil { field = name }
             text = ""
         }
         func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
         func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
+            depth -= 1
+            if depth == 0 { rootClosed = true }
+            if name == field { values[name] = text; field = nil }
             if name == record, let c = current {
                 records.append(c)
                 current = nil
@@ -78,33 +125,10 @@ enum XMLRecords {
     }
 }
 
-/// Reads the text of the first occurrence of each wanted element of an XML document.
+/// The first text of each wanted element of a document, read leniently (an
+/// error document, a result whose fields are optional).
 enum XMLFields {
     static func parse(_ bytes: [UInt8], wanted: Set<String>) -> [String: String] {
-        guard !bytes.isEmpty else { return [:] }
-        let collector = Collector(wanted: wanted)
-        let parser = XMLParser(data: Data(bytes))
-        parser.delegate = collector
-        _ = parser.parse()
-        return collector.values
-    }
-
-    private final class Collector: NSObject, XMLParserDelegate {
-        let wanted: Set<String>
-        var values: [String: String] = [:]
-        var current: String?
-        var text = ""
-        init(wanted: Set<String>) { self.wanted = wanted }
-
-        func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?,
-                    qualifiedName: String?, attributes: [String: String] = [:]) {
-            if wanted.contains(name), values[name] == nil { current = name; text = "" }
-        }
-        func parser(_ parser: XMLParser, foundCharacters string: String) {
-            if current != nil { text += string }
-        }
-        func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
-            if name == current { values[name] = text; current = nil }
-        }
+        S3Document.parse(bytes, wanted: wanted).fields
     }
 }

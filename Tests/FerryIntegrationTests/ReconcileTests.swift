@@ -78,6 +78,18 @@ import Testing
         let third = try await reconcile()
         #expect(third.contains("announced 0 created, 0 modified, 0 removed"), "\(third)")
         #expect(try await announced() == 10_170)
+
+        // 4. An endpoint that answers 200 with something other than a listing (a proxy's
+        // page): the run fails with the reason and announces nothing. Read as an empty
+        // listing, it had announced every one of the 10,070 keys removed.
+        let portal = try HTTPAnswerer(head: "HTTP/1.1 200 OK\r\nContent-Type: text/html", body: "<html><body>Sign in to continue</body></html>")
+        let refused = try await runCommand(TestPaths.ferryBinary, ["reconcile", "--bucket", "recon", "--bootstrap-servers", cluster.bootstrapServers,
+                                                                  "--s3-endpoint", "http://127.0.0.1:\(portal.port)", "--region", "us-east-1",
+                                                                  "--state-dir", base.appendingPathComponent("reconcile-state").path],
+                                           environment: moto.clientEnvironment, timeout: 600)
+        #expect(refused.status != 0, "\(refused.stdout)")
+        #expect(refused.stderr.contains("not a whole ListBucketResult document: its root element is <html>"), "\(refused.stderr)")
+        #expect(try await announced() == 10_170)
         let peak = first.split(separator: "\n").last.flatMap { $0.components(separatedBy: "peak memory ").last } ?? "?"
         print("reconcile of 10,000 objects: peak memory \(peak)")
         await worker.stop()

@@ -58,4 +58,19 @@ import Testing
         let info = TransferStatus.ErrorInfo(FerryError(.storageError, String(repeating: "x", count: 100_000)))
         #expect(info.message.utf8.count < TransferStatus.ErrorInfo.maxMessageBytes + 64 && info.message.hasSuffix("more bytes)"))
     }
+
+    /// An STS refusal's words are cut the same way: they end up in the worker's log.
+    @Test func anSTSRefusalsWordsAreCut() async throws {
+        let long = String(repeating: "é", count: 200_000)
+        let server = try HTTPAnswerer(head: "HTTP/1.1 403 Forbidden", body: "<ErrorResponse><Error><Code>\(long)</Code>"
+                                      + "<Message>\(long)</Message></Error></ErrorResponse>")
+        let sts = SecurityTokenService(endpoint: "http://127.0.0.1:\(server.port)", region: "us-east-1", transport: CurlTransport())
+        do {
+            _ = try await sts.assumeRoleWithWebIdentity(roleArn: "arn:aws:iam::1:role/r", sessionName: "s", token: "t", durationSeconds: nil)
+            Issue.record("a refusal was taken for credentials")
+        } catch {
+            #expect(error.code == .accessDenied)
+            #expect(error.message.utf8.count < 2_048 && error.message.contains("more bytes)"), "\(error.message.utf8.count) bytes")
+        }
+    }
 }

@@ -62,11 +62,12 @@ public struct SecurityTokenService: Sendable {
         }
         let fields = XMLFields.parse(response.body, wanted: ["AccessKeyId", "SecretAccessKey", "SessionToken", "Expiration", "Code", "Message"])
         guard (200..<300).contains(response.status) else {
-            let code = fields["Code"] ?? "HTTP \(response.status)"
+            // The server's words, bounded (as S3's are): they go on into logs and statuses.
+            let code = fields["Code"].map { TextClip.clipped($0, toUTF8: 128) } ?? "HTTP \(response.status)"
             // Refusals (a wrong role, an expired token) will not change by retrying soon; outages might.
             let retried = response.status >= 500 || code == "Throttling" || code == "IDPCommunicationError"
             throw FerryError(retried ? .credentialsUnavailable : .accessDenied,
-                             "\(action) refused by \(endpoint): \(code) \(fields["Message"] ?? "")")
+                             "\(action) refused by \(endpoint): \(code) \(TextClip.clipped(fields["Message"] ?? "", toUTF8: 1024))")
         }
         guard let id = fields["AccessKeyId"], let secret = fields["SecretAccessKey"], let token = fields["SessionToken"] else {
             throw FerryError(.credentialsUnavailable, "\(action) at \(endpoint) answered without credentials")
