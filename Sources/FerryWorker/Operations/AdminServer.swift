@@ -4,27 +4,45 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// The worker's small HTTP server (metrics, health, admin API) on swift-nio.
-/// Each connection carries one request; the answer closes it.
+/// Each connection carries one request; the answer closes it. No client can
+/// hold the server: a connection must deliver its whole request within
+/// `Limits.requestTimeout` of being accepted (a silent or trickling client is
+/// cut off), and past `Limits.maxConnections` open at once a new connection is
+/// closed as soon as it is accepted, so the worker's file descriptors stay for
+/// its transfers.
 public final class AdminServer: Sendable {
+    public struct Limits: Sendable {
+        public var maxConnections = 128
+        public var requestTimeout: TimeAmount = .seconds(30)
+        public init() {}
+    }
+
     private let channel: any Channel
     /// The address actually bound (port 0 picks a free one).
     public let port: Int
 
     /// Binds `address` (`HOST:PORT`).
-    public static func start(address: String, router: AdminRouter, logger: Logger) async throws -> AdminServer {
+    public static func start(address: String, router: AdminRouter, limits: Limits = Limits(),
+                             logger: Logger) async throws -> AdminServer {
         guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]) else {
             throw ConfigurationError("http address '\(address)' is not HOST:PORT")
         }
         let host = String(address[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let gate = ConnectionGate(limit: limits.maxConnections, logger: logger)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                // Failing the set-up closes the accepted connection at once.
+                guard gate.admit() else { return channel.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
+                channel.closeFuture.whenComplete { _ in gate.release() }
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(AdminHTTPHandler(router: router, logger: logger))
+                    try channel.pipeline.syncOperations.addHandler(AdminHTTPHandler(router: router, requestTimeout: limits.requestTimeout,
+                                                                                    logger: logger))
                 }
             }
             .bind(host: host.isEmpty ? "0.0.0.0" : host, port: port).get()
@@ -49,15 +67,31 @@ private final class AdminHTTPHandler: ChannelInboundHandler {
 
     private let router: AdminRouter
     private let logger: Logger
+    private let requestTimeout: TimeAmount
+    /// Closes the connection if its request has not all arrived by then.
+    private var deadline: Scheduled<Void>?
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var tooLarge = false
     /// The largest request body taken (notifications); beyond it the answer is 413.
     static let maxBodyBytes = 1 << 20
 
-    init(router: AdminRouter, logger: Logger) {
+    init(router: AdminRouter, requestTimeout: TimeAmount, logger: Logger) {
         self.router = router
+        self.requestTimeout = requestTimeout
         self.logger = logger
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let channel = context.channel, logger = self.logger, timeout = requestTimeout
+        deadline = context.eventLoop.scheduleTask(in: timeout) {
+            logger.debug("admin HTTP connection closed: no whole request within \(timeout.nanoseconds / 1_000_000) ms")
+            channel.close(promise: nil)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        deadline?.cancel()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -76,6 +110,7 @@ private final class AdminHTTPHandler: ChannelInboundHandler {
         case .end:
             guard let head else { return }
             self.head = nil
+            deadline?.cancel()
             if tooLarge {
                 write(.error(413, "request body larger than \(Self.maxBodyBytes) bytes"), version: head.version, context: context)
                 return
@@ -111,4 +146,32 @@ private final class AdminHTTPHandler: ChannelInboundHandler {
         logger.debug("admin HTTP connection error: \(error)")
         context.close(promise: nil)
     }
+}
+
+/// Counts the admin server's open connections against its limit. Refusals
+/// are logged at most once every ten seconds, with how many there were.
+private final class ConnectionGate: Sendable {
+    private let limit: Int
+    private let logger: Logger
+    private let state = Mutex((open: 0, refused: 0, lastLog: ContinuousClock.Instant?.none))
+
+    init(limit: Int, logger: Logger) { self.limit = limit; self.logger = logger }
+
+    func admit() -> Bool {
+        let (admitted, report) = state.withLock { state -> (Bool, Int?) in
+            guard state.open >= limit else { state.open += 1; return (true, nil) }
+            state.refused += 1
+            let now = ContinuousClock.now
+            guard state.lastLog.map({ now - $0 >= .seconds(10) }) ?? true else { return (false, nil) }
+            state.lastLog = now
+            defer { state.refused = 0 }
+            return (false, state.refused)
+        }
+        if let report {
+            logger.warning("admin HTTP: \(report) connection(s) closed at once: \(limit) are open, the most allowed")
+        }
+        return admitted
+    }
+
+    func release() { state.withLock { $0.open -= 1 } }
 }

@@ -1,0 +1,121 @@
+import FerryCore
+import FerryTestSupport
+@testable import FerryWorker
+import Foundation
+import Logging
+import NIOCore
+import Prometheus
+import Testing
+
+/// No client holds the worker's HTTP endpoints: a connection that does not
+/// deliver its request in time is cut off, however it trickles, and past the
+/// connection limit new connections are closed as they come, so descriptors
+/// stay for transfers; the server answers again once they are gone.
+@Suite struct AdminServerLimitsTests {
+    struct ConnectFailed: Error { var reason: String }
+
+    func server(maxConnections: Int = 128, requestTimeout: TimeAmount) async throws -> AdminServer {
+        var limits = AdminServer.Limits()
+        limits.maxConnections = maxConnections
+        limits.requestTimeout = requestTimeout
+        let router = AdminRouter(workerId: "w-1", health: WorkerHealth(), metrics: PrometheusCollectorRegistry(), inFlight: nil,
+                                 engine: nil, state: nil)
+        return try await AdminServer.start(address: "127.0.0.1:0", router: router, limits: limits, logger: Logger(label: "test.admin"))
+    }
+
+    // The socket calls block: they run on the blocking pool, never on the
+    // cooperative threads the servers' and other tests' tasks need.
+
+    static func connect(_ port: Int) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { close(fd); throw ConnectFailed(reason: String(cString: strerror(errno))) }
+        return fd
+    }
+
+    /// Whether the server closed `fd` (a read of 0 bytes, or a reset) within `seconds`.
+    static func closedByServer(_ fd: Int32, within seconds: Double) -> Bool {
+        let until = Date().addingTimeInterval(seconds)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while Date() < until {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 50) > 0 else { continue }
+            if recv(fd, &buffer, buffer.count, 0) <= 0 { return true }
+        }
+        return false
+    }
+
+    func closedByServer(_ fd: Int32, within seconds: Double) async -> Bool {
+        await BlockingPool.shared.run { Self.closedByServer(fd, within: seconds) }
+    }
+
+    /// The whole answer to `GET path` ("" when the connection is closed unanswered).
+    func get(_ port: Int, _ path: String) async -> String {
+        await BlockingPool.shared.run {
+            guard let fd = try? Self.connect(port) else { return "" }
+            defer { close(fd) }
+            let request = Array("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+            _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var answer: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            while poll(&poller, 1, 5_000) > 0 {
+                let n = recv(fd, &buffer, buffer.count, 0)
+                if n <= 0 { break }
+                answer += buffer[0..<n]
+            }
+            return String(decoding: answer, as: UTF8.self)
+        }
+    }
+
+    @Test func aSilentOrTricklingClientIsCutOffAtTheDeadline() async throws {
+        let server = try await server(requestTimeout: .milliseconds(500))
+        defer { Task { await server.stop() } }
+        let started = Date()
+        let silent = try Self.connect(server.port)
+        defer { close(silent) }
+        #expect(await closedByServer(silent, within: 10), "a silent connection was kept")
+        #expect(Date().timeIntervalSince(started) >= 0.4, "closed before its deadline")
+
+        // One byte of a request head every 100 ms, never ending: cut off all the same.
+        let trickle = try Self.connect(server.port)
+        defer { close(trickle) }
+        let head = Array("GET /metrics HTTP/1.1\r\nX-Slow: ".utf8) + [UInt8](repeating: UInt8(ascii: "a"), count: 200)
+        let cut = await BlockingPool.shared.run {
+            head.contains { byte in
+                var one = byte
+                return send(trickle, &one, 1, Int32(MSG_NOSIGNAL)) <= 0 || Self.closedByServer(trickle, within: 0.1)
+            }
+        }
+        #expect(cut, "a trickling request was read for 20 s")
+        #expect(await get(server.port, "/metrics").hasPrefix("HTTP/1.1 200"))
+    }
+
+    @Test func pastTheLimitNewConnectionsAreClosedAtOnce() async throws {
+        // The deadline is far: a close within seconds is the limit's.
+        let server = try await server(maxConnections: 4, requestTimeout: .seconds(60))
+        defer { Task { await server.stop() } }
+        var held = try (0..<4).map { _ in try Self.connect(server.port) }
+        defer { held.forEach { close($0) } }
+        #expect(await get(server.port, "/metrics").isEmpty, "a fifth connection was answered")
+        let extra = try Self.connect(server.port)
+        defer { close(extra) }
+        #expect(await closedByServer(extra, within: 10), "a fifth connection was kept open")
+        let stillHeld = held
+        #expect(await BlockingPool.shared.run { !stillHeld.contains { Self.closedByServer($0, within: 0.05) } }, "a held connection was closed")
+        // Two let go: the server answers again.
+        close(held.removeLast()); close(held.removeLast())
+        var answered = ""
+        for _ in 0..<50 where !answered.hasPrefix("HTTP/1.1 200") {
+            answered = await get(server.port, "/metrics")
+            if !answered.hasPrefix("HTTP/1.1 200") { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(answered.hasPrefix("HTTP/1.1 200"), "\(answered)")
+    }
+}
