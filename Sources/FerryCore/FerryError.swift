@@ -61,6 +61,9 @@ public struct FerryError: Error, Sendable, Hashable, Codable, CustomStringConver
         public static let connectionError = Code(rawValue: "ConnectionError")
         /// A local file could not be read or written.
         public static let localIOError = Code(rawValue: "LocalIOError")
+        /// A local source file was written while it was uploaded in parts: the
+        /// upload is abandoned, never completed from a mix of two versions.
+        public static let sourceChanged = Code(rawValue: "SourceChanged")
         /// Kafka refused or lost a message.
         public static let kafkaError = Code(rawValue: "KafkaError")
         public static let internalError = Code(rawValue: "InternalError")

@@ -15,6 +15,8 @@ final class CountingStore: ObjectStore {
     let conditionalWrites: ConditionalWrites
     /// Sends every PUT without `If-None-Match`: a store that ignores the header.
     let dropsIfNoneMatch: Bool
+    /// Runs after each part is stored (the part's number), before the engine hears of it.
+    let afterPart = Mutex<(@Sendable (Int) -> Void)?>(nil)
 
     /// `conditionalWrites`: what the engine is told of the store (default: the base store's own).
     init(_ base: any ObjectStore, conditionalWrites: ConditionalWrites? = nil, dropsIfNoneMatch: Bool = false) {
@@ -49,8 +51,10 @@ final class CountingStore: ObjectStore {
     func uploadPart(_ location: ObjectLocation, uploadId: String, partNumber: Int, body: ObjectBody,
                     checksum: ChecksumAlgorithm?, headers: [String: String], progress: TransferMeter?) async throws(FerryError) -> CompletedPart {
         uploadedParts.withLock { $0.append(partNumber) }
-        return try await base.uploadPart(location, uploadId: uploadId, partNumber: partNumber, body: body,
-                                         checksum: checksum, headers: headers, progress: progress)
+        let stored = try await base.uploadPart(location, uploadId: uploadId, partNumber: partNumber, body: body,
+                                               checksum: checksum, headers: headers, progress: progress)
+        afterPart.withLock { $0 }?(partNumber)
+        return stored
     }
     func completeMultipartUpload(_ location: ObjectLocation, uploadId: String, parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult {
         try await base.completeMultipartUpload(location, uploadId: uploadId, parts: parts)

@@ -35,7 +35,10 @@ extension TransferRun {
         }
         var typed = input
         typed.contentType = typed.contentType ?? ContentType.forFileName(path)
-        return try await uploadBody(typed, body: .file(descriptor: fd, offset: 0, length: Int64(info.st_size)))
+        let stamp = SourceStamp(info)
+        return try await uploadBody(typed, body: .file(descriptor: fd, offset: 0, length: Int64(info.st_size))) { () throws(FerryError) in
+            try stamp.checkUnchanged(fd, source: source)
+        }
     }
 
     /// Fetches a remote source into a temp file under the data root (its bytes
@@ -83,7 +86,11 @@ extension TransferRun {
         return try await uploadBody(typed, body: .file(descriptor: fd, offset: 0, length: fetched))
     }
 
-    private func uploadBody(_ input: PutObjectInput, body: ObjectBody) async throws(FerryError) -> TransferOutcome {
+    /// `unchanged` is checked after the last part is sent and before the parts
+    /// become the object (a single PUT needs no such check: its Content-MD5,
+    /// computed from the bytes just before they are sent, fails a change between).
+    private func uploadBody(_ input: PutObjectInput, body: ObjectBody,
+                            unchanged: (@Sendable () throws(FerryError) -> Void)? = nil) async throws(FerryError) -> TransferOutcome {
         let size = body.length
         setTotal(size)
         // Worker requests (they carry the transfer-id marker) need to know what the key
@@ -107,7 +114,7 @@ extension TransferRun {
             guard case .file(let fd, _, _) = body else {
                 throw FerryError(.invalidRequest, "in-memory sources are limited to \(settings.multipartThreshold) bytes")
             }
-            let result = try await multipartUpload(input, descriptor: fd, size: size)
+            let result = try await multipartUpload(input, descriptor: fd, size: size, unchanged: unchanged)
             return putOutcome(input, size: size, result: result, previous: previous, eventName: "ObjectCreated:CompleteMultipartUpload")
         }
         return putOutcome(input, size: size, result: try await overwrite(input, body: body, existing: previous), previous: previous)
@@ -186,7 +193,8 @@ extension TransferRun {
     /// Parts are read from the file by position and streamed. A part S3
     /// already holds (an interrupted run's) is kept when its MD5 ETag or its
     /// checksum matches the file's bytes.
-    private func multipartUpload(_ input: PutObjectInput, descriptor fd: Int32, size: Int64) async throws(FerryError) -> ObjectWriteResult {
+    private func multipartUpload(_ input: PutObjectInput, descriptor fd: Int32, size: Int64,
+                                 unchanged: (@Sendable () throws(FerryError) -> Void)?) async throws(FerryError) -> ObjectWriteResult {
         let plan = try PartPlan(size: size, requestedPartSize: settings.partSize)
         let run = self
         let location = input.location
@@ -195,7 +203,7 @@ extension TransferRun {
         let verify: PartVerifier = { (planned, stored) throws(FerryError) -> Bool in
             try Self.sameBytes(stored, as: .file(descriptor: fd, offset: planned.offset, length: planned.length))
         }
-        return try await multipart(input, plan: plan, verify: verify) { (uploadId, part) async throws(FerryError) -> CompletedPart in
+        return try await multipart(input, plan: plan, verify: verify, beforeComplete: unchanged) { (uploadId, part) async throws(FerryError) -> CompletedPart in
             try await run.attempt("UploadPart \(part.number)") { () async throws(FerryError) -> CompletedPart in
                 try await run.store.uploadPart(location, uploadId: uploadId, partNumber: part.number,
                                                body: .file(descriptor: fd, offset: part.offset, length: part.length),
@@ -219,5 +227,34 @@ extension TransferRun {
         var hasher = algorithm.makeHasher()
         try body.readAll { hasher.update($0) }
         return hasher.finish() == expected
+    }
+}
+
+/// What a write into a file moves: its size and modification time (not its
+/// change time, which a chmod, or a rename or unlink of the file, moves too).
+/// An upload reads its parts from one open descriptor, so a file replaced by
+/// a rename is not a change (the old bytes are read on); a write into it is.
+struct SourceStamp: Sendable, Equatable {
+    let size: Int64
+    let modified: timespec
+
+    init(_ info: stat) {
+        size = Int64(info.st_size); modified = info.st_mtim
+    }
+
+    static func == (a: SourceStamp, b: SourceStamp) -> Bool {
+        a.size == b.size && a.modified.tv_sec == b.modified.tv_sec && a.modified.tv_nsec == b.modified.tv_nsec
+    }
+
+    func checkUnchanged(_ fd: Int32, source: String) throws(FerryError) {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            throw FerryError(.localIOError, "cannot stat source \(source): \(String(cString: strerror(errno)))")
+        }
+        let now = SourceStamp(info)
+        guard now != self else { return }
+        let what = now.size == size ? "its bytes" : "its size (\(size) → \(now.size) bytes)"
+        throw FerryError(.sourceChanged, "\(source) was written while it was uploaded (\(what) changed); "
+            + "not completing an object from two versions of it")
     }
 }
