@@ -146,7 +146,7 @@ struct TransferRun: Sendable {
     /// own and journaled); then CompleteMultipartUpload with the parts in order.
     /// A failure, cancel or timeout aborts the upload; a hand-off keeps it.
     func multipart(_ input: PutObjectInput, plan: PartPlan, verify: PartVerifier? = nil,
-                   beforeComplete: (@Sendable () throws(FerryError) -> Void)? = nil,
+                   beforeComplete: (@Sendable () async throws(FerryError) -> Void)? = nil,
                    part: @escaping @Sendable (_ uploadId: String, _ part: PartPlan.Part) async throws(FerryError) -> CompletedPart)
         async throws(FerryError) -> ObjectWriteResult {
         let (uploadId, stored) = try await uploadToContinue(input, plan: plan, verify: verify)
@@ -171,7 +171,8 @@ struct TransferRun: Sendable {
                 return done
             }
             try await control.checkpoint()
-            try beforeComplete?()
+            // The parts must be of one version of their source (a file, an object).
+            try await beforeComplete?()
             let result = try await attempt("CompleteMultipartUpload", interruptible: false) { () async throws(FerryError) -> ObjectWriteResult in
                 try await store.completeMultipartUpload(location, uploadId: uploadId,
                                                         parts: (Array(stored.values) + sent).sorted { $0.partNumber < $1.partNumber })

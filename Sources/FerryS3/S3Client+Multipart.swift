@@ -41,6 +41,8 @@ extension S3Client {
                              checksumAlgorithm: value == nil ? nil : checksum)
     }
 
+    public static let copySourceIfMatch = "x-amz-copy-source-if-match"
+
     public func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
                                range: ClosedRange<Int64>, headers extra: [String: String]) async throws(FerryError) -> CompletedPart {
         let copySource = try Self.copySourceHeader(source)
@@ -48,6 +50,10 @@ extension S3Client {
         // SSE-C: the destination's key and the source's.
         headers += extra.filter { HeaderPolicy.isCustomerKeyHeader($0.key) }.sorted { $0.key < $1.key }.map { ($0.key.lowercased(), $0.value) }
         headers += Self.copySourceKeyHeaders(extra)
+        // Only while the source is the version the copy began with (S3 answers 412 otherwise).
+        if let eTag = extra.first(where: { $0.key.lowercased() == Self.copySourceIfMatch })?.value {
+            headers.append((Self.copySourceIfMatch, eTag))
+        }
         let response = try await send("UploadPartCopy", method: "PUT", bucket: location.bucket, key: location.key,
                                       query: [("partNumber", String(partNumber)), ("uploadId", uploadId)],
                                       headers: headers, body: .bytes([]))

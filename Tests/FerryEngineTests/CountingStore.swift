@@ -17,6 +17,8 @@ final class CountingStore: ObjectStore {
     let dropsIfNoneMatch: Bool
     /// Runs after each part is stored (the part's number), before the engine hears of it.
     let afterPart = Mutex<(@Sendable (Int) -> Void)?>(nil)
+    /// Runs after each part is copied (the part's number), before the engine hears of it.
+    let afterPartCopy = Mutex<(@Sendable (Int) async -> Void)?>(nil)
 
     /// `conditionalWrites`: what the engine is told of the store (default: the base store's own).
     init(_ base: any ObjectStore, conditionalWrites: ConditionalWrites? = nil, dropsIfNoneMatch: Bool = false) {
@@ -74,7 +76,9 @@ extension CountingStore {
     func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
                         range: ClosedRange<Int64>, headers: [String: String]) async throws(FerryError) -> CompletedPart {
         copiedParts.withLock { $0.append(partNumber) }
-        return try await base.uploadPartCopy(location, uploadId: uploadId, partNumber: partNumber, source: source, range: range,
-                                             headers: headers)
+        let copied = try await base.uploadPartCopy(location, uploadId: uploadId, partNumber: partNumber, source: source, range: range,
+                                                   headers: headers)
+        if let hook = afterPartCopy.withLock({ $0 }) { await hook(partNumber) }
+        return copied
     }
 }

@@ -4,6 +4,7 @@ import FerryS3
 import FerryTestSupport
 import Foundation
 import Logging
+import Synchronization
 import Testing
 
 /// Invariant: an object uploaded in parts is one version of its file, never
@@ -69,5 +70,88 @@ import Testing
         // Counted, not compared whole: a failed == of 12 MiB takes the test library minutes to describe.
         let stored = try Data(contentsOf: back)
         #expect(stored.count == original.count && zip(stored, original).filter { $0 != $1 }.isEmpty, "\(change): not the file as it was")
+    }
+
+    /// The same for a copy inside storage: a source object overwritten while
+    /// its parts are copied starts the copy over (the store refuses the next
+    /// part where it checks `x-amz-copy-source-if-match`, as the local store
+    /// does; the source's ETag read before completing catches it where the
+    /// store ignores the header, as moto does), and the copy is the new version
+    /// whole; a source that keeps changing fails the copy and leaves nothing.
+    @Test(arguments: ["local", "moto"])
+    func aCopyInPartsIsOneVersionOfItsSource(store kind: String) async throws {
+        let base = try TestPaths.temporaryDirectory("copy-change")
+        defer { try? FileManager.default.removeItem(at: base) }
+        let moto = kind == "moto" ? try await MotoServer.start(logDirectory: base) : nil
+        defer { if let moto { Task { await moto.stop() } } }
+        let real: any ObjectStore
+        if let moto {
+            let client = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+                                        credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
+            try await client.createBucket("bkt")
+            real = client
+        } else {
+            real = try LocalObjectStore(root: base.appendingPathComponent("store"))
+        }
+        let store = CountingStore(real)
+        var configuration = TransferEngine.Configuration()
+        configuration.defaults.copyThreshold = 5 << 20
+        configuration.defaults.copyPartSize = 5 << 20
+        configuration.defaults.partConcurrency = 1
+        let engine = TransferEngine(store: store, dataRoot: try DataRoot(base.path), configuration: configuration,
+                                    logger: Logger(label: "test.copy-change"))
+        @Sendable func version(_ fill: UInt8) -> [UInt8] { (0..<(12 << 20) + 1).map { UInt8(truncatingIfNeeded: $0 >> 9) ^ fill } }
+        _ = try await real.putObject(PutObjectInput(bucket: "bkt", key: "src"), body: .bytes(version(0)), progress: nil)
+        func copy(_ id: String) async -> Result<TransferOutcome, FerryError> {
+            let job = TransferJob(request: TransferRequest(id: id, op: .copy, bucket: "bkt", key: "dst-\(id)", source: "s3://bkt/src"),
+                                  objectKey: "dst-\(id)")
+            do { return .success(try await engine.run(job)) } catch { return .failure(error) }
+        }
+
+        // Overwritten once, after the first part of the first attempt.
+        let overwrites = Counter()
+        store.afterPartCopy.withLock {
+            $0 = { number in
+                guard number == 1, overwrites.next() == 0 else { return }
+                _ = try? await real.putObject(PutObjectInput(bucket: "bkt", key: "src"), body: .bytes(version(0x5A)), progress: nil)
+            }
+        }
+        let once = await copy("c1")
+        #expect((try? once.get()) != nil, "\(once)")
+        let path = base.appendingPathComponent("c1.bin")
+        let fd = open(path.path, O_RDWR | O_CREAT | O_TRUNC, 0o600)
+        defer { close(fd) }
+        _ = try await real.getObject(GetObjectInput(bucket: "bkt", key: "dst-c1"), into: fd, at: 0, progress: nil)
+        let stored = try Data(contentsOf: path)
+        let expected = version(0x5A)
+        // Counted, not compared whole: a failed == of 12 MiB takes the test library minutes to describe.
+        #expect(stored.count == expected.count && zip(stored, expected).filter { $0 != $1 }.isEmpty, "\(kind): not the new version whole")
+        #expect(store.copiedParts.withLock { $0.count } > 3, "\(kind): the copy was not started over")
+
+        // Overwritten on every attempt: three restarts, then PreconditionFailed, and nothing left.
+        store.afterPartCopy.withLock {
+            $0 = { number in
+                guard number == 1 else { return }
+                _ = try? await real.putObject(PutObjectInput(bucket: "bkt", key: "src"), body: .bytes(version(UInt8(overwrites.next() & 0xFF))),
+                                              progress: nil)
+            }
+        }
+        let always = await copy("c2")
+        guard case .failure(let error) = always else { Issue.record("\(kind): a copy of a source changing all along completed"); return }
+        #expect(error.code == .preconditionFailed, "\(error)")
+        #expect(try await real.headObject(bucket: "bkt", key: "dst-c2", headers: [:]) == nil)
+        #expect(try await real.listMultipartUploads(bucket: "bkt", prefix: "dst-c2").isEmpty)
+    }
+}
+
+/// A shared count for hooks.
+final class Counter: Sendable {
+    private let value = Mutex(0)
+    /// The count before this call.
+    func next() -> Int {
+        value.withLock { count in
+            defer { count += 1 }
+            return count
+        }
     }
 }

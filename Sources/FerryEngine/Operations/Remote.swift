@@ -25,7 +25,26 @@ extension TransferRun {
     /// source's), the request's headers, and this transfer's markers; the
     /// source's Ferry markers are never carried over. An SSE-C source is read
     /// with the request's `x-amz-copy-source-server-side-encryption-customer-*`.
+    ///
+    /// A multipart copy is of one version of its source: each part is copied
+    /// only while the source has the ETag its HEAD gave (where the store
+    /// checks `x-amz-copy-source-if-match`), and the source's ETag is read
+    /// again before the parts become the object (where it does not). A source
+    /// that changed starts the copy over, at most three times.
     func copy() async throws(FerryError) -> TransferOutcome {
+        var restarts = 0
+        while true {
+            do {
+                return try await copyOnce()
+            } catch where error.code == .preconditionFailed && restarts < 3 {
+                restarts += 1
+                logger.warning("starting the copy over", metadata: ["reason": "\(error)"])
+                meter.add(-meter.value)
+            }
+        }
+    }
+
+    private func copyOnce() async throws(FerryError) -> TransferOutcome {
         let source = try job.copySourceLocation()
         let destination = location
         let headers = request.headers ?? [:]
@@ -62,7 +81,8 @@ extension TransferRun {
             }
             eventName = "ObjectCreated:Copy"
         } else {
-            result = try await multipartCopy(from: source, size: head.size, input: input, sourceKey: sourceKey)
+            result = try await multipartCopy(from: source, head: head, input: input, sourceKey: sourceKey,
+                                             sourceHeadHeaders: sourceHeadHeaders)
             eventName = "ObjectCreated:CompleteMultipartUpload"
         }
         meter.add(head.size - meter.value)
@@ -91,14 +111,24 @@ extension TransferRun {
         return outcome
     }
 
-    private func multipartCopy(from source: ObjectLocation, size: Int64, input: PutObjectInput,
-                               sourceKey: [String: String]) async throws(FerryError) -> ObjectWriteResult {
-        let plan = try PartPlan(size: size, requestedPartSize: settings.copyPartSize)
+    private func multipartCopy(from source: ObjectLocation, head: ObjectAttributes, input: PutObjectInput,
+                               sourceKey: [String: String], sourceHeadHeaders: [String: String]) async throws(FerryError) -> ObjectWriteResult {
+        let plan = try PartPlan(size: head.size, requestedPartSize: settings.copyPartSize)
         let run = self
         let destination = location
         // The destination's SSE-C key (from the request's headers) and the source's.
         let partHeaders = input.headers.filter { HeaderPolicy.isCustomerKeyHeader($0.key) }.merging(sourceKey) { a, _ in a }
-        return try await multipart(input, plan: plan) { (uploadId, part) async throws(FerryError) -> CompletedPart in
+            .merging(head.eTag.map { [S3Client.copySourceIfMatch: $0] } ?? [:]) { a, _ in a }
+        let unchanged = { @Sendable () async throws(FerryError) -> Void in
+            let now = try await run.attempt("HeadObject") { () async throws(FerryError) -> ObjectAttributes? in
+                try await run.store.headObject(bucket: source.bucket, key: source.key, headers: sourceHeadHeaders)
+            }
+            guard let now, now.eTag == head.eTag, now.size == head.size else {
+                throw FerryError(.preconditionFailed, "copy source \(source) changed while it was copied (ETag \(head.eTag ?? "none") → "
+                    + "\(now.map { $0.eTag ?? "none" } ?? "gone")); not completing an object from two versions of it")
+            }
+        }
+        return try await multipart(input, plan: plan, beforeComplete: unchanged) { (uploadId, part) async throws(FerryError) -> CompletedPart in
             let copied = try await run.attempt("UploadPartCopy \(part.number)") { () async throws(FerryError) -> CompletedPart in
                 try await run.store.uploadPartCopy(destination, uploadId: uploadId, partNumber: part.number,
                                                    source: source, range: part.range, headers: partHeaders)

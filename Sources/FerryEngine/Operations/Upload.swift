@@ -90,7 +90,7 @@ extension TransferRun {
     /// become the object (a single PUT needs no such check: its Content-MD5,
     /// computed from the bytes just before they are sent, fails a change between).
     private func uploadBody(_ input: PutObjectInput, body: ObjectBody,
-                            unchanged: (@Sendable () throws(FerryError) -> Void)? = nil) async throws(FerryError) -> TransferOutcome {
+                            unchanged: (@Sendable () async throws(FerryError) -> Void)? = nil) async throws(FerryError) -> TransferOutcome {
         let size = body.length
         setTotal(size)
         // Worker requests (they carry the transfer-id marker) need to know what the key
@@ -194,7 +194,7 @@ extension TransferRun {
     /// already holds (an interrupted run's) is kept when its MD5 ETag or its
     /// checksum matches the file's bytes.
     private func multipartUpload(_ input: PutObjectInput, descriptor fd: Int32, size: Int64,
-                                 unchanged: (@Sendable () throws(FerryError) -> Void)?) async throws(FerryError) -> ObjectWriteResult {
+                                 unchanged: (@Sendable () async throws(FerryError) -> Void)?) async throws(FerryError) -> ObjectWriteResult {
         let plan = try PartPlan(size: size, requestedPartSize: settings.partSize)
         let run = self
         let location = input.location

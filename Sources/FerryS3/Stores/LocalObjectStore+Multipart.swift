@@ -60,6 +60,10 @@ extension LocalObjectStore {
             guard let entry = self.readIndex(key: source.key, bucketDir: sourceDir) else {
                 throw FerryError(.noSuchKey, "UploadPartCopy: no object \(source)")
             }
+            if let wanted = headers.first(where: { $0.key.lowercased() == S3Client.copySourceIfMatch })?.value,
+               wanted.trimmingCharacters(in: ["\""]) != entry.eTag.trimmingCharacters(in: ["\""]) {
+                throw FerryError(.preconditionFailed, "UploadPartCopy: \(source) is no longer the version with ETag \(wanted)")
+            }
             guard range.lowerBound >= 0, range.upperBound < entry.size else {
                 throw FerryError(.invalidRange, "UploadPartCopy: range \(range) is outside the object's \(entry.size) bytes")
             }
