@@ -32,7 +32,7 @@ import Testing
         await #expect { _ = try await engine.run(TransferJob(request: TransferRequest(id: "b1", op: .download, bucket: "bkt", key: "empty",
                                                                                         destination: target.absoluteString), objectKey: "empty")) }
             throws: { "\($0)".contains("sent more than the \(span) bytes asked for") }
-        #expect(ContinuousClock.now - started < .seconds(30))
+        #expect(ContinuousClock.now - started < .seconds(120))  // a hang is for ever; 30 s were passed under ThreadSanitizer
         #expect(!FileManager.default.fileExists(atPath: target.path))
         // Nothing of the endless body is left behind, in the directory or beside it.
         let left = try FileManager.default.contentsOfDirectory(atPath: root.path)

@@ -135,7 +135,7 @@ extension FaultProxy {
         } catch {
             #expect(error.code == .timedOut, "\(error)")
         }
-        #expect(Date().timeIntervalSince(started) < 15)
+        #expect(Date().timeIntervalSince(started) < 25)  // uncut: about 40 s; 16 s was seen beside a ThreadSanitizer run
         #expect(try await slow.listMultipartUploads(bucket: "limits", prefix: "slow.bin").isEmpty)
 
         let small = root.appendingPathComponent("page.html")
