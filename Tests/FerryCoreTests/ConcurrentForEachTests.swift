@@ -10,6 +10,23 @@ import Testing
         let live = Atomic<Int>(0)
         let mostLive = Atomic<Int>(0)
         let seen = Mutex<[Int]>([])
+
+        /// A body starts: counted live, and the most live at once kept.
+        func enter() {
+            let now = live.add(1, ordering: .relaxed).newValue
+            var most = mostLive.load(ordering: .relaxed)
+            while now > most {
+                let (done, actual) = mostLive.compareExchange(expected: most, desired: now, ordering: .relaxed)
+                if done { break }
+                most = actual
+            }
+        }
+
+        /// A body ends, having handled `element`.
+        func leave(_ element: Int) {
+            seen.withLock { $0.append(element) }
+            live.subtract(1, ordering: .relaxed)
+        }
     }
 
     @Test(arguments: [1, 7, 2024] as [UInt64])
@@ -20,16 +37,9 @@ import Testing
         let pauses = (0..<count).map { _ in Int.random(in: 0...3, using: &rng) }
         let counts = Counts()
         await forEachConcurrently(Array(zip(0..<count, pauses)), limit: limit) { element in
-            let now = counts.live.add(1, ordering: .relaxed).newValue
-            var most = counts.mostLive.load(ordering: .relaxed)
-            while now > most {
-                let (done, actual) = counts.mostLive.compareExchange(expected: most, desired: now, ordering: .relaxed)
-                if done { break }
-                most = actual
-            }
+            counts.enter()
             if element.1 > 0 { try? await Task.sleep(for: .milliseconds(element.1)) } else { await Task.yield() }
-            counts.seen.withLock { $0.append(element.0) }
-            counts.live.subtract(1, ordering: .relaxed)
+            counts.leave(element.0)
         }
         #expect(counts.seen.withLock { $0.sorted() } == Array(0..<count), "seed \(seed)")
         #expect(counts.mostLive.load(ordering: .relaxed) <= limit, "seed \(seed): limit \(limit)")
@@ -73,16 +83,9 @@ import Testing
         var thrown = false
         do {
             try await forEachConcurrently(Numbers(count: count, failAfter: failAfter), limit: limit) { element in
-                let now = counts.live.add(1, ordering: .relaxed).newValue
-                var most = counts.mostLive.load(ordering: .relaxed)
-                while now > most {
-                    let (done, actual) = counts.mostLive.compareExchange(expected: most, desired: now, ordering: .relaxed)
-                    if done { break }
-                    most = actual
-                }
+                counts.enter()
                 try? await Task.sleep(for: .milliseconds(element % 3))
-                counts.seen.withLock { $0.append(element) }
-                counts.live.subtract(1, ordering: .relaxed)
+                counts.leave(element)
             }
         } catch {
             thrown = true

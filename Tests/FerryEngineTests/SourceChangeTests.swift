@@ -15,6 +15,15 @@ import Testing
 @Suite struct SourceChangeTests {
     enum Change: String, CaseIterable { case none, overwrite, append, truncate, rename }
 
+    /// An engine whose parts of 5 MiB go one at a time, so a hook after part 1 comes before part 2.
+    static func engine(_ store: any ObjectStore, dataRoot: URL, _ configure: (inout TransferSettings) -> Void) throws -> TransferEngine {
+        var configuration = TransferEngine.Configuration()
+        configuration.defaults.partConcurrency = 1
+        configure(&configuration.defaults)
+        return TransferEngine(store: store, dataRoot: try DataRoot(dataRoot.path), configuration: configuration,
+                              logger: Logger(label: "test.source-change"))
+    }
+
     @Test(arguments: Change.allCases)
     func anUploadInPartsIsOneVersionOfItsFile(change: Change) async throws {
         let base = try TestPaths.temporaryDirectory("source-change")
@@ -22,12 +31,7 @@ import Testing
         let root = base.appendingPathComponent("data")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         let store = CountingStore(try LocalObjectStore(root: base.appendingPathComponent("store")))
-        var configuration = TransferEngine.Configuration()
-        configuration.defaults.multipartThreshold = 5 << 20
-        configuration.defaults.partSize = 5 << 20
-        configuration.defaults.partConcurrency = 1
-        let engine = TransferEngine(store: store, dataRoot: try DataRoot(root.path), configuration: configuration,
-                                    logger: Logger(label: "test.source-change"))
+        let engine = try Self.engine(store, dataRoot: root) { $0.multipartThreshold = 5 << 20; $0.partSize = 5 << 20 }
         let file = root.appendingPathComponent("big.bin")
         let original = Data((0..<(12 << 20) + 1).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) })
         try original.write(to: file)
@@ -94,12 +98,7 @@ import Testing
             real = try LocalObjectStore(root: base.appendingPathComponent("store"))
         }
         let store = CountingStore(real)
-        var configuration = TransferEngine.Configuration()
-        configuration.defaults.copyThreshold = 5 << 20
-        configuration.defaults.copyPartSize = 5 << 20
-        configuration.defaults.partConcurrency = 1
-        let engine = TransferEngine(store: store, dataRoot: try DataRoot(base.path), configuration: configuration,
-                                    logger: Logger(label: "test.copy-change"))
+        let engine = try Self.engine(store, dataRoot: base) { $0.copyThreshold = 5 << 20; $0.copyPartSize = 5 << 20 }
         @Sendable func version(_ fill: UInt8) -> [UInt8] { (0..<(12 << 20) + 1).map { UInt8(truncatingIfNeeded: $0 >> 9) ^ fill } }
         _ = try await real.putObject(PutObjectInput(bucket: "bkt", key: "src"), body: .bytes(version(0)), progress: nil)
         func copy(_ id: String) async -> Result<TransferOutcome, FerryError> {
