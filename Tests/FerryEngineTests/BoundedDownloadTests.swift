@@ -39,3 +39,40 @@ import Testing
         #expect(left.isEmpty, "\(left)")
     }
 }
+
+/// Invariant: a downloaded file is one version of its object. A store that
+/// ignores `If-Match` and serves a later range from another version (its
+/// ETag says so) starts the download over, and one that keeps doing so fails
+/// it; the ranges are never put together into a file of two versions.
+@Suite struct VersionMixTests {
+    @Test func rangesOfAnotherVersionAreNeverJoined() async throws {
+        let size = 12 << 20
+        // The first range (from byte 0) is version A; every later one is version B, whatever If-Match says.
+        let server = try HTTPAnswerer { request in
+            let lower = request.lowercased()
+            guard let at = lower.range(of: "\r\nrange: bytes=") else {
+                return ("HTTP/1.1 400 Bad Request", .fixed(Array("<Error><Code>InvalidRequest</Code></Error>".utf8)))
+            }
+            let spec = lower[at.upperBound...].prefix { $0 != "\r\n" }.split(separator: "-")
+            let first = Int(spec[0]) ?? 0, last = min(Int(spec[1]) ?? 0, size - 1)
+            let version = first == 0 ? "a" : "b"
+            let eTag = String(repeating: version, count: 32) + "-3"
+            return ("HTTP/1.1 206 Partial Content\r\nETag: \"\(eTag)\"\r\nContent-Range: bytes \(first)-\(last)/\(size)",
+                    .fixed([UInt8](repeating: UInt8(ascii: version == "a" ? "A" : "B"), count: last - first + 1)))
+        }
+        let root = try TestPaths.temporaryDirectory("version-mix")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let client = S3Client(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
+                                    credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
+        var configuration = TransferEngine.Configuration()
+        configuration.defaults.multipartThreshold = 5 << 20
+        configuration.defaults.partSize = 5 << 20
+        let engine = TransferEngine(store: client, dataRoot: try DataRoot(root.path), configuration: configuration,
+                                    logger: Logger(label: "test.version-mix"))
+        let target = root.appendingPathComponent("mixed.bin")
+        await #expect { _ = try await engine.run(TransferJob(request: TransferRequest(id: "vm", op: .download, bucket: "bkt", key: "k",
+                                                                                        destination: target.absoluteString), objectKey: "k")) }
+            throws: { ($0 as? FerryError)?.code == .preconditionFailed && "\($0)".contains("came from another version") }
+        #expect(!FileManager.default.fileExists(atPath: target.path), "a file of two versions was put in place")
+    }
+}

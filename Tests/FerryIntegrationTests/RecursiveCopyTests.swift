@@ -9,7 +9,7 @@ import Testing
     @Test func aListingThatBreaksOffFailsTheCopyAfterTheObjectsListed() async throws {
         // Page one names two objects and a next page; the next page is refused.
         let server = try HTTPAnswerer { request in
-            let line = request.prefix { $0 != "\r" }
+            let line = request.prefix { $0 != "\r\n" }
             if line.contains("list-type=2") {
                 if line.contains("continuation-token=t1") {
                     return ("HTTP/1.1 403 Forbidden", .fixed(Array("<Error><Code>AccessDenied</Code><Message>page two is not yours</Message></Error>".utf8)))

@@ -19,7 +19,7 @@ import Testing
     static func pagedServer(pages: Int, asked: Counter) throws -> HTTPAnswerer {
         try HTTPAnswerer { request in
             asked.value.add(1, ordering: .relaxed)
-            let line = request.prefix { $0 != "\r" }
+            let line = request.prefix { $0 != "\r\n" }
             let page = line.range(of: "continuation-token=t").map { Int(line[$0.upperBound...].prefix { $0.isNumber }) ?? 0 } ?? 0
             let last = page == pages - 1
             let contents = (0..<3).map { "<Contents><Key>k\(page)-\($0)</Key><Size>\(page * 10 + $0)</Size></Contents>" }.joined()

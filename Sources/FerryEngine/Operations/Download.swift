@@ -120,6 +120,12 @@ extension TransferRun {
                 guard got.bytesReceived == part.length else {
                     throw FerryError(.storageError, "range \(part.range) returned \(got.bytesReceived) bytes")
                 }
+                // A store that ignores If-Match still names what it served: bytes of
+                // another version must not join this one's (the download starts over).
+                if let served = got.eTag, served != eTag {
+                    throw FerryError(.preconditionFailed, "range \(part.range) came from another version of the object "
+                        + "(ETag \(served), expected \(eTag)); the store did not refuse it despite If-Match")
+                }
                 await journal?.partDownloaded(transferId: id, eTag: eTag, partSize: partSize, partNumber: part.number)
                 return got.bytesReceived
             }
