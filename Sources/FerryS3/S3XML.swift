@@ -81,8 +81,9 @@ struct S3Document {
             throw S3ErrorResponse.error(status: response.status, body: response.body, operation: operation,
                                         requestId: response.header("x-amz-request-id"))
         }
-        let problem = document.problem ?? (document.root.map { $0 == root || alsoAccepted.contains($0) } == true ? nil
-            : "its root element is <\(TextClip.clipped(document.root ?? "", toUTF8: 64))>, not <\(root)>")
+        let found = document.root ?? ""
+        let problem = document.problem ?? (found == root || alsoAccepted.contains(found) ? nil
+            : "its root element is <\(TextClip.clipped(found, toUTF8: 64))>, not <\(root)>")
         guard let problem else { return document }
         throw FerryError(.storageError, "\(operation) answered HTTP \(response.status) with \(response.body.count) bytes that are not "
             + "a whole \(root) document: \(problem)")

@@ -48,12 +48,11 @@ struct RecursiveCopy {
         let tally = Tally()
         let limit = 2 * engine.configuration.maxTransfers
         let copy: @Sendable (TransferJob) async -> Void = { job in
-            tally.started.add(1, ordering: .relaxed)
             do {
                 let outcome = try await engine.run(job)
+                tally.copied.add(1, ordering: .relaxed)
                 tally.bytes.add(outcome.bytesTransferred, ordering: .relaxed)
             } catch {
-                tally.failedTransfers.add(1, ordering: .relaxed)
                 tally.fail("\(job.request.key): \(error)")
             }
         }
@@ -93,20 +92,26 @@ struct RecursiveCopy {
         let seconds = max(Date().timeIntervalSince(started), 0.001)
         let moved = tally.bytes.load(ordering: .relaxed)
         let failed = tally.failures.withLock { $0 }
-        let copied = tally.started.load(ordering: .relaxed) - tally.failedTransfers.load(ordering: .relaxed)
+        let copied = tally.copied.load(ordering: .relaxed)
         print(String(format: "%d objects, %@ in %.2f s (%.1f objects/s, %.1f MiB/s)%@", copied,
                      ProgressDisplay.bytes(moved), seconds, Double(copied) / seconds,
-                     Double(moved) / 1_048_576 / seconds, failed.isEmpty ? "" : ", \(failed.count) failed"))
-        for failure in failed.prefix(20) { FileHandle.standardError.write(Data("failed: \(failure)\n".utf8)) }
-        if !failed.isEmpty { throw ExitCode(FerryExit.transferNotCompleted) }
+                     Double(moved) / 1_048_576 / seconds, failed.count == 0 ? "" : ", \(failed.count) failed"))
+        for failure in failed.shown { FileHandle.standardError.write(Data("failed: \(failure)\n".utf8)) }
+        if failed.count > 0 { throw ExitCode(FerryExit.transferNotCompleted) }
     }
 }
 
 /// Totals of a recursive copy, shared by its tasks.
 private final class Tally: Sendable {
     let bytes = Atomic<Int64>(0)
-    let started = Atomic<Int>(0)
-    let failedTransfers = Atomic<Int>(0)
-    let failures = Mutex<[String]>([])
-    func fail(_ reason: String) { failures.withLock { $0.append(reason) } }
+    let copied = Atomic<Int>(0)
+    /// Every failure counted, the first 20 kept to print: a prefix of millions
+    /// of unusable keys must not grow the process with their messages.
+    let failures = Mutex((count: 0, shown: [String]()))
+    func fail(_ reason: String) {
+        failures.withLock { failures in
+            if failures.shown.count < 20 { failures.shown.append(reason) }
+            failures.count += 1
+        }
+    }
 }

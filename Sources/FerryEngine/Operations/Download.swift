@@ -124,7 +124,8 @@ extension TransferRun {
                 // another version must not join this one's (the download starts over).
                 if let served = got.eTag, served != eTag {
                     throw FerryError(.preconditionFailed, "range \(part.range) came from another version of the object "
-                        + "(ETag \(served), expected \(eTag)); the store did not refuse it despite If-Match")
+                        + "(ETag \(TextClip.clipped(served, toUTF8: 128)), expected \(TextClip.clipped(eTag, toUTF8: 128))); "
+                        + "the store did not refuse it despite If-Match")
                 }
                 await journal?.partDownloaded(transferId: id, eTag: eTag, partSize: partSize, partNumber: part.number)
                 return got.bytesReceived

@@ -124,8 +124,10 @@ extension TransferRun {
                 try await run.store.headObject(bucket: source.bucket, key: source.key, headers: sourceHeadHeaders)
             }
             guard let now, now.eTag == head.eTag, now.size == head.size else {
-                throw FerryError(.preconditionFailed, "copy source \(source) changed while it was copied (ETag \(head.eTag ?? "none") → "
-                    + "\(now.map { $0.eTag ?? "none" } ?? "gone")); not completing an object from two versions of it")
+                // ETags are the server's words: bounded in the message.
+                func shown(_ eTag: String?) -> String { eTag.map { TextClip.clipped($0, toUTF8: 128) } ?? "none" }
+                throw FerryError(.preconditionFailed, "copy source \(source) changed while it was copied (ETag \(shown(head.eTag)) → "
+                    + "\(now.map { shown($0.eTag) } ?? "gone")); not completing an object from two versions of it")
             }
         }
         return try await multipart(input, plan: plan, beforeComplete: unchanged) { (uploadId, part) async throws(FerryError) -> CompletedPart in
