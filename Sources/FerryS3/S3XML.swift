@@ -53,6 +53,9 @@ struct S3Document {
 
     static func parse(_ bytes: [UInt8], record: String? = nil, wanted: Set<String> = []) -> S3Document {
         guard !bytes.isEmpty else { return S3Document(problem: "it is empty") }
+        // FoundationXML traps on a name that is not UTF-8 ("<\u{F3}\u{A4}\u{8F}U" stops the
+        // process): bytes that are not UTF-8 are never handed to it. S3 answers in UTF-8.
+        guard String(validating: bytes, as: UTF8.self) != nil else { return S3Document(problem: "it is not UTF-8 text") }
         let collector = Collector(record: record, wanted: wanted)
         let parser = XMLParser(data: Data(bytes))
         parser.delegate = collector

@@ -73,4 +73,16 @@ import Testing
             #expect(error.message.utf8.count < 2_048 && error.message.contains("more bytes)"), "\(error.message.utf8.count) bytes")
         }
     }
+
+    /// Bytes that are not UTF-8 in a name made FoundationXML's parser trap (the
+    /// whole process stopped, found by ListingDocumentTests' noise, seed
+    /// 6641932641173323691): such a body is refused before it is parsed, as a
+    /// listing page and as an error document alike.
+    @Test func aBodyThatIsNotUTF8NeverReachesTheParser() {
+        let body: [UInt8] = [0x3C, 0xF3, 0xA4, 0x8F, 0x55, 0x3E]
+        #expect(S3Document.parse(body).problem == "it is not UTF-8 text")
+        #expect(XMLFields.parse(body, wanted: ["Code"]).isEmpty)
+        let error = S3ErrorResponse.error(status: 500, body: body, operation: "GetObject", requestId: nil)
+        #expect(error.message.contains("HTTP 500"), "\(error)")
+    }
 }
