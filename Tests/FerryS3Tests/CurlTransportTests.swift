@@ -12,7 +12,7 @@ import Testing
     final class SilentServer: Sendable {
         let fd: Int32
         let port: Int
-        init() throws { (fd, port) = try HTTPAnswerer.listenOnLoopback() }
+        init() throws { (fd, port) = try LoopbackListener.listenOnLoopback() }
         deinit { close(fd) }
     }
 
@@ -60,21 +60,16 @@ import Testing
     /// which sends each a 200 and closes it.
     final class HeldResponder: Sendable {
         final class Held: Sendable { let connections = Mutex<[Int32]>([]) }
-        let server: SilentServer
+        private let listener: LoopbackListener
         private let held = Held()
-        var port: Int { server.port }
+        var port: Int { listener.port }
         var holding: Int { held.connections.withLock { $0.count } }
 
         init() throws {
-            server = try SilentServer()
-            let fd = server.fd
-            Thread { [held] in
-                while true {
-                    let connection = accept(fd, nil, nil)
-                    if connection < 0 { return }
-                    held.connections.withLock { $0.append(connection) }
-                }
-            }.start()
+            let held = self.held
+            listener = try LoopbackListener { connection in
+                held.connections.withLock { $0.append(connection) }
+            }
         }
 
         func answerAll() {

@@ -8,8 +8,8 @@ import Foundation
 public final class HTTPAnswerer: Sendable {
     /// `filler(nil)`: chunks without end.
     public enum Body: Sendable { case filler(Int?), fixed([UInt8]) }
-    public let port: Int
-    private let fd: Int32
+    private let listener: LoopbackListener
+    public var port: Int { listener.port }
 
     public convenience init(head: String, bodyBytes: Int?) throws {
         try self.init(answering: { _ in (head, .filler(bodyBytes)) })
@@ -20,34 +20,9 @@ public final class HTTPAnswerer: Sendable {
     }
 
     public init(answering: @escaping @Sendable (_ requestHead: String) -> (head: String, body: Body)) throws {
-        (fd, port) = try Self.listenOnLoopback()
-        let fd = self.fd
-        Thread {
-            while true {
-                let connection = accept(fd, nil, nil)
-                if connection < 0 { return }
-                Thread { Self.answer(connection, with: answering) }.start()
-            }
-        }.start()
-    }
-
-    deinit { shutdown(fd, Int32(SHUT_RDWR)); close(fd) }
-
-    /// A socket listening on 127.0.0.1 at a port the kernel chose.
-    public static func listenOnLoopback() throws -> (fd: Int32, port: Int) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        listener = try LoopbackListener { connection in
+            Thread { Self.answer(connection, with: answering) }.start()
         }
-        guard bound == 0, listen(fd, 16) == 0 else { close(fd); throw CommandFailed(description: "cannot listen on loopback") }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return (fd, Int(UInt16(bigEndian: address.sin_port)))
     }
 
     static func answer(_ connection: Int32, with answering: (String) -> (head: String, body: Body)) {
