@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A TCP socket listening on 127.0.0.1 at a port the kernel chose, with a
 /// thread that hands each accepted connection to `onConnection` until the
@@ -12,12 +13,16 @@ import Foundation
 public final class LoopbackListener: Sendable {
     public let port: Int
     private let fd: Int32
+    /// Set, under the lock, as the accept thread closes the socket: `deinit`
+    /// must not shut down a descriptor number that may already be another's.
+    private let closed = Flag()
+    private final class Flag: Sendable { let value = Mutex(false) }
 
     public init(onConnection: @escaping @Sendable (Int32) -> Void) throws {
         (fd, port) = try Self.listenOnLoopback()
-        let fd = self.fd
+        let fd = self.fd, closed = self.closed
         Thread {
-            defer { close(fd) }
+            defer { closed.value.withLock { $0 = true; close(fd) } }
             while true {
                 let connection = accept(fd, nil, nil)
                 if connection >= 0 {
@@ -30,7 +35,7 @@ public final class LoopbackListener: Sendable {
     }
 
     /// Wakes the accept thread (its `accept` fails with EINVAL), which then closes the socket.
-    deinit { shutdown(fd, Int32(SHUT_RDWR)) }
+    deinit { closed.value.withLock { if !$0 { shutdown(fd, Int32(SHUT_RDWR)) } } }
 
     /// A socket listening on 127.0.0.1 at a port the kernel chose.
     public static func listenOnLoopback() throws -> (fd: Int32, port: Int) {
