@@ -38,9 +38,9 @@ struct RecursiveCopy {
 
     /// Runs the copies, up to twice the engine's transfers at once (a download
     /// that has all its bytes gives its place to the next while its checks
-    /// finish). Objects are listed a page at a time while the copies run, and
-    /// each transfer is made when a place is free: memory follows the places,
-    /// not the number of objects. What cannot be copied (an unreadable
+    /// finish). Objects are listed a page at a time, and a directory tree is
+    /// read a directory at a time, while the copies run; each transfer is made
+    /// when a place is free: memory follows the places, not the number of objects. What cannot be copied (an unreadable
     /// directory, a key that names no path, a listing that broke off) fails the
     /// copy; what is left out by rule (links, FIFOs and the like) is said, not failed.
     func run(engine: TransferEngine, client: S3Client) async throws {
@@ -58,15 +58,22 @@ struct RecursiveCopy {
         }
         switch direction {
         case .upload(let directory, let target):
-            let walk = try DirectoryWalk.regularFiles(under: directory.path)
-            for entry in walk.skipped { FileHandle.standardError.write(Data("\(entry.path): not copied: \(entry.reason)\n".utf8)) }
-            for entry in walk.unreadable { tally.fail("\(entry.path)/: not read: \(entry.reason)") }
-            let jobs = walk.files.lazy.enumerated().map { index, relative in
-                let key = target.key + relative
-                // isDirectory: false spares Foundation a stat to find out.
-                let source = URL(fileURLWithPath: directory.path + "/" + relative, isDirectory: false).absoluteString
-                return TransferJob(request: TransferRequest(id: "cp-\(index)", op: .upload, bucket: target.bucket, key: key,
-                                                            source: source), objectKey: key)
+            let found = Atomic<Int>(0)
+            let jobs = try DirectoryWalk.open(directory.path).compactMap { entry -> TransferJob? in
+                switch entry {
+                case .file(let relative):
+                    let key = target.key + relative
+                    // isDirectory: false spares Foundation a stat to find out.
+                    let source = URL(fileURLWithPath: directory.path + "/" + relative, isDirectory: false).absoluteString
+                    let index = found.add(1, ordering: .relaxed).oldValue
+                    return TransferJob(request: TransferRequest(id: "cp-\(index)", op: .upload, bucket: target.bucket, key: key,
+                                                                source: source), objectKey: key)
+                case .skipped(let path, let reason):
+                    FileHandle.standardError.write(Data("\(path): not copied: \(reason)\n".utf8))
+                case .unreadable(let path, let reason):
+                    tally.fail("\(path)/: not read: \(reason)")
+                }
+                return nil
             }
             await forEachConcurrently(jobs, limit: limit, copy)
         case .download(let prefix, let directory):

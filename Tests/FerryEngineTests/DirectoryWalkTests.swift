@@ -74,6 +74,27 @@ import Testing
         return Set(output.split(separator: 0).compactMap { String(validating: Array($0), as: UTF8.self) })
     }
 
+    /// Everything a walk yields, by kind, in the order it came.
+    struct Walked {
+        var files: [String] = []
+        var skipped: [(path: String, reason: String)] = []
+        var unreadable: [(path: String, reason: String)] = []
+        /// Every path yielded, in order (files, skipped and unreadable alike).
+        var order: [String] = []
+    }
+
+    static func walk(_ root: String) async throws -> Walked {
+        var walked = Walked()
+        for await found in try DirectoryWalk.open(root) {
+            switch found {
+            case .file(let path): walked.files.append(path); walked.order.append(path)
+            case .skipped(let path, let reason): walked.skipped.append((path, reason)); walked.order.append(path)
+            case .unreadable(let path, let reason): walked.unreadable.append((path, reason)); walked.order.append(path)
+            }
+        }
+        return walked
+    }
+
     @Test func everyRegularFileOnceAndEverythingElseReported() async throws {
         let seed = FuzzReplay.seed
         print("DirectoryWalkTests seed \(seed) (FERRY_FUZZ_SEED=\(seed) replays it)")
@@ -84,11 +105,12 @@ import Testing
             let root = base.appendingPathComponent("root")
             try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
             let made = try Self.makeTree(at: root, random: &random)
-            let walk = try DirectoryWalk.regularFiles(under: root.path)
+            let walk = try await Self.walk(root.path)
             #expect(walk.files.count == Set(walk.files).count, "tree \(tree): a file found twice")
             #expect(Set(walk.files) == made.files, "tree \(tree): \(Set(walk.files).symmetricDifference(made.files))")
             #expect(Set(walk.files) == (try Self.findFiles(root)), "tree \(tree): find disagrees")
-            #expect(walk.files == walk.files.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+            // Found as they would be if every path of the tree were sorted at once ("a-c" before "a/b").
+            #expect(walk.order == walk.order.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }, "tree \(tree)")
             #expect(Set(walk.skipped.map(\.path)) == made.skipped, "tree \(tree)")
             #expect(walk.skipped.allSatisfy { !$0.reason.isEmpty })
             #expect(walk.unreadable.isEmpty, "tree \(tree): \(walk.unreadable)")
@@ -97,7 +119,7 @@ import Testing
         }
     }
 
-    @Test func aRootThatIsNoDirectoryIsRefusedAndALinkedRootIsFollowed() throws {
+    @Test func aRootThatIsNoDirectoryIsRefusedAndALinkedRootIsFollowed() async throws {
         let base = try TestPaths.temporaryDirectory("walk-root")
         defer { try? FileManager.default.removeItem(at: base) }
         let file = base.appendingPathComponent("file")
@@ -105,7 +127,7 @@ import Testing
         for (path, says) in [(file.path, "is a regular file, not a directory"),
                              (base.appendingPathComponent("missing").path, "No such file")] {
             do {
-                _ = try DirectoryWalk.regularFiles(under: path)
+                _ = try DirectoryWalk.open(path)
                 Issue.record("walked \(path)")
             } catch {
                 #expect(error.code == .invalidPath)
@@ -118,8 +140,43 @@ import Testing
         try Data("y".utf8).write(to: tree.appendingPathComponent("inside"))
         #expect(symlink(tree.path, base.appendingPathComponent("link").path) == 0)
         #expect(symlink(base.path, tree.appendingPathComponent("up").path) == 0)
-        let walk = try DirectoryWalk.regularFiles(under: base.appendingPathComponent("link").path)
+        let walk = try await Self.walk(base.appendingPathComponent("link").path)
         #expect(walk.files == ["inside"])
         #expect(walk.skipped.map(\.path) == ["up"])
+    }
+
+    /// The walk holds only the entries of the directories on its current
+    /// path: 40 directories of 250 files each (10,000 files) never have more
+    /// than one directory's entries and the root's held at once, and the first
+    /// file comes before the last directory is read.
+    @Test func aTreeIsReadADirectoryAtATime() async throws {
+        let base = try TestPaths.temporaryDirectory("walk-wide")
+        defer { try? FileManager.default.removeItem(at: base) }
+        for d in 0..<40 {
+            let directory = base.appendingPathComponent(String(format: "d%02d", d))
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
+            for f in 0..<250 { #expect(FileManager.default.createFile(atPath: directory.path + "/f\(f)", contents: nil)) }
+        }
+        var iterator = try DirectoryWalk.open(base.path).makeAsyncIterator()
+        var files = 0, mostHeld = 0
+        while let found = await iterator.next() {
+            guard case .file = found else { Issue.record("\(found)"); continue }
+            files += 1
+            mostHeld = max(mostHeld, iterator.held)
+        }
+        #expect(files == 10_000)
+        #expect(mostHeld <= 40 + 250, "the walk held \(mostHeld) entries at once")
+    }
+
+    /// A directory's files sort after names that extend its name with a byte
+    /// below '/' ("a-c", "a.d", "a b" before "a/b"): the order of the sorted paths.
+    @Test func pathsComeInTheOrderOfTheirBytes() async throws {
+        let base = try TestPaths.temporaryDirectory("walk-order")
+        defer { try? FileManager.default.removeItem(at: base) }
+        for directory in ["a", "a/x", "b"] { try FileManager.default.createDirectory(atPath: base.path + "/" + directory, withIntermediateDirectories: false) }
+        for file in ["a/b", "a-c", "a.d", "a b", "a/x/y", "a/x-z", "b0", "b/c", "0"] {
+            #expect(FileManager.default.createFile(atPath: base.path + "/" + file, contents: nil))
+        }
+        #expect(try await Self.walk(base.path).files == ["0", "a b", "a-c", "a.d", "a/b", "a/x-z", "a/x/y", "b/c", "b0"])
     }
 }
