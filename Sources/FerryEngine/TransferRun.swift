@@ -173,9 +173,19 @@ struct TransferRun: Sendable {
             try await control.checkpoint()
             // The parts must be of one version of their source (a file, an object).
             try await beforeComplete?()
+            let parts = (Array(stored.values) + sent).sorted { $0.partNumber < $1.partNumber }
+            let store = self.store
+            let attempts = PartCounter(0)
             let result = try await attempt("CompleteMultipartUpload", interruptible: false) { () async throws(FerryError) -> ObjectWriteResult in
-                try await store.completeMultipartUpload(location, uploadId: uploadId,
-                                                        parts: (Array(stored.values) + sent).sorted { $0.partNumber < $1.partNumber })
+                let earlier = attempts.value.add(1, ordering: .relaxed).oldValue
+                do throws(FerryError) {
+                    return try await store.completeMultipartUpload(location, uploadId: uploadId, parts: parts)
+                } catch where error.code == .noSuchUpload && earlier > 0 {
+                    // An attempt before may have completed the upload and lost its answer
+                    // (a reset connection): then the object is made of exactly these parts.
+                    guard let done = try await Self.objectCompleted(from: parts, at: location, in: store) else { throw error }
+                    return done
+                }
             }
             await journal?.uploadEnded(uploadId: uploadId)
             return result
@@ -204,6 +214,16 @@ struct TransferRun: Sendable {
             }
             throw error
         }
+    }
+
+    /// The object at `location` when its ETag is the one S3 gives an upload of
+    /// `parts` (nil when it is not, or cannot be known: part ETags that are not MD5s).
+    static func objectCompleted(from parts: [CompletedPart], at location: ObjectLocation,
+                                in store: any ObjectStore) async throws(FerryError) -> ObjectWriteResult? {
+        guard let expected = MultipartETag.of(parts),
+              let object = try await store.headObject(bucket: location.bucket, key: location.key, headers: [:]),
+              object.eTag == expected else { return nil }
+        return ObjectWriteResult(eTag: object.eTag, versionId: object.versionId, requestId: "", hostId: "")
     }
 
     /// The upload id to use and the parts already stored in it (by part number).

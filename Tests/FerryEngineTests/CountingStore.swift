@@ -20,6 +20,11 @@ final class CountingStore: ObjectStore {
     /// Runs after each part is copied (the part's number), before the engine hears of it.
     let afterPartCopy = Mutex<(@Sendable (Int) async -> Void)?>(nil)
 
+    /// CompleteMultipartUploads still to lose their answer: the store completes the
+    /// upload, then the call fails as a reset connection would, after `afterLostAnswer`.
+    let completionAnswersToLose = Mutex(0)
+    let afterLostAnswer = Mutex<(@Sendable () async -> Void)?>(nil)
+
     /// `conditionalWrites`: what the engine is told of the store (default: the base store's own).
     init(_ base: any ObjectStore, conditionalWrites: ConditionalWrites? = nil, dropsIfNoneMatch: Bool = false) {
         self.base = base
@@ -59,7 +64,11 @@ final class CountingStore: ObjectStore {
         return stored
     }
     func completeMultipartUpload(_ location: ObjectLocation, uploadId: String, parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult {
-        try await base.completeMultipartUpload(location, uploadId: uploadId, parts: parts)
+        let result = try await base.completeMultipartUpload(location, uploadId: uploadId, parts: parts)
+        let lose = completionAnswersToLose.withLock { left in defer { left = max(0, left - 1) }; return left > 0 }
+        guard lose else { return result }
+        await afterLostAnswer.withLock { $0 }?()
+        throw FerryError(.connectionError, "POST CompleteMultipartUpload: Connection reset by peer (curl 56)")
     }
     func abortMultipartUpload(_ location: ObjectLocation, uploadId: String) async throws(FerryError) {
         try await base.abortMultipartUpload(location, uploadId: uploadId)

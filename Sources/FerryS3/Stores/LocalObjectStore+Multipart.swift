@@ -156,12 +156,14 @@ extension LocalObjectStore {
         let stored = Dictionary(try storedParts(in: dir).map { ($0.partNumber, $0) }) { a, _ in a }
         let ordered = parts.sorted { $0.partNumber < $1.partNumber }
         guard !ordered.isEmpty else { throw FerryError(.invalidRequest, "CompleteMultipartUpload needs at least one part") }
-        var md5s: [UInt8] = []
         for part in ordered {
             guard let have = stored[part.partNumber], have.eTag == part.eTag else {
                 throw FerryError(.invalidRequest, "InvalidPart: part \(part.partNumber) is not stored with ETag \(part.eTag)")
             }
-            md5s += Self.bytes(hex: have.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
+        }
+        // The stored parts' ETags are their MD5s (`storePart`).
+        guard let eTag = MultipartETag.of(ordered) else {
+            throw FerryError(.invalidRequest, "InvalidPart: a part's ETag is not an MD5")
         }
         let record = try uploadRecord(dir)
         let bucketDir = try bucketDirectory(location.bucket)
@@ -188,7 +190,6 @@ extension LocalObjectStore {
             unlink(blobPath)
             throw error
         }
-        let eTag = "\"\(Digest.md5(md5s).hexString)-\(ordered.count)\""
         let entry = IndexEntry(key: location.key, blob: blobName, size: size, eTag: eTag, contentType: record.contentType,
                                metadata: record.metadata, lastModified: Date().timeIntervalSince1970)
         try commitObject(entry, bucketDir: bucketDir, ifAbsent: false)
@@ -226,15 +227,5 @@ extension LocalObjectStore {
             throw FerryError(.noSuchUpload, "no upload at \(dir.lastPathComponent)")
         }
         return record
-    }
-
-    static func bytes(hex: String) -> [UInt8] {
-        var out: [UInt8] = []
-        var index = hex.startIndex
-        while let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex), index < hex.endIndex {
-            out.append(UInt8(hex[index..<next], radix: 16) ?? 0)
-            index = next
-        }
-        return out
     }
 }

@@ -1,0 +1,67 @@
+import FerryCore
+@testable import FerryEngine
+import FerryS3
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// Invariant: an upload the store completed is reported completed, even when
+/// the answer to CompleteMultipartUpload was lost and the retry finds the
+/// upload gone (NoSuchUpload); and only when the object there is the one
+/// these parts make (its ETag), never another version written meanwhile.
+@Suite struct LostCompletionTests {
+    @Test(arguments: [false, true])
+    func aCompletionWhoseAnswerWasLostIsRecognised(replacedMeanwhile: Bool) async throws {
+        let base = try TestPaths.temporaryDirectory("lost-completion")
+        defer { try? FileManager.default.removeItem(at: base) }
+        let root = base.appendingPathComponent("data")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let real = try LocalObjectStore(root: base.appendingPathComponent("store"))
+        let store = CountingStore(real)
+        let engine = try SourceChangeTests.engine(store, dataRoot: root) {
+            $0.multipartThreshold = 5 << 20; $0.partSize = 5 << 20
+            $0.retryPolicy = RetryPolicy(retryLimit: 3, baseDelaySeconds: 0.01)
+        }
+        let file = root.appendingPathComponent("big.bin")
+        let bytes = (0..<(11 << 20) + 3).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ $0 >> 10) }
+        try Data(bytes).write(to: file)
+        store.completionAnswersToLose.withLock { $0 = 1 }
+        if replacedMeanwhile {
+            // Another writer puts its own version between the completion and the retry.
+            store.afterLostAnswer.withLock {
+                $0 = { _ = try? await real.putObject(PutObjectInput(bucket: "bkt", key: "big.bin"), body: .bytes([1, 2, 3]), progress: nil) }
+            }
+        }
+        let job = TransferJob(request: TransferRequest(id: "lost-\(replacedMeanwhile)", op: .upload, bucket: "bkt", key: "big.bin",
+                                                       source: file.absoluteString), objectKey: "big.bin")
+        let result: Result<TransferOutcome, FerryError>
+        do { result = .success(try await engine.run(job)) } catch { result = .failure(error) }
+        let object = try #require(try await real.headObject(bucket: "bkt", key: "big.bin", headers: [:]))
+        switch (replacedMeanwhile, result) {
+        case (false, .success(let outcome)):
+            // Reported as the object the parts made, each part sent once.
+            #expect(outcome.object.eTag == object.eTag && object.eTag?.hasSuffix("-3\"") == true, "\(outcome.object) vs \(object)")
+            #expect(object.size == Int64(bytes.count))
+            #expect(store.uploadedParts.withLock { $0.sorted() } == [1, 2, 3])
+        case (true, .failure(let error)):
+            // Not taken for this upload's object: the retry's NoSuchUpload stands.
+            #expect(error.code == .noSuchUpload, "\(error)")
+            #expect(object.size == 3)
+        default:
+            Issue.record("replaced meanwhile: \(replacedMeanwhile), result: \(result)")
+        }
+    }
+
+    /// The ETag of an upload in parts: the MD5 of the parts' MD5s in part order,
+    /// whatever order or case the part ETags come in; nothing for ETags that are
+    /// not MD5s. (Ceph RGW's ETags for boto3's uploads match it: see README.)
+    @Test func theMultipartETagIsTheMD5OfThePartsMD5s() {
+        let a = Digest.md5(Array("part one".utf8)), b = Digest.md5(Array("part two".utf8))
+        let parts = [CompletedPart(partNumber: 2, eTag: "\"\(b.hexString)\"", size: 8),
+                     CompletedPart(partNumber: 1, eTag: a.hexString.uppercased(), size: 8)]
+        #expect(MultipartETag.of(parts) == "\"\(Digest.md5(a + b).hexString)-2\"")
+        #expect(MultipartETag.of([CompletedPart(partNumber: 1, eTag: "\"not-an-md5\"", size: 1)]) == nil)
+        #expect(MultipartETag.of([CompletedPart(partNumber: 1, eTag: "\"" + String(repeating: "g", count: 32) + "\"", size: 1)]) == nil)
+        #expect(MultipartETag.of([]) == nil)
+    }
+}
