@@ -31,7 +31,6 @@ public final class ObjectCatalog: Sendable {
     public let path: String
 
     public init(directory: URL) throws {
-        (database, path) = try StateDatabase.open("catalog.sqlite", in: directory)
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1-catalog") { db in
             try db.create(table: "catalog_object") { t in
@@ -49,7 +48,7 @@ public final class ObjectCatalog: Sendable {
                 t.column("value", .text).notNull()
             }
         }
-        try migrator.migrate(database)
+        (database, path) = try StateDatabase.open("catalog.sqlite", in: directory) { try migrator.migrate($0) }
     }
 
     public func entry(bucket: String, key: String) async throws -> Entry? {

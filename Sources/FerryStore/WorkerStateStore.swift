@@ -17,8 +17,7 @@ public final class WorkerStateStore: Sendable {
 
     /// Opens (and creates or migrates) `<directory>/ferry.sqlite`.
     public init(directory: URL) throws {
-        (database, path) = try StateDatabase.open("ferry.sqlite", in: directory)
-        try Self.migrator.migrate(database)
+        (database, path) = try StateDatabase.open("ferry.sqlite", in: directory) { try Self.migrator.migrate($0) }
         writes = WriteBatcher(database: database)
         outboxHighWater = try database.writeWithoutTransaction { db in
             let highWater = try OutboxHighWater(db)

@@ -129,4 +129,54 @@ import Testing
         try await store.partDownloaded(transferId: "d", eTag: "\"b\"", partSize: 8, partNumber: 1)
         #expect(try await store.downloadedParts(transferId: "d", eTag: "\"a\"", partSize: 8).isEmpty)
     }
+
+    /// A state file that is not a database, or is damaged, is refused with its
+    /// path and what to do, never a bare SQLite message: random bytes, a
+    /// database with pages overwritten or cut short (seeded; `FERRY_FUZZ_SEED`
+    /// replays), a directory where the file should be. Where the damage is
+    /// in pages opening does not read, the store opens and serves its ids.
+    @Test func aDamagedStateFileIsRefusedWithItsPath() async throws {
+        let seed = FuzzReplay.seed
+        print("WorkerStateStoreTests seed \(seed)")
+        var random = SeededGenerator(seed: seed)
+        var refused = 0, opened = 0
+        for round in 0..<40 {
+            let dir = directory()
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let file = dir.appendingPathComponent("ferry.sqlite")
+            do {  // a real database of a few hundred statuses, closed
+                let store = try WorkerStateStore(directory: dir)
+                for i in 0..<300 { try await store.recordFinished(TransferStatus(id: "t-\(i)", op: "upload", state: .completed)) }
+            }
+            var bytes = [UInt8](try Data(contentsOf: file))
+            switch round % 4 {
+            case 0: bytes = (0..<Int.random(in: 1...100_000, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            case 1:  // a run of noise at a random place (the header included, sometimes)
+                let start = Int.random(in: 0..<bytes.count, using: &random)
+                for i in start..<min(bytes.count, start + Int.random(in: 1...8192, using: &random)) { bytes[i] = UInt8.random(in: 0...255, using: &random) }
+            case 2: bytes = Array(bytes.prefix(Int.random(in: 1..<bytes.count, using: &random)))
+            default: bytes = Array("SQLite format 3\0".utf8) + (0..<4096).map { _ in UInt8.random(in: 0...255, using: &random) }
+            }
+            for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: file.path + suffix) }
+            try Data(bytes).write(to: file)
+            do {
+                let store = try WorkerStateStore(directory: dir)
+                _ = try await store.finishedStatus(id: "t-7")
+                opened += 1
+            } catch let error as FerryError {
+                refused += 1
+                #expect(error.message.contains(file.path), "round \(round): \(error)")
+            } catch {
+                // A read past the pages checked when opening may find the damage: SQLite says so.
+                #expect("\(error)".contains("malformed") || "\(error)".contains("not a database"), "round \(round): \(error)")
+            }
+        }
+        print("damaged state files: \(refused) refused, \(opened) opened")
+        #expect(refused >= 10, "refused \(refused), opened \(opened)")
+
+        let dir = directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("ferry.sqlite"), withIntermediateDirectories: true)
+        #expect { _ = try WorkerStateStore(directory: dir) } throws: { ($0 as? FerryError)?.message.contains("cannot open state database \(dir.path)/ferry.sqlite") == true }
+    }
 }
