@@ -15,6 +15,16 @@ public enum Digits {
         digits(value, radix: 16, width: width, prefix: "", table: upper)
     }
 
+    /// The value of one hex digit (either case), or nil for any other byte.
+    public static func hexValue(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
     private static func digits(_ value: UInt64, radix: UInt64, width: Int, prefix: String, table: [UInt8]) -> String {
         var reversed = [UInt8]()
         reversed.reserveCapacity(max(width, 20))

@@ -189,7 +189,7 @@ public enum FormURLEncoding {
         while i < bytes.count {
             let byte = bytes[i]
             if byte == UInt8(ascii: "%") {
-                guard i + 2 < bytes.count, hexValue(bytes[i + 1]) != nil, hexValue(bytes[i + 2]) != nil else { return false }
+                guard i + 2 < bytes.count, Digits.hexValue(bytes[i + 1]) != nil, Digits.hexValue(bytes[i + 2]) != nil else { return false }
                 i += 3
                 continue
             }
@@ -213,7 +213,7 @@ public enum FormURLEncoding {
         var i = 0
         while i < bytes.count {
             if bytes[i] == UInt8(ascii: "%") {
-                guard i + 2 < bytes.count, let high = hexValue(bytes[i + 1]), let low = hexValue(bytes[i + 2]) else { return plusOnly() }
+                guard i + 2 < bytes.count, let high = Digits.hexValue(bytes[i + 1]), let low = Digits.hexValue(bytes[i + 2]) else { return plusOnly() }
                 decoded.append(high << 4 | low)
                 i += 3
             } else {
@@ -222,15 +222,6 @@ public enum FormURLEncoding {
             }
         }
         return String(validating: decoded, as: UTF8.self) ?? plusOnly()
-    }
-
-    private static func hexValue(_ b: UInt8) -> UInt8? {
-        switch b {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): b - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): b - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): b - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
 

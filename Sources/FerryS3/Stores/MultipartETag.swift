@@ -26,18 +26,9 @@ public enum MultipartETag {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(16)
         for i in stride(from: 0, to: 32, by: 2) {
-            guard let high = hexValue(digits[i]), let low = hexValue(digits[i + 1]) else { return nil }
+            guard let high = Digits.hexValue(digits[i]), let low = Digits.hexValue(digits[i + 1]) else { return nil }
             bytes.append(high << 4 | low)
         }
         return bytes
-    }
-
-    private static func hexValue(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
