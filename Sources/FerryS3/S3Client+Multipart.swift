@@ -80,8 +80,16 @@ extension S3Client {
         var result = writeResult(response)
         result.eTag = try Self.resultETag(response, operation: "CompleteMultipartUpload") ?? result.eTag
         if result.eTag == nil || result.eTag == "\"\"" {
-            // Ceph RGW 16 answers <ETag></ETag> here: read the object's ETag back.
-            result.eTag = try await headObject(bucket: location.bucket, key: location.key)?.eTag
+            // Ceph RGW 16 answers <ETag></ETag> here: read the object's ETag back. It must
+            // be these parts' (a proxy's page of HTML in a 200 completed nothing; the
+            // object there is an older one).
+            let stored = try await headObject(bucket: location.bucket, key: location.key)?.eTag
+            if let expected = MultipartETag.of(parts), stored != expected {
+                throw FerryError(.storageError, "CompleteMultipartUpload of \(location.bucket)/\(location.key) answered HTTP "
+                    + "\(response.status) without the object's ETag, and the object there is \(stored.map { "ETag \($0.prefix(128))" } ?? "absent"), "
+                    + "not these parts' \(expected)")
+            }
+            result.eTag = stored
         }
         return result
     }
