@@ -176,14 +176,16 @@ struct TransferRun: Sendable {
             let parts = (Array(stored.values) + sent).sorted { $0.partNumber < $1.partNumber }
             let store = self.store
             let attempts = PartCounter(0)
+            // An SSE-C object is read back only with its key.
+            let keyHeaders = input.headers.filter { HeaderPolicy.isCustomerKeyHeader($0.key) }
             let result = try await attempt("CompleteMultipartUpload", interruptible: false) { () async throws(FerryError) -> ObjectWriteResult in
                 let earlier = attempts.value.add(1, ordering: .relaxed).oldValue
                 do throws(FerryError) {
-                    return try await store.completeMultipartUpload(location, uploadId: uploadId, parts: parts)
+                    return try await store.completeMultipartUpload(location, uploadId: uploadId, parts: parts, headers: keyHeaders)
                 } catch where error.code == .noSuchUpload && earlier > 0 {
                     // An attempt before may have completed the upload and lost its answer
                     // (a reset connection): then the object is made of exactly these parts.
-                    guard let done = try await Self.objectCompleted(from: parts, at: location, in: store) else { throw error }
+                    guard let done = try await Self.objectCompleted(from: parts, at: location, headers: keyHeaders, in: store) else { throw error }
                     return done
                 }
             }
@@ -218,10 +220,10 @@ struct TransferRun: Sendable {
 
     /// The object at `location` when its ETag is the one S3 gives an upload of
     /// `parts` (nil when it is not, or cannot be known: part ETags that are not MD5s).
-    static func objectCompleted(from parts: [CompletedPart], at location: ObjectLocation,
+    static func objectCompleted(from parts: [CompletedPart], at location: ObjectLocation, headers: [String: String],
                                 in store: any ObjectStore) async throws(FerryError) -> ObjectWriteResult? {
         guard let expected = MultipartETag.of(parts),
-              let object = try await store.headObject(bucket: location.bucket, key: location.key, headers: [:]),
+              let object = try await store.headObject(bucket: location.bucket, key: location.key, headers: headers),
               object.eTag == expected else { return nil }
         return ObjectWriteResult(eTag: object.eTag, versionId: object.versionId, requestId: "", hostId: "")
     }

@@ -63,8 +63,8 @@ extension S3Client {
         return CompletedPart(partNumber: partNumber, eTag: eTag, size: range.upperBound - range.lowerBound + 1)
     }
 
-    public func completeMultipartUpload(_ location: ObjectLocation, uploadId: String,
-                                        parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult {
+    public func completeMultipartUpload(_ location: ObjectLocation, uploadId: String, parts: [CompletedPart],
+                                        headers: [String: String]) async throws(FerryError) -> ObjectWriteResult {
         var xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
         for part in parts.sorted(by: { $0.partNumber < $1.partNumber }) {
             xml += "<Part><PartNumber>\(part.partNumber)</PartNumber><ETag>\(Self.xmlEscaped(part.eTag))</ETag>"
@@ -83,7 +83,7 @@ extension S3Client {
             // Ceph RGW 16 answers <ETag></ETag> here: read the object's ETag back. It must
             // be these parts' (a proxy's page of HTML in a 200 completed nothing; the
             // object there is an older one).
-            let stored = try await headObject(bucket: location.bucket, key: location.key)?.eTag
+            let stored = try await headObject(bucket: location.bucket, key: location.key, headers: headers)?.eTag
             if let expected = MultipartETag.of(parts), stored != expected {
                 throw FerryError(.storageError, "CompleteMultipartUpload of \(location.bucket)/\(location.key) answered HTTP "
                     + "\(response.status) without the object's ETag, and the object there is \(stored.map { "ETag \($0.prefix(128))" } ?? "absent"), "

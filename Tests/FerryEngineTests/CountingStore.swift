@@ -63,8 +63,9 @@ final class CountingStore: ObjectStore {
         afterPart.withLock { $0 }?(partNumber)
         return stored
     }
-    func completeMultipartUpload(_ location: ObjectLocation, uploadId: String, parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult {
-        let result = try await base.completeMultipartUpload(location, uploadId: uploadId, parts: parts)
+    func completeMultipartUpload(_ location: ObjectLocation, uploadId: String, parts: [CompletedPart],
+                                 headers: [String: String]) async throws(FerryError) -> ObjectWriteResult {
+        let result = try await base.completeMultipartUpload(location, uploadId: uploadId, parts: parts, headers: headers)
         let lose = completionAnswersToLose.withLock { left in defer { left = max(0, left - 1) }; return left > 0 }
         guard lose else { return result }
         await afterLostAnswer.withLock { $0 }?()

@@ -107,25 +107,34 @@ import Testing
 
     /// A completion answered 200 without an ETag (Ceph RGW 16's empty
     /// `<ETag>`, or a proxy's HTML page) is read back with a HEAD, and taken
-    /// only when the object there carries these parts' ETag.
+    /// only when the object there carries these parts' ETag; an SSE-C object is
+    /// read back with its key.
     @Test(arguments: [true, false])
     func aCompletionWithoutAnETagIsTakenOnlyForTheseParts(objectIsTheParts: Bool) async throws {
         let a = Digest.md5(Array("one".utf8)).hexString, b = Digest.md5(Array("two".utf8)).hexString
         let parts = [CompletedPart(partNumber: 1, eTag: "\"\(a)\"", size: 3), CompletedPart(partNumber: 2, eTag: "\"\(b)\"", size: 3)]
         let expected = try #require(MultipartETag.of(parts))
         let stored = objectIsTheParts ? expected : "\"0123456789abcdef0123456789abcdef\""
+        // An SSE-C object: the HEAD must carry its key (S3 answers 400 without it).
+        let key = [UInt8](repeating: 7, count: 32)
+        let sse = ["x-amz-server-side-encryption-customer-algorithm": "AES256",
+                   "x-amz-server-side-encryption-customer-key": Data(key).base64EncodedString(),
+                   "x-amz-server-side-encryption-customer-key-MD5": Data(Digest.md5(key)).base64EncodedString()]
         let server = try HTTPAnswerer { head in
-            head.hasPrefix("HEAD ")
+            guard head.hasPrefix("HEAD ") else {
+                return ("HTTP/1.1 200 OK\r\nContent-Type: text/html", .fixed(Array("<html><body>Welcome</body></html>".utf8)))
+            }
+            return head.lowercased().contains("x-amz-server-side-encryption-customer-key: \(sse["x-amz-server-side-encryption-customer-key"]!.lowercased())")
                 ? ("HTTP/1.1 200 OK\r\nETag: \(stored)", .fixed([]))
-                : ("HTTP/1.1 200 OK\r\nContent-Type: text/html", .fixed(Array("<html><body>Welcome</body></html>".utf8)))
+                : ("HTTP/1.1 400 Bad Request", .fixed([]))
         }
         let s3 = S3Client(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
                                 credentials: AWSCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret")))
         let location = ObjectLocation(bucket: "bkt", key: "k")
         if objectIsTheParts {
-            #expect(try await s3.completeMultipartUpload(location, uploadId: "u", parts: parts).eTag == expected)
+            #expect(try await s3.completeMultipartUpload(location, uploadId: "u", parts: parts, headers: sse).eTag == expected)
         } else {
-            await #expect { _ = try await s3.completeMultipartUpload(location, uploadId: "u", parts: parts) } throws: {
+            await #expect { _ = try await s3.completeMultipartUpload(location, uploadId: "u", parts: parts, headers: sse) } throws: {
                 "\($0)".contains("without the object's ETag") && "\($0)".contains("not these parts' \(expected)")
             }
         }

@@ -75,8 +75,8 @@ extension LocalObjectStore {
         }
     }
 
-    public func completeMultipartUpload(_ location: ObjectLocation, uploadId: String,
-                                        parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult {
+    public func completeMultipartUpload(_ location: ObjectLocation, uploadId: String, parts: [CompletedPart],
+                                        headers: [String: String]) async throws(FerryError) -> ObjectWriteResult {
         let eTag = try await onDisk { () throws(FerryError) -> String in
             try self.assemble(location, uploadId: uploadId, parts: parts)
         }

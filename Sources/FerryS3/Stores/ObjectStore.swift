@@ -37,9 +37,11 @@ public protocol ObjectStore: Sendable {
     /// as `x-amz-copy-source-server-side-encryption-customer-*`) are sent.
     func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
                         range: ClosedRange<Int64>, headers: [String: String]) async throws(FerryError) -> CompletedPart
-    /// Assembles the parts, in part-number order, into the object.
-    func completeMultipartUpload(_ location: ObjectLocation, uploadId: String,
-                                 parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult
+    /// Assembles the parts, in part-number order, into the object. Of
+    /// `headers`, the SSE-C ones read the object back where the store's
+    /// answer does not name its ETag.
+    func completeMultipartUpload(_ location: ObjectLocation, uploadId: String, parts: [CompletedPart],
+                                 headers: [String: String]) async throws(FerryError) -> ObjectWriteResult
     /// Discards the upload and its parts.
     func abortMultipartUpload(_ location: ObjectLocation, uploadId: String) async throws(FerryError)
     /// The parts stored so far.
@@ -57,6 +59,10 @@ public protocol ObjectStore: Sendable {
 }
 
 extension ObjectStore {
+    public func completeMultipartUpload(_ location: ObjectLocation, uploadId: String,
+                                        parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult {
+        try await completeMultipartUpload(location, uploadId: uploadId, parts: parts, headers: [:])
+    }
     public func probe() async throws(FerryError) {}
     public var conditionalWrites: ConditionalWrites { .unsupported }
     public func listObjects(bucket: String, prefix: String, continuation: String?, maxKeys: Int) async throws(FerryError) -> ObjectListing {
