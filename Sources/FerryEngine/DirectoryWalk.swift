@@ -15,7 +15,7 @@ import Foundation
 /// (Foundation's `FileManager.enumerator` with a resource value per URL cost
 /// about 30 µs a file, all before the first transfer could start.)
 public struct DirectoryWalk: AsyncSequence, Sendable {
-    public enum Found: Sendable, Equatable {
+    public enum Found: Sendable {
         /// A regular file: its path relative to the root, with `/` between components.
         case file(String)
         /// Not a regular file (a link, FIFO, socket, device), or a name that is

@@ -86,7 +86,7 @@ extension S3Client {
             let stored = try await headObject(bucket: location.bucket, key: location.key, headers: headers)?.eTag
             if let expected = MultipartETag.of(parts), stored != expected {
                 throw FerryError(.storageError, "CompleteMultipartUpload of \(location.bucket)/\(location.key) answered HTTP "
-                    + "\(response.status) without the object's ETag, and the object there is \(stored.map { "ETag \($0.prefix(128))" } ?? "absent"), "
+                    + "\(response.status) without the object's ETag, and the object there is \(stored.map { "ETag \(TextClip.clipped($0, toUTF8: 128))" } ?? "absent"), "
                     + "not these parts' \(expected)")
             }
             result.eTag = stored

@@ -20,12 +20,14 @@ enum StateDatabase {
             let pool = try DatabasePool(path: path, configuration: configuration)
             try prepare(pool)
             return (pool, path)
-        } catch let error as DatabaseError where [.SQLITE_NOTADB, .SQLITE_CORRUPT].contains(error.resultCode) {
-            throw FerryError(.localIOError, "state database \(path) is damaged (\(error.message ?? "SQLite error \(error.resultCode.rawValue)")): "
+        } catch let error as DatabaseError {
+            let words = error.message ?? "SQLite error \(error.resultCode.rawValue)"
+            guard [.SQLITE_NOTADB, .SQLITE_CORRUPT].contains(error.resultCode) else {
+                throw FerryError(.localIOError, "cannot open state database \(path): \(words)")
+            }
+            throw FerryError(.localIOError, "state database \(path) is damaged (\(words)): "
                 + "restore it from a copy, or move it and its -wal and -shm files aside to start with empty state "
                 + "(what it recorded is then forgotten: requests whose offsets were not committed are consumed again)")
-        } catch let error as DatabaseError {
-            throw FerryError(.localIOError, "cannot open state database \(path): \(error.message ?? "SQLite error \(error.resultCode.rawValue)")")
         }
     }
 }

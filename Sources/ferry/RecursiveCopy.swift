@@ -40,9 +40,10 @@ struct RecursiveCopy {
     /// that has all its bytes gives its place to the next while its checks
     /// finish). Objects are listed a page at a time, and a directory tree is
     /// read a directory at a time, while the copies run; each transfer is made
-    /// when a place is free: memory follows the places, not the number of objects. What cannot be copied (an unreadable
-    /// directory, a key that names no path, a listing that broke off) fails the
-    /// copy; what is left out by rule (links, FIFOs and the like) is said, not failed.
+    /// when a place is free: memory follows the places, not the number of
+    /// objects. What cannot be copied (an unreadable directory, a key that
+    /// names no path, a listing that broke off) fails the copy; what is left
+    /// out by rule (links, FIFOs and the like) is said, not failed.
     func run(engine: TransferEngine, client: S3Client) async throws {
         let started = Date()
         let tally = Tally()
