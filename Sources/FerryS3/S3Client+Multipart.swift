@@ -74,8 +74,12 @@ extension S3Client {
             xml += "</Part>"
         }
         xml += "</CompleteMultipartUpload>"
+        // The SSE-C key goes on the completion too: S3 wants it there when the parts carry
+        // checksums (Ferry's do), and uses it for the read-back HEAD below.
+        let keyHeaders = headers.filter { HeaderPolicy.isCustomerKeyHeader($0.key) }.sorted { $0.key < $1.key }
         let response = try await send("CompleteMultipartUpload", method: "POST", bucket: location.bucket, key: location.key,
-                                      query: [("uploadId", uploadId)], headers: [("content-type", "application/xml")],
+                                      query: [("uploadId", uploadId)],
+                                      headers: [("content-type", "application/xml")] + keyHeaders.map { ($0.key, $0.value) },
                                       body: .bytes(Array(xml.utf8)))
         var result = writeResult(response)
         result.eTag = try Self.resultETag(response, operation: "CompleteMultipartUpload") ?? result.eTag

@@ -38,8 +38,8 @@ public protocol ObjectStore: Sendable {
     func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
                         range: ClosedRange<Int64>, headers: [String: String]) async throws(FerryError) -> CompletedPart
     /// Assembles the parts, in part-number order, into the object. Of
-    /// `headers`, the SSE-C ones read the object back where the store's
-    /// answer does not name its ETag.
+    /// `headers`, the SSE-C ones are sent with the request, and read the
+    /// object back where the store's answer does not name its ETag.
     func completeMultipartUpload(_ location: ObjectLocation, uploadId: String, parts: [CompletedPart],
                                  headers: [String: String]) async throws(FerryError) -> ObjectWriteResult
     /// Discards the upload and its parts.
