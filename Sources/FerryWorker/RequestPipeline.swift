@@ -28,6 +28,8 @@ struct RequestPipeline: Sendable {
     let workerId: String
     let progressInterval: Double
     let inFlight: InFlightTransfers
+    /// Whether the store answers: transfers wait through its outages.
+    let storage: StorageGate
     /// Declared record tables (item requests).
     var tables: ItemTables = .none
     let logger: Logger
@@ -159,8 +161,7 @@ struct RequestPipeline: Sendable {
         var final = base
         var messages: [OutboxMessage] = []
         do {
-            let outcome = try await engine.run(job, control: control, journal: WorkerJournal(state: state, logger: log),
-                                               logger: log, progress: reporter.report)
+            let (outcome, extraRuns) = try await runThroughOutages(job, control: control, log: log, progress: reporter.report)
             if outcome.alreadyStored {
                 log.info("duplicate request: the object already holds transfer \(request.id); event re-emitted with its first sequencer")
                 Counter(label: "ferry_duplicates_total", dimensions: [("kind", "object_marker")]).increment()
@@ -177,7 +178,7 @@ struct RequestPipeline: Sendable {
             final.state = .completed
             final.bytesTransferred = outcome.bytesTransferred
             final.totalBytes = outcome.object.size
-            final.attempt = outcome.attempts
+            final.attempt = outcome.attempts + extraRuns
             final.object = outcome.object
             log.info("\(request.op.rawValue) completed", metadata: ["bytes": "\(outcome.bytesTransferred)",
                                                                       "eTag": "\(outcome.object.eTag ?? "-")"])

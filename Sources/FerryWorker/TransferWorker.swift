@@ -38,6 +38,7 @@ public final class TransferWorker: Sendable {
     private let sweeper: UploadSweeper
     private let configuration: WorkerConfiguration
     private let health: WorkerHealth
+    private let storage: StorageGate
     private let engine: TransferEngine
     private let logger: Logger
 
@@ -83,12 +84,17 @@ public final class TransferWorker: Sendable {
         drainer = OutboxDrainer(state: state, producer: producer, deadLetterTopic: configuration.topics.requestsDLQ,
                                 deadLetterMaxBytes: publisher.deadLetterMaxBytes, watermark: watermark, health: health, logger: logger)
         let events = EventBuilder(region: configuration.region)
+        let storage = StorageGate(health: health, logger: logger) { [store = engine.store] () async throws(FerryError) in
+            try await store.probe()
+        }
+        self.storage = storage
         let streams = StreamRecordBuilder(region: configuration.region, topics: configuration.topics)
         var pipeline = RequestPipeline(engine: engine, state: state, outbox: drainer,
                                        publisher: publisher, events: events, streams: streams,
                                        policy: configuration.accessPolicy, identity: identity, controls: book,
                                        callbacks: configuration.callbacks, workerId: configuration.workerId,
-                                       progressInterval: configuration.progressIntervalSeconds, inFlight: inFlight, logger: logger)
+                                       progressInterval: configuration.progressIntervalSeconds, inFlight: inFlight,
+                                       storage: storage, logger: logger)
         follower = configuration.tables.isEmpty ? nil
             : try TableFollower(tables: configuration.tables.map(\.name), topics: configuration.topics, kafka: configuration.kafka,
                                 view: state, logger: logger)
@@ -288,16 +294,18 @@ public final class TransferWorker: Sendable {
                     Gauge(label: "ferry_consumer_lag", dimensions: [("topic", gone.topic), ("partition", "\(gone.partition)")]).record(0)
                 }
                 lagging = Set(lags.map(\.0))
-                do {
-                    try await engine.store.probe()
-                    health.storage(reachable: true)
-                } catch {
-                    health.storage(reachable: false, error: "\(error)")
-                }
                 try? await Task.sleep(for: .seconds(5))
             }
         }
         defer { observer.cancel() }
+        // Often while the store is down, so waiting transfers resume soon after it answers.
+        let prober = Task { [storage] in
+            while !Task.isCancelled {
+                await storage.check()
+                try? await Task.sleep(for: storage.probeInterval)
+            }
+        }
+        defer { prober.cancel() }
         // Uploads of finished transfers are swept within seconds; pruning runs less often.
         var nextPrune = Date()
         while !Task.isCancelled {

@@ -8,9 +8,10 @@ public struct FaultProxy: Sendable {
 
     /// With `logRequests`, every forwarded request is also written to the
     /// faults file as `METHOD path status`, so tests can count what was sent.
+    /// `port` (a free one by default) lets a test start it again where clients expect it.
     public static func start(upstream: String, rate: Double, corruptGets: Int = 0, logRequests: Bool = false,
-                             name: String = "proxy", in root: URL) async throws -> FaultProxy {
-        let port = TestPaths.freePort()
+                             name: String = "proxy", port: Int? = nil, in root: URL) async throws -> FaultProxy {
+        let port = port ?? TestPaths.freePort()
         let faults = root.appendingPathComponent("\(name)-faults.txt")
         let process = try BackgroundProcess(name: name, executable: "python3",
                                             arguments: [TestPaths.python.appendingPathComponent("fault_proxy.py").path,

@@ -1,0 +1,106 @@
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Logging
+import Testing
+
+/// The object store goes away under a running worker and comes back (the
+/// proxy in front of moto stopped, then started again on its port: connections
+/// are refused meanwhile, as from a store that is down). The invariant: an
+/// outage fails no request that outlives it. Requests wait (the worker is not
+/// ready, and says why), a multipart upload cut in the middle continues from
+/// its stored parts, and only a request whose own timeout ends during the
+/// outage fails, with the store's error named.
+@Suite(.serialized) struct StorageOutageTests {
+    let logger = Logger(label: "test.outage")
+
+    func curl(_ url: String) async -> (status: Int, body: String) {
+        guard let result = try? await runCommand("curl", ["-s", "-w", "\n%{http_code}", url], timeout: 30) else { return (0, "") }
+        let lines = result.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+    }
+
+    @Test func requestsWaitThroughAnOutageOfTheStoreAndThenComplete() async throws {
+        let base = try TestPaths.temporaryDirectory("outage")
+        let moto = try await MotoServer.start(logDirectory: base)
+        let port = TestPaths.freePort()
+        var proxy = try await FaultProxy.start(upstream: moto.endpoint, rate: 0, logRequests: true, port: port, in: base)
+        do {
+            let env = try EndToEndTests.Environment.oneBroker(base: base, server: moto, bucket: "out", logger: logger)
+            try await Boto3(moto)("create-bucket", "out")
+            let adminPort = TestPaths.freePort()
+            let http = "http://127.0.0.1:\(adminPort)"
+            // 4 MiB/s: the 24 MiB upload is still running when the store goes away.
+            let worker = try BackgroundProcess(
+                name: "outage-worker", executable: TestPaths.ferryBinary,
+                arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", proxy.endpoint,
+                            "--region", "us-east-1", "--data-root", env.dataRoot.path,
+                            "--state-dir", base.appendingPathComponent("state").path, "--http-address", "127.0.0.1:\(adminPort)",
+                            "--max-transfers", "4", "--bandwidth-limit", "4MiB", "--log-level", "debug"],
+                environment: moto.clientEnvironment, logDirectory: base)
+            #expect(await eventually(timeout: 60) { await curl("\(http)/readyz").status == 200 }, "\(worker.log.suffix(2000))")
+            func upload(_ id: String, _ file: URL, options: String = "") async throws {
+                try await env.kcat.produce(topic: "ferry.requests", key: "out/\(id)", value: """
+                    {"id":"\(id)","op":"upload","bucket":"out","key":"\(id).bin","source":"\(file.absoluteString)"\(options)}
+                    """)
+            }
+            let big = env.dataRoot.appendingPathComponent("big.bin")
+            try Data((0..<(24 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ $0 >> 11) }).write(to: big)
+            // One part at a time (2 s each at 4 MiB/s): the store goes down after the first, under the second.
+            try await upload("big", big, options: #","options":{"partConcurrency":1}"#)
+            #expect(try await eventually(timeout: 60, every: 0.1) { proxy.uploadedParts >= 1 }, "\(worker.log.suffix(2000))")
+            _ = await proxy.process.stop(signal: SIGKILL)
+
+            var small: [String: Data] = [:]
+            for n in 0..<6 {
+                let bytes = Data("outage \(n) ".utf8) + Data(repeating: UInt8(n), count: 10_000 + n)
+                let file = env.dataRoot.appendingPathComponent("small-\(n).bin")
+                try bytes.write(to: file)
+                small["small-\(n)"] = bytes
+                try await upload("small-\(n)", file)
+            }
+            try await upload("impatient", env.dataRoot.appendingPathComponent("small-0.bin"), options: #","options":{"timeoutSeconds":3}"#)
+
+            // The worker says why it is not ready, and the impatient request fails with the store's error.
+            #expect(await eventually(timeout: 30) { await curl("\(http)/readyz").body.contains("unreachable") }, "\(worker.log.suffix(2000))")
+            let impatient = try await env.terminalStatus(of: "impatient", timeout: 60)
+            #expect(impatient?.state == .failed && impatient?.error?.code == "ConnectionError"
+                    && impatient?.error?.message.contains("storage unreachable for the transfer's timeout (3 s)") == true,
+                    "\(String(describing: impatient))")
+            // Nothing else ends while the store is away, however long it is away.
+            try await Task.sleep(for: .seconds(6))
+            let meanwhile = try await env.statuses().filter { $0.state.isTerminal && $0.id != "impatient" }
+            #expect(meanwhile.isEmpty, "\(meanwhile)")
+
+            proxy = try await FaultProxy.start(upstream: moto.endpoint, rate: 0, logRequests: true, port: port, in: base)
+            for id in ["big"] + small.keys.sorted() {
+                let status = try await env.terminalStatus(of: id, timeout: 90)
+                #expect(status?.state == .completed, "\(id): \(String(describing: status))\n\(worker.log.suffix(3000))")
+            }
+            #expect(try await env.terminalStatus(of: "big")?.attempt ?? 0 >= 2, "the cut upload ran again")
+            // Continued, not started over: three parts stored in all (a restart would send the first again).
+            #expect(proxy.uploadedParts == 3, "\(proxy.injected.filter { $0.contains("partNumber=") })")
+            #expect(await eventually(timeout: 30) { await curl("\(http)/readyz").status == 200 })
+            let log = worker.log
+            #expect(log.contains("storage unreachable") && log.contains("storage answers again after"), "\(log.suffix(3000))")
+            #expect(await curl("\(http)/metrics").body.contains("ferry_storage_outages_total 1"))
+            // What was stored is what was sent: the big upload's parts before and after the outage make one whole object.
+            let out = base.appendingPathComponent("big-back.bin")
+            let head = try await Boto3(moto).get(bucket: "out", key: "public/big.bin", to: out)
+            #expect(head.ContentLength == 24 << 20 && head.ETag.hasSuffix("-3\""), "\(head)")
+            #expect(try Data(contentsOf: out) == Data(contentsOf: big))
+            for (id, bytes) in small {
+                let file = base.appendingPathComponent("\(id)-back.bin")
+                _ = try await Boto3(moto).get(bucket: "out", key: "public/\(id).bin", to: file)
+                #expect(try Data(contentsOf: file) == bytes, "\(id)")
+            }
+            _ = await worker.stop()
+        } catch {
+            await proxy.process.stop(); await moto.stop()
+            throw error
+        }
+        await proxy.process.stop()
+        await moto.stop()
+        try? FileManager.default.removeItem(at: base)
+    }
+}
