@@ -28,6 +28,7 @@ import Testing
         do {
             let env = try EndToEndTests.Environment.oneBroker(base: base, server: moto, bucket: "out", logger: logger)
             try await Boto3(moto)("create-bucket", "out")
+            try env.cluster.createTopic(Topics().table("posts"), partitions: 2)
             let adminPort = TestPaths.freePort()
             let http = "http://127.0.0.1:\(adminPort)"
             // 4 MiB/s: the 24 MiB upload is still running when the store goes away.
@@ -36,7 +37,7 @@ import Testing
                 arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", proxy.endpoint,
                             "--region", "us-east-1", "--data-root", env.dataRoot.path,
                             "--state-dir", base.appendingPathComponent("state").path, "--http-address", "127.0.0.1:\(adminPort)",
-                            "--max-transfers", "4", "--bandwidth-limit", "4MiB", "--log-level", "debug"],
+                            "--max-transfers", "4", "--bandwidth-limit", "4MiB", "--table", "posts:id", "--log-level", "debug"],
                 environment: moto.clientEnvironment, logDirectory: base)
             #expect(await eventually(timeout: 60) { await curl("\(http)/readyz").status == 200 }, "\(worker.log.suffix(2000))")
             func upload(_ id: String, _ file: URL, options: String = "") async throws {
@@ -60,6 +61,11 @@ import Testing
                 try await upload("small-\(n)", file)
             }
             try await upload("impatient", env.dataRoot.appendingPathComponent("small-0.bin"), options: #","options":{"timeoutSeconds":3}"#)
+            // A record whose file is uploaded first waits the same way.
+            try await env.kcat.produce(topic: "ferry.requests", key: "tables/posts/p1", value: """
+                {"id":"item-1","op":"putItem","table":"posts","item":{"id":"p1","title":"outage","picture":{"bucket":"out",\
+                "key":"posts/p1.bin","region":"us-east-1","localUri":"\(env.dataRoot.appendingPathComponent("small-1.bin").path)"}}}
+                """)
 
             // The worker says why it is not ready, and the impatient request fails with the store's error.
             #expect(await eventually(timeout: 30) { await curl("\(http)/readyz").body.contains("unreachable") }, "\(worker.log.suffix(2000))")
@@ -73,7 +79,7 @@ import Testing
             #expect(meanwhile.isEmpty, "\(meanwhile)")
 
             proxy = try await FaultProxy.start(upstream: moto.endpoint, rate: 0, logRequests: true, port: port, in: base)
-            for id in ["big"] + small.keys.sorted() {
+            for id in ["big", "item-1"] + small.keys.sorted() {
                 let status = try await env.terminalStatus(of: id, timeout: 90)
                 #expect(status?.state == .completed, "\(id): \(String(describing: status))\n\(worker.log.suffix(3000))")
             }
@@ -94,6 +100,9 @@ import Testing
                 _ = try await Boto3(moto).get(bucket: "out", key: "public/\(id).bin", to: file)
                 #expect(try Data(contentsOf: file) == bytes, "\(id)")
             }
+            let file = base.appendingPathComponent("p1-back.bin")
+            _ = try await Boto3(moto).get(bucket: "out", key: "public/posts/p1.bin", to: file)
+            #expect(try Data(contentsOf: file) == small["small-1"])
             _ = await worker.stop()
         } catch {
             await proxy.process.stop(); await moto.stop()

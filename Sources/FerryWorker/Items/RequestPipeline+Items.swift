@@ -74,7 +74,7 @@ extension RequestPipeline {
         var failure: FerryError?
         for file in plan.files {
             do throws(FerryError) {
-                let outcome = try await engine.run(file.job, journal: WorkerJournal(state: state, logger: log), logger: log)
+                let outcome = try await runThroughOutages(file.job, control: TransferControl(), log: log, progress: { _ in }).outcome
                 uploaded.append(ObjectReference(bucket: outcome.object.bucket, key: outcome.object.key, transferId: file.job.request.id))
                 if let eventName = outcome.eventName {
                     let event = events.event(for: file.job.request, outcome: outcome, eventName: eventName,
