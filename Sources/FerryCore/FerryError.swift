@@ -11,6 +11,11 @@ public struct FerryError: Error, Sendable, Hashable, Codable, CustomStringConver
 
     public var description: String { "\(code.rawValue): \(message)" }
 
+    /// The server gave no answer at all: a refused, reset or silent connection,
+    /// a TLS failure, or no credentials to sign the request with. Any answer,
+    /// even a refusal or a 503, is not this.
+    public var isNoAnswer: Bool { code == .connectionError || code == .credentialsUnavailable }
+
     /// Stable error codes. Names follow S3's where one exists.
     public struct Code: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
         public var rawValue: String

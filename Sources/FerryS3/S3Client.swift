@@ -209,7 +209,7 @@ public final class S3Client: ObjectStore {
     public func probe() async throws(FerryError) {
         do {
             _ = try await send("Probe", method: "GET", bucket: nil, key: nil)
-        } catch where ![.connectionError, .timedOut, .credentialsUnavailable].contains(error.code) {
+        } catch where !error.isNoAnswer {
             return
         }
     }

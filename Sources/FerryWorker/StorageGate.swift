@@ -37,12 +37,6 @@ final class StorageGate: Sendable {
         self.probe = probe
     }
 
-    /// The failures that mean the store did not answer at all; every other
-    /// error is an answer (refused, missing, throttled) and the transfer's own.
-    static func isOutage(_ error: FerryError) -> Bool {
-        error.code == .connectionError || error.code == .credentialsUnavailable
-    }
-
     var isReachable: Bool { state.withLock { $0.reachable } }
 
     /// How often to probe: often while the store is down, so transfers resume soon after it returns.
@@ -65,7 +59,7 @@ final class StorageGate: Sendable {
     /// answer (the transfer should wait for it), false when it does (the
     /// failure is the transfer's own and is reported).
     func confirmsOutage(_ error: FerryError) async -> Bool {
-        guard Self.isOutage(error) else { return false }
+        guard error.isNoAnswer else { return false }  // an answer: the transfer's own failure
         let reuse = probeReuseSeconds
         if let last = state.withLock({ $0.lastProbe }), last.at.duration(to: .now) < .seconds(reuse) { return !last.reachable }
         return !(await check())

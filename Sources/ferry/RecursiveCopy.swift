@@ -48,13 +48,23 @@ struct RecursiveCopy {
         let started = Date()
         let tally = Tally()
         let limit = 2 * engine.configuration.maxTransfers
+        let breaker = StorageBreaker { () async throws(FerryError) in try await client.probe() }
         let copy: @Sendable (TransferJob) async -> Void = { job in
-            do {
-                let outcome = try await engine.run(job)
+            guard let control = breaker.enroll() else {
+                tally.notCopied.add(1, ordering: .relaxed)
+                return
+            }
+            defer { breaker.release(control) }
+            do throws(FerryError) {
+                let outcome = try await engine.run(job, control: control)
                 tally.copied.add(1, ordering: .relaxed)
                 tally.bytes.add(outcome.bytesTransferred, ordering: .relaxed)
             } catch {
-                tally.fail("\(job.request.key): \(error)")
+                if await breaker.trips(on: error) {
+                    tally.notCopied.add(1, ordering: .relaxed)
+                } else {
+                    tally.fail("\(job.request.key): \(error)")
+                }
             }
         }
         switch direction {
@@ -105,6 +115,14 @@ struct RecursiveCopy {
                      ProgressDisplay.bytes(moved), seconds, Double(copied) / seconds,
                      Double(moved) / 1_048_576 / seconds, failed.count == 0 ? "" : ", \(failed.count) failed"))
         for failure in failed.shown { FileHandle.standardError.write(Data("failed: \(failure)\n".utf8)) }
+        if let reason = breaker.reason {
+            let left = tally.notCopied.load(ordering: .relaxed)
+            FileHandle.standardError.write(Data("""
+                stopped: the store gives no answer (\(reason)); \(left) more not copied. Run the same command again once it answers.
+
+                """.utf8))
+            throw ExitCode(FerryExit.transferNotCompleted)
+        }
         if failed.count > 0 { throw ExitCode(FerryExit.transferNotCompleted) }
     }
 }
@@ -113,6 +131,8 @@ struct RecursiveCopy {
 private final class Tally: Sendable {
     let bytes = Atomic<Int64>(0)
     let copied = Atomic<Int>(0)
+    /// Files or objects not copied because the store stopped answering (see StorageBreaker).
+    let notCopied = Atomic<Int>(0)
     /// Every failure counted, the first 20 kept to print: a prefix of millions
     /// of unusable keys must not grow the process with their messages.
     let failures = Mutex((count: 0, shown: [String]()))

@@ -1,10 +1,13 @@
+import FerryS3
 import FerryTestSupport
 import Foundation
 import Testing
 
 /// `ferry cp --recursive` from a prefix lists a page at a time while the
 /// copies run; a listing that breaks off is a failure with its reason, after
-/// the objects already listed are copied, never a silent short copy.
+/// the objects already listed are copied, never a silent short copy. A store
+/// that gives no answer stops the copy at once; one object without an answer
+/// from a store that answers is that object's failure.
 @Suite struct RecursiveCopyTests {
     @Test func aListingThatBreaksOffFailsTheCopyAfterTheObjectsListed() async throws {
         // Page one names two objects and a next page; the next page is refused.
@@ -37,5 +40,54 @@ import Testing
         for name in ["a.txt", "sub/b.txt"] {
             #expect((try? String(contentsOf: out.appendingPathComponent(name), encoding: .utf8)) == "hello", "\(name)")
         }
+    }
+
+    static let credentials = ["AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_REGION": "us-east-1"]
+
+    func files(_ count: Int, in name: String) throws -> URL {
+        let source = try TestPaths.temporaryDirectory(name)
+        for i in 0..<count { try Data("file \(i)\n".utf8).write(to: source.appendingPathComponent("f\(i).txt")) }
+        return source
+    }
+
+    @Test func aStoreThatGivesNoAnswerStopsTheCopyAtOnce() async throws {
+        let source = try files(300, in: "cp-dead-store")
+        defer { try? FileManager.default.removeItem(at: source) }
+        // Nothing listens there: every connection is refused.
+        let result = try await runCommand(TestPaths.ferryBinary,
+                                          ["cp", "--recursive", source.path, "s3://bkt/p/", "--s3-endpoint", "http://127.0.0.1:\(TestPaths.freePort())"],
+                                          environment: Self.credentials)
+        #expect(result.status == 1, "\(result.stdout) \(result.stderr)")
+        // Every file is accounted for as not copied, none as its own failure: the copies that
+        // failed before the probe confirmed the outage are the outage's too.
+        #expect(result.stdout.hasPrefix("0 objects") && !result.stdout.contains("failed"), "\(result.stdout)")
+        #expect(result.stderr.contains("stopped: the store gives no answer (ConnectionError: GET http://127.0.0.1:")
+                && result.stderr.contains("; 300 more not copied. Run the same command again once it answers."), "\(result.stderr.suffix(1500))")
+        // Only the copies already running retried: at most 2 × --max-transfers of the 300 files.
+        let retried = Set(result.stderr.split(separator: "\n").filter { $0.contains("retrying PutObject") }
+            .compactMap { $0.split(separator: " ").first { $0.hasPrefix("transfer=") } })
+        #expect(retried.count <= 64, "\(retried.count) files retried")
+    }
+
+    @Test func oneObjectWithoutAnAnswerFromAStoreThatAnswersIsThatObjectsFailure() async throws {
+        let source = try files(40, in: "cp-one-hang-up")
+        defer { try? FileManager.default.removeItem(at: source) }
+        let server = try HTTPAnswerer { request in
+            let line = request.prefix { $0 != "\r\n" }
+            if line.contains("/p/f7.txt ") { return ("", .hangUp) }
+            guard let name = line.split(separator: " ").dropFirst().first?.split(separator: "/").last,
+                  let index = Int(name.dropFirst().prefix { $0 != "." }) else {
+                return ("HTTP/1.1 200 OK", .fixed(Array("<ListAllMyBucketsResult/>".utf8)))  // the probe
+            }
+            let eTag = Digest.md5(Array("file \(index)\n".utf8)).map { String(format: "%02x", $0) }.joined()
+            return ("HTTP/1.1 200 OK\r\nETag: \"\(eTag)\"", .fixed([]))
+        }
+        let result = try await runCommand(TestPaths.ferryBinary,
+                                          ["cp", "--recursive", source.path, "s3://bkt/p/", "--s3-endpoint", "http://127.0.0.1:\(server.port)"],
+                                          environment: Self.credentials)
+        #expect(result.status == 1, "\(result.stdout) \(result.stderr)")
+        #expect(result.stdout.hasPrefix("39 objects") && result.stdout.contains(", 1 failed"), "\(result.stdout)")
+        #expect(result.stderr.contains("failed: p/f7.txt: ConnectionError") && !result.stderr.contains("stopped:"),
+                "\(result.stderr.suffix(1500))")
     }
 }

@@ -4,10 +4,10 @@ import Foundation
 /// of body, or (nil) chunks without end until the client hangs up: a webhook or
 /// endpoint that sends more than anyone should keep. Or, with `body`, the same
 /// document every time (a broken S3 listing, say); or, with `answering`, what
-/// a function of the request's head says.
+/// a function of the request's head says (the head is ignored for `hangUp`).
 public final class HTTPAnswerer: Sendable {
-    /// `filler(nil)`: chunks without end.
-    public enum Body: Sendable { case filler(Int?), fixed([UInt8]) }
+    /// `filler(nil)`: chunks without end; `hangUp`: the connection closed with no answer at all.
+    public enum Body: Sendable { case filler(Int?), fixed([UInt8]), hangUp }
     private let listener: LoopbackListener
     public var port: Int { listener.port }
 
@@ -36,6 +36,7 @@ public final class HTTPAnswerer: Sendable {
             request += buffer[0..<n]
         }
         let (head, body) = answering(String(decoding: request, as: UTF8.self))
+        if case .hangUp = body { return }
         func send(_ bytes: [UInt8]) -> Bool {
             var sent = 0
             while sent < bytes.count {
