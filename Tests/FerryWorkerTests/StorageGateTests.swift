@@ -7,7 +7,7 @@ import Synchronization
 import Testing
 
 /// The gate transfers wait at while the store does not answer: who waits,
-/// what wakes them, and that a burst of failures costs one probe.
+/// what wakes them, and that failures soon after a probe take its answer.
 @Suite struct StorageGateTests {
     /// A store that answers or not, counting the probes it gets.
     final class Store: Sendable {
@@ -53,7 +53,7 @@ import Testing
         #expect(health.report().checks["storage"] == "ok")
     }
 
-    @Test func aBurstOfFailuresSendsOneProbe() async {
+    @Test func failuresSoonAfterAProbeShareItsAnswer() async {
         let store = Store()
         store.up.store(false, ordering: .relaxed)
         let gate = gate(store, reuse: 60)
