@@ -10,7 +10,8 @@ import Testing
 /// outage fails no request that outlives it. Requests wait (the worker is not
 /// ready, and says why), a multipart upload cut in the middle continues from
 /// its stored parts, and only a request whose own timeout ends during the
-/// outage fails, with the store's error named.
+/// outage fails, with the store's error named. A source that gives no answer
+/// while the store does is that transfer's failure, not an outage.
 @Suite(.serialized) struct StorageOutageTests {
     let logger = Logger(label: "test.outage")
 
@@ -37,7 +38,8 @@ import Testing
                 arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", proxy.endpoint,
                             "--region", "us-east-1", "--data-root", env.dataRoot.path,
                             "--state-dir", base.appendingPathComponent("state").path, "--http-address", "127.0.0.1:\(adminPort)",
-                            "--max-transfers", "4", "--bandwidth-limit", "4MiB", "--table", "posts:id", "--log-level", "debug"],
+                            "--max-transfers", "4", "--bandwidth-limit", "4MiB", "--table", "posts:id", "--log-level", "debug",
+                            "--https-sources", "--https-source-allow-range", "127.0.0.0/8"],
                 environment: moto.clientEnvironment, logDirectory: base)
             #expect(await eventually(timeout: 60) { await curl("\(http)/readyz").status == 200 }, "\(worker.log.suffix(2000))")
             func upload(_ id: String, _ file: URL, options: String = "") async throws {
@@ -45,6 +47,15 @@ import Testing
                     {"id":"\(id)","op":"upload","bucket":"out","key":"\(id).bin","source":"\(file.absoluteString)"\(options)}
                     """)
             }
+            // A source that gives no answer while the store does: that transfer's own failure, no outage.
+            try await env.kcat.produce(topic: "ferry.requests", key: "out/dead-source", value: """
+                {"id":"dead-source","op":"upload","bucket":"out","key":"dead-source.bin","source":"https://127.0.0.1:\(TestPaths.freePort())/x"}
+                """)
+            let deadSource = try await env.terminalStatus(of: "dead-source", timeout: 60)
+            #expect(deadSource?.state == .failed && deadSource?.error?.code == "ConnectionError"
+                    && deadSource?.error?.message.contains("storage unreachable") == false, "\(String(describing: deadSource))")
+            #expect(await curl("\(http)/readyz").status == 200)
+            #expect(!worker.log.contains("runs again when storage answers"), "it ran once: \(worker.log.suffix(2000))")
             let big = env.dataRoot.appendingPathComponent("big.bin")
             try Data((0..<(24 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ $0 >> 11) }).write(to: big)
             // One part at a time (2 s each at 4 MiB/s): the store goes down after the first, under the second.
@@ -75,7 +86,7 @@ import Testing
                     "\(String(describing: impatient))")
             // Nothing else ends while the store is away, however long it is away.
             try await Task.sleep(for: .seconds(6))
-            let meanwhile = try await env.statuses().filter { $0.state.isTerminal && $0.id != "impatient" }
+            let meanwhile = try await env.statuses().filter { $0.state.isTerminal && !["impatient", "dead-source"].contains($0.id) }
             #expect(meanwhile.isEmpty, "\(meanwhile)")
 
             proxy = try await FaultProxy.start(upstream: moto.endpoint, rate: 0, logRequests: true, port: port, in: base)
