@@ -37,6 +37,8 @@ for path in glob.glob(sys.argv[1] + "/tsan*"):
                   for part in re.split(r"^\s+(?=#0 )", block, flags=re.M)[1:3]]
         body = re.compile(r"z(Yu|_t)YTXEfU\d*_(\d+\$deferL_yyF)?$")
         def locked(frames):
+            if frames and body.search(frames[0]):
+                return True  # a withLock body itself, also one written in a `defer`
             # A `defer` inside a state method counts as that method (frame #1 then, the body #2).
             start = 1 if frames and "$defer" in frames[0] else 0
             return any(body.search(f) for f in frames[start:start + 2])
