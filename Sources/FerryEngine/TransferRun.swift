@@ -176,16 +176,16 @@ struct TransferRun: Sendable {
             let parts = (Array(stored.values) + sent).sorted { $0.partNumber < $1.partNumber }
             let store = self.store
             let attempts = PartCounter(0)
-            // An SSE-C object is read back only with its key.
-            let keyHeaders = input.headers.filter { HeaderPolicy.isCustomerKeyHeader($0.key) }
+            // Of these the store sends the SSE-C key (an SSE-C object is read back only with it).
+            let headers = input.headers
             let result = try await attempt("CompleteMultipartUpload", interruptible: false) { () async throws(FerryError) -> ObjectWriteResult in
                 let earlier = attempts.value.add(1, ordering: .relaxed).oldValue
                 do throws(FerryError) {
-                    return try await store.completeMultipartUpload(location, uploadId: uploadId, parts: parts, headers: keyHeaders)
+                    return try await store.completeMultipartUpload(location, uploadId: uploadId, parts: parts, headers: headers)
                 } catch where error.code == .noSuchUpload && earlier > 0 {
                     // An attempt before may have completed the upload and lost its answer
                     // (a reset connection): then the object is made of exactly these parts.
-                    guard let done = try await Self.objectCompleted(from: parts, at: location, headers: keyHeaders, in: store) else { throw error }
+                    guard let done = try await Self.objectCompleted(from: parts, at: location, headers: headers, in: store) else { throw error }
                     return done
                 }
             }

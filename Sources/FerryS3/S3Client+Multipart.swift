@@ -16,8 +16,7 @@ extension S3Client {
     public func uploadPart(_ location: ObjectLocation, uploadId: String, partNumber: Int, body: ObjectBody,
                            checksum: ChecksumAlgorithm?, headers extra: [String: String], progress: TransferMeter?) async throws(FerryError) -> CompletedPart {
         // Only SSE-C headers apply to a part; the others were given to CreateMultipartUpload.
-        var headers = extra.filter { $0.key.lowercased().hasPrefix("x-amz-server-side-encryption-customer-") }
-            .sorted { $0.key < $1.key }.map { ($0.key.lowercased(), $0.value) }
+        var headers = Self.customerKeyHeaders(extra)
         var value: String?
         var payloadHash = SigV4Signer.unsignedPayload
         if let checksum {
@@ -48,7 +47,7 @@ extension S3Client {
         let copySource = try Self.copySourceHeader(source)
         var headers = [("x-amz-copy-source", copySource), ("x-amz-copy-source-range", "bytes=\(range.lowerBound)-\(range.upperBound)")]
         // SSE-C: the destination's key and the source's.
-        headers += extra.filter { HeaderPolicy.isCustomerKeyHeader($0.key) }.sorted { $0.key < $1.key }.map { ($0.key.lowercased(), $0.value) }
+        headers += Self.customerKeyHeaders(extra)
         headers += Self.copySourceKeyHeaders(extra)
         // Only while the source is the version the copy began with (S3 answers 412 otherwise).
         if let eTag = extra.first(where: { $0.key.lowercased() == Self.copySourceIfMatch })?.value {
@@ -76,10 +75,9 @@ extension S3Client {
         xml += "</CompleteMultipartUpload>"
         // The SSE-C key goes on the completion too: S3 wants it there when the parts carry
         // checksums (Ferry's do), and uses it for the read-back HEAD below.
-        let keyHeaders = headers.filter { HeaderPolicy.isCustomerKeyHeader($0.key) }.sorted { $0.key < $1.key }
         let response = try await send("CompleteMultipartUpload", method: "POST", bucket: location.bucket, key: location.key,
                                       query: [("uploadId", uploadId)],
-                                      headers: [("content-type", "application/xml")] + keyHeaders.map { ($0.key, $0.value) },
+                                      headers: [("content-type", "application/xml")] + Self.customerKeyHeaders(headers),
                                       body: .bytes(Array(xml.utf8)))
         var result = writeResult(response)
         result.eTag = try Self.resultETag(response, operation: "CompleteMultipartUpload") ?? result.eTag

@@ -109,9 +109,9 @@ public final class S3Client: ObjectStore {
     }
 
     public func headObject(bucket: String, key: String, headers: [String: String]) async throws(FerryError) -> ObjectAttributes? {
-        let sse = headers.filter { HeaderPolicy.isCustomerKeyHeader($0.key) }.sorted { $0.key < $1.key }.map { ($0.key.lowercased(), $0.value) }
         do {
-            return Self.attributes(try await send("HeadObject", method: "HEAD", bucket: bucket, key: key, headers: sse))
+            return Self.attributes(try await send("HeadObject", method: "HEAD", bucket: bucket, key: key,
+                                                  headers: Self.customerKeyHeaders(headers)))
         } catch where error.code == .noSuchKey {
             return nil
         }
@@ -129,6 +129,11 @@ public final class S3Client: ObjectStore {
         var result = writeResult(response)
         result.eTag = try Self.resultETag(response, operation: "CopyObject") ?? result.eTag
         return result
+    }
+
+    /// The object's own SSE-C key headers, sorted (they are signed).
+    static func customerKeyHeaders(_ headers: [String: String]) -> [(String, String)] {
+        headers.filter { HeaderPolicy.isCustomerKeyHeader($0.key) }.sorted { $0.key < $1.key }.map { ($0.key.lowercased(), $0.value) }
     }
 
     /// The source's SSE-C key headers of a copy, sorted (they are signed).

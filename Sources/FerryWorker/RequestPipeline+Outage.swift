@@ -12,18 +12,18 @@ extension RequestPipeline {
     func runThroughOutages(_ job: TransferJob, control: TransferControl, log: Logger,
                            progress: @escaping @Sendable (TransferProgress) -> Void) async throws(FerryError)
         -> (outcome: TransferOutcome, extraRuns: Int) {
-        let timeout = (try? engine.configuration.defaults.applying(job.request.options))?.timeoutSeconds
-            ?? engine.configuration.defaults.timeoutSeconds
+        // As the engine applies it: the request's option (checked by the decoder) or the worker's default.
+        let timeout = job.request.options?.timeoutSeconds ?? engine.configuration.defaults.timeoutSeconds
         let deadline = ContinuousClock.now.advanced(by: .seconds(clamping: timeout))
         var extraRuns = 0
         var lastOutage: FerryError?
         while true {
             if !storage.isReachable, control.state == .running {
-                log.info("waits for storage before it runs (up to \(Int(timeout)) s from its start)")
+                log.info("waits for storage before it runs (up to \(timeout.clampedInt()) s from its start)")
                 let woke = await storage.waitUntilReachable(until: deadline, control: control)
                 if Task.isCancelled { throw FerryError(.cancelled, "worker stopping while the transfer waited for storage") }
                 if woke == .deadline, let lastOutage {
-                    throw FerryError(lastOutage.code, "storage unreachable for the transfer's timeout (\(Int(timeout)) s): \(lastOutage.message)")
+                    throw FerryError(lastOutage.code, "storage unreachable for the transfer's timeout (\(timeout.clampedInt()) s): \(lastOutage.message)")
                 }
             }
             do throws(FerryError) {
@@ -33,7 +33,7 @@ extension RequestPipeline {
                 guard !Task.isCancelled, !control.isHandedOff, control.state != .cancelled,
                       await storage.confirmsOutage(error) else { throw error }
                 guard ContinuousClock.now < deadline else {
-                    throw FerryError(error.code, "storage unreachable for the transfer's timeout (\(Int(timeout)) s): \(error.message)")
+                    throw FerryError(error.code, "storage unreachable for the transfer's timeout (\(timeout.clampedInt()) s): \(error.message)")
                 }
                 log.warning("\(job.request.op.rawValue) stopped: storage unreachable (\(error)); it runs again when storage answers")
                 lastOutage = error

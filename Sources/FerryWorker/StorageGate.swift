@@ -123,7 +123,7 @@ final class StorageGate: Sendable {
             logger.warning("storage unreachable: \(error); transfers that need it wait for it (each up to its timeout), and so do new requests")
         }
         if let downFor {
-            logger.notice("storage answers again after \(Int(downFor.inSeconds.rounded())) s; \(woken.count) waiting transfer(s) resume")
+            logger.notice("storage answers again after \(downFor.inSeconds.rounded().clampedInt()) s; \(woken.count) waiting transfer(s) resume")
         }
         woken.forEach { $0.resume() }
     }

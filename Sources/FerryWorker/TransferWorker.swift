@@ -37,7 +37,6 @@ public final class TransferWorker: Sendable {
     private let state: WorkerStateStore
     private let sweeper: UploadSweeper
     private let configuration: WorkerConfiguration
-    private let health: WorkerHealth
     private let storage: StorageGate
     private let engine: TransferEngine
     private let logger: Logger
@@ -106,7 +105,6 @@ public final class TransferWorker: Sendable {
                                 age: configuration.sweepAfterSeconds, logger: logger)
         self.state = state
         self.configuration = configuration
-        self.health = health
         self.engine = engine
         self.logger = logger
     }
