@@ -11,7 +11,6 @@ import Testing
 @Suite struct DiskSpaceTests {
     /// A server that answers every GET with 100 bytes of an object it says is 1 PiB.
     static let boastingServer = """
-    import sys
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     class H(BaseHTTPRequestHandler):
         def do_GET(self):
@@ -22,17 +21,18 @@ import Testing
             self.end_headers()
             self.wfile.write(b"x" * 100)
         def log_message(self, *args): pass
-    ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)
+    server.serve_forever()
     """
 
     @Test func anObjectLargerThanTheFreeSpaceFailsBeforeWriting() async throws {
         let root = try TestPaths.temporaryDirectory("diskspace")
         defer { try? FileManager.default.removeItem(at: root) }
-        let port = TestPaths.freePort()
-        let server = try BackgroundProcess(name: "boaster", executable: "python3", arguments: ["-c", Self.boastingServer, "\(port)"],
+        let server = try BackgroundProcess(name: "boaster", executable: "python3", arguments: ["-c", Self.boastingServer],
                                            logDirectory: root)
         defer { Task { await server.stop() } }
-        let endpoint = "http://127.0.0.1:\(port)"
+        let endpoint = "http://127.0.0.1:\(try await server.announcedPort(after: "listening on 127.0.0.1:"))"
         #expect(await eventually(timeout: 20) { await httpAnswers(endpoint) })
         let store = S3Client(.init(endpoint: try S3Endpoint(url: endpoint), region: "us-east-1",
                                    credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))

@@ -53,13 +53,12 @@ import Testing
         try FileManager.default.createDirectory(at: served, withIntermediateDirectories: true)
         let bytes = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
         try bytes.write(to: served.appendingPathComponent("file.bin"))
-        let port = TestPaths.freePort()
         let log = root.appendingPathComponent("requests.log")
         let server = try BackgroundProcess(name: "source", executable: "python3",
                                            arguments: [TestPaths.python.appendingPathComponent("source_server.py").path,
-                                                       "\(port)", served.path, log.path], logDirectory: root)
+                                                       "0", served.path, log.path], logDirectory: root)
         defer { Task { await server.stop() } }
-        let base = "http://127.0.0.1:\(port)"
+        let base = "http://127.0.0.1:\(try await server.announcedPort(after: "listening on 127.0.0.1:"))"
         #expect(await eventually(timeout: 20) { await httpAnswers("\(base)/file.bin") })
         try? FileManager.default.removeItem(at: log)
         let store = try LocalObjectStore(root: root.appendingPathComponent(".store"))

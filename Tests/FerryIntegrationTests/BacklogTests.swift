@@ -36,7 +36,7 @@ import Testing
             name: "worker", executable: TestPaths.ferryBinary,
             arguments: ["worker", "--bootstrap-servers", setup.bootstrap, "--local-store", setup.store.path, "--data-root", data.path,
                         "--state-dir", setup.base.appendingPathComponent("state").path, "--max-transfers", "32", "--role", "transfers",
-                        "--log-level", "warning"] + extra,
+                        "--log-level", "info"] + extra,
             logDirectory: setup.base)
     }
 
@@ -98,8 +98,8 @@ import Testing
     /// burners, with the builds before and after the commit-on-delivery change alike.
     @Test func workerMemoryStaysFlatAcrossRequests() async throws {
         let setup = try await startDev(partitions: 8)
-        let address = "127.0.0.1:\(TestPaths.freePort())"
-        let worker = try startWorker(setup, extra: ["--http-address", address])
+        let worker = try startWorker(setup, extra: ["--http-address", "127.0.0.1:0"])
+        let address = String(try await worker.workerHTTPEndpoint().dropFirst("http://".count))
         try await Task.sleep(for: .seconds(5))
         let payload = Data("hello ferry".utf8).base64EncodedString()
         try await produce(setup, 0..<1000, payload: payload)

@@ -46,15 +46,15 @@ import Testing
         let tokenFile = base.appendingPathComponent("ingest.token")
         try token.write(to: tokenFile, atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(at: base.appendingPathComponent("data"), withIntermediateDirectories: true)
-        let port = TestPaths.freePort()
         let worker = try BackgroundProcess(
             name: "worker-ingest-fuzz", executable: TestPaths.ferryBinary,
             arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", moto.endpoint, "--region", "us-east-1",
                         "--data-root", base.appendingPathComponent("data").path, "--state-dir", base.appendingPathComponent("state").path,
-                        "--role", "ingest", "--ingest-settle", "0.2", "--http-address", "127.0.0.1:\(port)",
+                        "--role", "ingest", "--ingest-settle", "0.2", "--http-address", "127.0.0.1:0",
                         "--ingest-token-file", tokenFile.path, "--shutdown-grace", "5", "--kafka-property", "compression.type=lz4"],
             environment: moto.clientEnvironment, logDirectory: base)
-        let up = await eventually(timeout: 60) { (try? await curl("http://127.0.0.1:\(port)/healthz").status) == 200 }
+        let http = try await worker.workerHTTPEndpoint()
+        let up = await eventually(timeout: 60) { (try? await curl("\(http)/healthz").status) == 200 }
         try #require(up, "the worker did not start: \(worker.log.suffix(2000))")
 
         // Generate: one in six valid, the rest hostile variants of every store's shape.
@@ -93,7 +93,7 @@ import Testing
         for (index, message) in messages.enumerated() where index % 4 == 0 {
             try Data(message.bytes).write(to: body)
             let answer = try await curl("-X", "POST", "-H", "authorization: Bearer \(token)", "--data-binary", "@\(body.path)",
-                                        "http://127.0.0.1:\(port)/notifications/s3")
+                                        "\(http)/notifications/s3")
             answers[answer.status, default: 0] += 1
             let expected: Int
             switch Result(catching: { () throws(FerryError) in try StoreNotificationDecoder.decode(message.bytes) }) {

@@ -31,20 +31,20 @@ import Testing
         let token = "ingest-token-\(UUID().uuidString.prefix(8))"
         let tokenFile = base.appendingPathComponent("ingest.token")
         try token.write(to: tokenFile, atomically: true, encoding: .utf8)
-        let port = TestPaths.freePort()
         let worker = try env.startWorker(name: "worker-ingest", stateDir: "state", extra: [
-            "--role", "transfers,triggers,ingest", "--http-address", "127.0.0.1:\(port)", "--ingest-token-file", tokenFile.path,
+            "--role", "transfers,triggers,ingest", "--http-address", "127.0.0.1:0", "--ingest-token-file", tokenFile.path,
         ])
         defer { try? FileManager.default.removeItem(at: base) }
-        #expect(await eventually(timeout: 30) { (try? await curl("http://127.0.0.1:\(port)/healthz").status) == 200 })
-        try await s3("notify", "ingest", "http://127.0.0.1:\(port)/notifications/s3?token=\(token)", "ferry-ingest")
+        let http = try await worker.workerHTTPEndpoint()
+        #expect(await eventually(timeout: 30) { (try? await curl("\(http)/healthz").status) == 200 })
+        try await s3("notify", "ingest", "\(http)/notifications/s3?token=\(token)", "ferry-ingest")
 
         // A forged notification: refused, logged, nothing published.
         let forged = #"{"Records":[{"eventName":"ObjectCreated:Put","eventSource":"ceph:s3","s3":{"bucket":{"name":"ingest"},"object":{"key":"forged.txt","size":1,"eTag":"x"}}}]}"#
         let refused = try await curl("-X", "POST", "-H", "content-type: application/json", "--data", forged,
-                                     "http://127.0.0.1:\(port)/notifications/s3?token=wrong-token-0000000")
+                                     "\(http)/notifications/s3?token=wrong-token-0000000")
         #expect(refused.status == 401)
-        let anonymous = try await curl("-X", "POST", "--data", forged, "http://127.0.0.1:\(port)/notifications/s3")
+        let anonymous = try await curl("-X", "POST", "--data", forged, "\(http)/notifications/s3")
         #expect(anonymous.status == 401)
         #expect(await eventually(timeout: 10) { worker.log.contains("refused a notification from") })
 

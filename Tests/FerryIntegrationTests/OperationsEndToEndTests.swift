@@ -26,15 +26,14 @@ import Testing
             let env = try EndToEndTests.Environment.oneBroker(base: base, server: moto, bucket: "ops", logger: logger)
             let (cluster, dataRoot) = (env.cluster, env.dataRoot)
             try await Boto3(moto)("create-bucket", "ops")
-            let port = TestPaths.freePort()
-            let http = "http://127.0.0.1:\(port)"
             let token = "ops-admin-\(UUID().uuidString)"
             let tokenFile = base.appendingPathComponent("admin-token")
             try (token + "\n").write(to: tokenFile, atomically: true, encoding: .utf8)
             let admin = "Authorization: Bearer \(token)"
             let worker = try env.startWorker(name: "ops-worker", stateDir: "ops-state",
-                                             extra: ["--http-address", "127.0.0.1:\(port)", "--bandwidth-limit", "4MiB",
+                                             extra: ["--http-address", "127.0.0.1:0", "--bandwidth-limit", "4MiB",
                                                      "--log-format", "json", "--admin-token-file", tokenFile.path])
+            let http = try await worker.workerHTTPEndpoint()
             #expect(await eventually(timeout: 30) { (try? await curl("\(http)/healthz").status) == 200 }, "\(worker.log)")
             let ready = try await eventually(timeout: 30) { try await curl("\(http)/readyz").status == 200 }
             #expect(ready, "\(worker.log.suffix(2000))")

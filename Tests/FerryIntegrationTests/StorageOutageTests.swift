@@ -24,23 +24,22 @@ import Testing
     @Test func requestsWaitThroughAnOutageOfTheStoreAndThenComplete() async throws {
         let base = try TestPaths.temporaryDirectory("outage")
         let moto = try await MotoServer.start(logDirectory: base)
-        let port = TestPaths.freePort()
-        var proxy = try await FaultProxy.start(upstream: moto.endpoint, rate: 0, logRequests: true, port: port, in: base)
+        var proxy = try await FaultProxy.start(upstream: moto.endpoint, rate: 0, logRequests: true, in: base)
+        let port = try #require(URLComponents(string: proxy.endpoint)?.port)  // started again there
         do {
             let env = try EndToEndTests.Environment.oneBroker(base: base, server: moto, bucket: "out", logger: logger)
             try await Boto3(moto)("create-bucket", "out")
             try env.cluster.createTopic(Topics().table("posts"), partitions: 2)
-            let adminPort = TestPaths.freePort()
-            let http = "http://127.0.0.1:\(adminPort)"
             // 4 MiB/s: the 24 MiB upload is still running when the store goes away.
             let worker = try BackgroundProcess(
                 name: "outage-worker", executable: TestPaths.ferryBinary,
                 arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", proxy.endpoint,
                             "--region", "us-east-1", "--data-root", env.dataRoot.path,
-                            "--state-dir", base.appendingPathComponent("state").path, "--http-address", "127.0.0.1:\(adminPort)",
+                            "--state-dir", base.appendingPathComponent("state").path, "--http-address", "127.0.0.1:0",
                             "--max-transfers", "4", "--bandwidth-limit", "4MiB", "--table", "posts:id", "--log-level", "debug",
                             "--https-sources", "--https-source-allow-range", "127.0.0.0/8"],
                 environment: moto.clientEnvironment, logDirectory: base)
+            let http = try await worker.workerHTTPEndpoint()
             #expect(await eventually(timeout: 60) { await curl("\(http)/readyz").status == 200 }, "\(worker.log.suffix(2000))")
             func upload(_ id: String, _ file: URL, options: String = "") async throws {
                 try await env.kcat.produce(topic: "ferry.requests", key: "out/\(id)", value: """

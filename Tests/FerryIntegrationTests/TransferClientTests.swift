@@ -105,13 +105,13 @@ import Testing
             let cert = s.base.appendingPathComponent("cert.pem"), key = s.base.appendingPathComponent("key.pem")
             try await runChecked("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
                                              "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key.path, "-out", cert.path])
-            let port = TestPaths.freePort()
             let posts = s.base.appendingPathComponent("posts.jsonl")
             let receiver = try BackgroundProcess(name: "receiver", executable: "python3",
-                                                 arguments: [TestPaths.python.appendingPathComponent("webhook_server.py").path, "\(port)",
+                                                 arguments: [TestPaths.python.appendingPathComponent("webhook_server.py").path, "0",
                                                              posts.path, "200", "--tls", cert.path, key.path],
                                                  logDirectory: s.base)
             defer { Task { await receiver.stop() } }
+            let port = try await receiver.announcedPort(after: "listening on 127.0.0.1:")
             let secret = "callback-secret-0123456789abcdef"
             let secretFile = s.base.appendingPathComponent("callback.secret")
             try secret.write(to: secretFile, atomically: true, encoding: .utf8)

@@ -126,14 +126,13 @@ import Testing
     func withCredentialsServer(lifetime: Double, _ body: (String, URL) async throws -> Void) async throws {
         let root = try TestPaths.temporaryDirectory("creds-server")
         defer { try? FileManager.default.removeItem(at: root) }
-        let port = TestPaths.freePort()
         let issued = root.appendingPathComponent("issued.txt")
         let server = try BackgroundProcess(name: "credentials-server", executable: "python3",
                                            arguments: [TestPaths.python.appendingPathComponent("credentials_server.py").path,
-                                                       "\(port)", "\(lifetime)", "container-token-0123", issued.path],
+                                                       "0", "\(lifetime)", "container-token-0123", issued.path],
                                            logDirectory: root)
-        let endpoint = "http://127.0.0.1:\(port)"
         do {
+            let endpoint = "http://127.0.0.1:\(try await server.announcedPort(after: "listening on 127.0.0.1:"))"
             #expect(await eventually(timeout: 20) { await httpAnswers(endpoint) })
             try await body(endpoint, root)
         } catch {

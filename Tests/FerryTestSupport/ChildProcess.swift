@@ -154,3 +154,33 @@ public func eventually(timeout: Double = 30, every interval: Double = 0.2,
     }
     return try await condition()
 }
+
+extension BackgroundProcess {
+    /// The port this server says in its log that it listens on: the digits
+    /// after `prefix` in the first line that holds `marker` and `prefix`.
+    /// Test servers bind port 0 and announce the port they got. A port picked
+    /// free beforehand can be taken before the server binds it (a CI run lost
+    /// one that way: EADDRINUSE).
+    public func announcedPort(line marker: String = "", after prefix: String, timeout: Double = 60) async throws -> Int {
+        var port: Int?
+        let announced = await eventually(timeout: timeout, every: 0.05) {
+            let log = self.log
+            let written = log[..<(log.lastIndex(of: "\n") ?? log.startIndex)]  // whole lines only
+            for line in written.split(separator: "\n") where marker.isEmpty || line.contains(marker) {
+                guard let range = line.range(of: prefix) else { continue }
+                port = Int(line[range.upperBound...].prefix(while: \.isNumber))
+                if port != nil { return true }
+            }
+            return !self.isRunning
+        }
+        guard announced, let port else {
+            throw CommandFailed(description: "\(name) did not announce its port (\(isRunning ? "still running" : "exited")): \(log.suffix(3000))")
+        }
+        return port
+    }
+
+    /// The address of a worker's HTTP endpoints, started with `--http-address 127.0.0.1:0`.
+    public func workerHTTPEndpoint(timeout: Double = 60) async throws -> String {
+        "http://127.0.0.1:\(try await announcedPort(line: "HTTP endpoints", after: "on 127.0.0.1:", timeout: timeout))"
+    }
+}

@@ -8,20 +8,16 @@ public struct FaultProxy: Sendable {
 
     /// With `logRequests`, every forwarded request is also written to the
     /// faults file as `METHOD path status`, so tests can count what was sent.
-    /// `port` (a free one by default) lets a test start it again where clients expect it.
+    /// `port` (by default one the proxy picks) lets a test start it again where clients expect it.
     public static func start(upstream: String, rate: Double, corruptGets: Int = 0, logRequests: Bool = false,
                              name: String = "proxy", port: Int? = nil, in root: URL) async throws -> FaultProxy {
-        let port = port ?? TestPaths.freePort()
         let faults = root.appendingPathComponent("\(name)-faults.txt")
         let process = try BackgroundProcess(name: name, executable: "python3",
                                             arguments: [TestPaths.python.appendingPathComponent("fault_proxy.py").path,
-                                                        "\(port)", upstream, "\(rate)", faults.path, "\(corruptGets)",
+                                                        "\(port ?? 0)", upstream, "\(rate)", faults.path, "\(corruptGets)",
                                                         logRequests ? "log" : "nolog"],
                                             logDirectory: root)
-        let endpoint = "http://127.0.0.1:\(port)"
-        guard await eventually(timeout: 20, { await httpAnswers(endpoint) }) else {
-            throw CommandFailed(description: "fault proxy did not start: \(process.log)")
-        }
+        let endpoint = "http://127.0.0.1:\(try await process.announcedPort(after: "listening on 127.0.0.1:"))"
         return FaultProxy(process: process, endpoint: endpoint, faults: faults)
     }
 

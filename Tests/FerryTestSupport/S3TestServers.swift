@@ -28,11 +28,10 @@ public final class MotoServer: S3TestServer {
     private init(endpoint: String, process: BackgroundProcess) { self.endpoint = endpoint; self.process = process }
 
     public static func start(logDirectory: URL) async throws -> MotoServer {
-        let port = TestPaths.freePort()
         let process = try BackgroundProcess(name: "moto", executable: "python3",
-                                            arguments: ["-m", "moto.server", "-H", "127.0.0.1", "-p", "\(port)"],
+                                            arguments: ["-m", "moto.server", "-H", "127.0.0.1", "-p", "0"],
                                             logDirectory: logDirectory)
-        let endpoint = "http://127.0.0.1:\(port)"
+        let endpoint = "http://127.0.0.1:\(try await process.announcedPort(after: "Running on http://127.0.0.1:"))"
         let up = await eventually(timeout: 30) { await httpAnswers(endpoint) }
         guard up else { throw CommandFailed(description: "moto did not start: \(process.log)") }
         return MotoServer(endpoint: endpoint, process: process)

@@ -14,12 +14,11 @@ import Testing
     /// Starts the webhook receiver; returns its URL, its request log and the process.
     func webhook(statuses: String, reply: String = "") async throws -> (url: String, log: URL, server: BackgroundProcess) {
         let root = try TestPaths.temporaryDirectory("webhook")
-        let port = TestPaths.freePort()
         let log = root.appendingPathComponent("posts.jsonl")
         let server = try BackgroundProcess(name: "webhook", executable: "python3",
                                            arguments: [TestPaths.python.appendingPathComponent("webhook_server.py").path,
-                                                       "\(port)", log.path, statuses, reply], logDirectory: root)
-        let url = "http://127.0.0.1:\(port)/ferry"
+                                                       "0", log.path, statuses, reply], logDirectory: root)
+        let url = "http://127.0.0.1:\(try await server.announcedPort(after: "listening on 127.0.0.1:"))/ferry"
         #expect(await eventually(timeout: 60) { await httpAnswers(url) })
         return (url, log, server)
     }

@@ -1,6 +1,7 @@
 """An HTTP proxy for tests that injects faults on the way to an S3 server.
 
 usage: fault_proxy.py LISTEN_PORT UPSTREAM_URL FAULT_RATE COUNT_FILE [CORRUPT_GETS [log]]
+With LISTEN_PORT 0 it binds a free port; it prints "listening on 127.0.0.1:PORT".
 A FAULT_RATE fraction of requests (seeded, so runs repeat) is answered with
 503 SlowDown, or has its connection reset before any answer. The first
 CORRUPT_GETS successful GET bodies get one byte flipped. Headers pass
@@ -11,12 +12,14 @@ line to COUNT_FILE; with `log`, so does every forwarded request
 "signed-by KEYID METHOD PATH" naming the access key id that signed it, and
 "aborted METHOD PATH RECEIVED/LENGTH" for a body the client cut short.
 """
+import errno
 import http.client
 import random
 import socket
 import struct
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
@@ -104,4 +107,19 @@ class Proxy(BaseHTTPRequestHandler):
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
 
 
-ThreadingHTTPServer(("127.0.0.1", port), Proxy).serve_forever()
+def listen():
+    # Started again on its old port, it may find the port held for a moment
+    # (a client's socket on it while nothing listened): try for a while.
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            return ThreadingHTTPServer(("127.0.0.1", port), Proxy)
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE or port == 0 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+server = listen()
+print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)  # port 0: the tests read which one
+server.serve_forever()

@@ -39,4 +39,6 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)  # port 0: the tests read which one
+server.serve_forever()

@@ -51,4 +51,5 @@ if tls:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(tls[0], tls[1])
     server.socket = context.wrap_socket(server.socket, server_side=True)
+print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)  # port 0: the tests read which one
 server.serve_forever()
