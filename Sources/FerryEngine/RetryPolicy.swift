@@ -35,8 +35,11 @@ public struct RetryPolicy: Sendable, Hashable {
         return Double.random(in: 0...ceiling)
     }
 
-    /// Runs `body`, retrying retryable failures; `onRetry` sees each failure retried.
+    /// Runs `body`, retrying retryable failures; `onRetry` sees each failure
+    /// retried. `stopsRetrying` is asked before each retry: true ends the
+    /// retries with that failure.
     public func run<T: Sendable>(onRetry: (Int, FerryError) -> Void = { _, _ in },
+                                 stopsRetrying: (FerryError) async -> Bool = { _ in false },
                                  _ body: () async throws(FerryError) -> T) async throws(FerryError) -> T {
         var attempt = 0
         while true {
@@ -45,6 +48,7 @@ public struct RetryPolicy: Sendable, Hashable {
             } catch {
                 attempt += 1
                 guard attempt <= retryLimit, Self.isRetryable(error) else { throw error }
+                if await stopsRetrying(error) { throw error }
                 onRetry(attempt, error)
                 do {
                     try await Task.sleep(for: .seconds(clamping: delay(beforeRetry: attempt, after: error)))

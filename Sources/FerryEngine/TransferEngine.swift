@@ -101,8 +101,11 @@ public final class TransferEngine: Sendable {
     /// cancels it; the engine also finds it by id through `control(for:)`.
     /// `journal` records progress so that a later run of the same transfer resumes.
     /// `logger` (default: the engine's, with the transfer id) carries the caller's context.
+    /// `outageCheck` is asked when a storage request gets no answer, before it
+    /// is retried: true (the store is down) ends the transfer with that failure
+    /// at once, for the caller to wait for the store or stop.
     public func run(_ job: TransferJob, control: TransferControl = TransferControl(), journal: (any TransferJournal)? = nil,
-                    logger runLogger: Logger? = nil,
+                    logger runLogger: Logger? = nil, outageCheck: (any OutageCheck)? = nil,
                     progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws(FerryError) -> TransferOutcome {
         let settings = try configuration.defaults.applying(job.request.options)
         var store = self.store
@@ -122,7 +125,7 @@ public final class TransferEngine: Sendable {
 
         let run = TransferRun(job: job, settings: settings, control: control, store: store, dataRoot: dataRoot,
                               remoteSources: configuration.remoteSources, chunks: configuration.chunks,
-                              journal: journal, uploadsInUse: uploadsInUse, slot: slot,
+                              journal: journal, outageCheck: outageCheck, uploadsInUse: uploadsInUse, slot: slot,
                               progress: progress, logger: runLogger ?? logger.with(transfer: id))
         control.meter.observe { [run] _ in run.report() }
         // The observer holds the run, the run the control, the control this meter: break the cycle at the end.

@@ -22,6 +22,8 @@ struct TransferRun: Sendable {
     let remoteSources: RemoteSourceFetcher?
     let chunks: (any ChunkFetcher)?
     let journal: (any TransferJournal)?
+    /// Asked when a storage request gets no answer, before it is retried.
+    let outageCheck: (any OutageCheck)?
     let uploadsInUse: UploadsInUse
     /// Its hold on the engine's limit of transfers at once.
     let slot: TransferSlot
@@ -67,6 +69,10 @@ struct TransferRun: Sendable {
                 // "UploadPart 3" counts as UploadPart.
                 let operation = what.split(separator: " ").first.map(String.init) ?? what
                 Counter(label: "ferry_retries_total", dimensions: [("operation", operation), ("code", error.code.rawValue)]).increment()
+            }, stopsRetrying: { [outageCheck] error in
+                // A store that is down: no retry into it (each could wait out the low-speed cut-off).
+                guard error.isNoAnswer, let outageCheck else { return false }
+                return await outageCheck.confirmsOutage(error)
             }) { () async throws(FerryError) -> T in
                 while true {
                     try await control.checkpoint()

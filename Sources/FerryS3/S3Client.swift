@@ -211,9 +211,14 @@ public final class S3Client: ObjectStore {
 
     /// Sends ListBuckets: any HTTP answer (even AccessDenied) means the endpoint
     /// is reachable; only transport failures, and credentials that cannot be had, throw.
+    /// No answer within `probeTimeLimitSeconds` counts as none: a probe follows
+    /// a request that got no answer, and a silent store should be known as down
+    /// without waiting out another low-speed cut-off (30 s).
+    public static let probeTimeLimitSeconds = 10
+
     public func probe() async throws(FerryError) {
         do {
-            _ = try await send("Probe", method: "GET", bucket: nil, key: nil)
+            _ = try await send("Probe", method: "GET", bucket: nil, key: nil, timeLimitSeconds: Self.probeTimeLimitSeconds)
         } catch where !error.isNoAnswer {
             return
         }
@@ -226,7 +231,7 @@ public final class S3Client: ObjectStore {
               query: [(String, String)] = [], headers: [(String, String)] = [],
               body: HTTPRequest.Body = .none, payloadHash: String? = nil,
               sink: HTTPRequest.ResponseSink = .memory, sinkLimit: Int64? = nil, progress: TransferMeter? = nil,
-              observer: ResponseObserver? = nil) async throws(FerryError) -> HTTPResponse {
+              observer: ResponseObserver? = nil, timeLimitSeconds: Int? = nil) async throws(FerryError) -> HTTPResponse {
         try Self.checkAddress(bucket: bucket, key: key)
         let endpoint = configuration.endpoint
         let host = endpoint.hostHeader(bucket: bucket)
@@ -246,6 +251,7 @@ public final class S3Client: ObjectStore {
             var request = HTTPRequest(method: method, url: url, headers: signed, body: body, response: sink, progress: progress)
             request.observer = observer
             request.maxBodyToFile = sinkLimit
+            request.timeLimitSeconds = timeLimitSeconds
             response = try await transport.execute(request)
         } catch {
             Counter(label: "ferry_s3_errors_total", dimensions: [("operation", operation), ("code", error.code.rawValue)]).increment()

@@ -27,8 +27,10 @@ extension RequestPipeline {
                 }
             }
             do throws(FerryError) {
+                // A request that gets no answer while the probe gets none either ends the run
+                // at once, without its retries: it waits here instead.
                 return (try await engine.run(job, control: control, journal: WorkerJournal(state: state, logger: log),
-                                             logger: log, progress: progress), extraRuns)
+                                             logger: log, outageCheck: storage, progress: progress), extraRuns)
             } catch {
                 guard !Task.isCancelled, !control.isHandedOff, control.state != .cancelled,
                       await storage.confirmsOutage(error) else { throw error }

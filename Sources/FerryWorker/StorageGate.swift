@@ -10,7 +10,7 @@ import Synchronization
 /// instead of reporting `failed`: an outage of the store stops the worker's
 /// intake (its slots wait) and fails nothing, unless it outlasts a transfer's
 /// timeout. `/readyz` reports what the gate saw.
-final class StorageGate: Sendable {
+final class StorageGate: OutageCheck {
     typealias Probe = @Sendable () async throws(FerryError) -> Void
 
     private struct State {

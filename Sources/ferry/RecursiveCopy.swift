@@ -56,7 +56,7 @@ struct RecursiveCopy {
             }
             defer { breaker.release(control) }
             do throws(FerryError) {
-                let outcome = try await engine.run(job, control: control)
+                let outcome = try await engine.run(job, control: control, outageCheck: breaker)
                 tally.copied.add(1, ordering: .relaxed)
                 tally.bytes.add(outcome.bytesTransferred, ordering: .relaxed)
             } catch {

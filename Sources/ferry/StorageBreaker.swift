@@ -9,7 +9,7 @@ import Synchronization
 /// files to a dead store failed each file after its retries: hours for a store
 /// that takes connections and never answers, where every request waits out
 /// the 30 s low-speed cut-off.
-final class StorageBreaker: Sendable {
+final class StorageBreaker: OutageCheck {
     typealias Probe = @Sendable () async throws(FerryError) -> Void
     private struct State {
         var reason: FerryError?
@@ -57,4 +57,7 @@ final class StorageBreaker: Sendable {
             return true
         }
     }
+
+    /// Asked by the engine before it retries a copy's request that got no answer.
+    func confirmsOutage(_ error: FerryError) async -> Bool { await trips(on: error) }
 }

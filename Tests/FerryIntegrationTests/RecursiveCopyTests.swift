@@ -63,10 +63,35 @@ import Testing
         #expect(result.stdout.hasPrefix("0 objects") && !result.stdout.contains("failed"), "\(result.stdout)")
         #expect(result.stderr.contains("stopped: the store gives no answer (ConnectionError: GET http://127.0.0.1:")
                 && result.stderr.contains("; 300 more not copied. Run the same command again once it answers."), "\(result.stderr.suffix(1500))")
-        // Only the copies already running retried: at most 2 × --max-transfers of the 300 files.
-        let retried = Set(result.stderr.split(separator: "\n").filter { $0.contains("retrying PutObject") }
-            .compactMap { $0.split(separator: " ").first { $0.hasPrefix("transfer=") } })
-        #expect(retried.count <= 64, "\(retried.count) files retried")
+        // No request is retried into the store once its probe got no answer either.
+        let retried = result.stderr.split(separator: "\n").filter { $0.contains("retrying PutObject") }
+        #expect(retried.isEmpty, "\(retried.count) retries: \(retried.prefix(3))")
+    }
+
+    /// A store that takes connections and never answers: each running copy
+    /// waits out one low-speed cut-off (30 s, which curl ends after about 37 s),
+    /// the probe its 10 s limit, and the copy stops, without a retry. It used to
+    /// take four cut-offs for each running copy and a 30 s probe.
+    @Test func aStoreThatTakesConnectionsAndNeverAnswersStopsTheCopyAfterOneCutOff() async throws {
+        let source = try files(40, in: "cp-silent-store")
+        defer { try? FileManager.default.removeItem(at: source) }
+        let puts = SharedCounter()
+        let server = try HTTPAnswerer { request in
+            if request.hasPrefix("PUT ") { puts.add() }
+            return ("", .silence)
+        }
+        let started = ContinuousClock.now
+        let result = try await runCommand(TestPaths.ferryBinary,
+                                          ["cp", "--recursive", source.path, "s3://bkt/p/", "--s3-endpoint", "http://127.0.0.1:\(server.port)",
+                                           "--max-transfers", "4"],
+                                          environment: Self.credentials)
+        print("a silent store stopped the copy after \(ContinuousClock.now - started), \(puts.value) PUTs sent")
+        #expect(result.status == 1, "\(result.stdout) \(result.stderr)")
+        #expect(result.stdout.hasPrefix("0 objects") && !result.stdout.contains("failed"), "\(result.stdout)")
+        #expect(result.stderr.contains("stopped: the store gives no answer (ConnectionError: GET http://127.0.0.1:")
+                && result.stderr.contains("; 40 more not copied."), "\(result.stderr.suffix(1500))")
+        // One PUT for each copy that was running, none sent again.
+        #expect(puts.value <= 4 && !result.stderr.contains("retrying"), "\(result.stderr.suffix(1500))")
     }
 
     @Test func oneObjectWithoutAnAnswerFromAStoreThatAnswersIsThatObjectsFailure() async throws {

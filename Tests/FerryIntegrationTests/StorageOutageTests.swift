@@ -1,4 +1,5 @@
 import FerryCore
+import FerryKafka
 import FerryTestSupport
 import Foundation
 import Logging
@@ -121,5 +122,49 @@ import Testing
         await proxy.process.stop()
         await moto.stop()
         try? FileManager.default.removeItem(at: base)
+    }
+
+    /// A store that takes connections and then never answers: the first
+    /// request waits out one low-speed cut-off (30 s, which curl ends after
+    /// about 37 s), the probe after it its 10 s limit, and the transfer waits
+    /// for the store without a retry. It used to spend four cut-offs and a
+    /// 30 s probe first (about 3 minutes).
+    @Test func aStoreThatFallsSilentIsWaitedForAfterOneCutOff() async throws {
+        let base = try TestPaths.temporaryDirectory("silent")
+        defer { try? FileManager.default.removeItem(at: base) }
+        // It answers (the worker's probes, the upload's HEAD) until the first PUT; from then on it is silent.
+        let silent = SharedCounter(), puts = SharedCounter()
+        let store = try HTTPAnswerer { request in
+            if request.hasPrefix("PUT ") { puts.add(); silent.add() }
+            if silent.value > 0 { return ("", .silence) }
+            if request.hasPrefix("GET / ") { return ("HTTP/1.1 200 OK", .fixed(Array("<ListAllMyBucketsResult/>".utf8))) }
+            return ("HTTP/1.1 404 Not Found", .fixed([]))
+        }
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
+        for topic in Topics().all { try cluster.createTopic(topic, partitions: 2) }
+        let kcat = Kcat(bootstrapServers: cluster.bootstrapServers)
+        let data = base.appendingPathComponent("data")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        try Data("quiet".utf8).write(to: data.appendingPathComponent("q.txt"))
+        let worker = try BackgroundProcess(
+            name: "silent-worker", executable: TestPaths.ferryBinary,
+            arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", "http://127.0.0.1:\(store.port)",
+                        "--region", "us-east-1", "--data-root", data.path, "--state-dir", base.appendingPathComponent("state").path,
+                        "--http-address", "127.0.0.1:0", "--log-level", "debug", "--shutdown-grace", "2"],
+            environment: ["AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"], logDirectory: base)
+        let http = try await worker.workerHTTPEndpoint()
+        #expect(await eventually(timeout: 60) { await curl("\(http)/readyz").status == 200 }, "\(worker.log.suffix(2000))")
+        try await kcat.produce(topic: "ferry.requests", key: "out/q", value: """
+            {"id":"q","op":"upload","bucket":"out","key":"q.txt","source":"\(data.appendingPathComponent("q.txt").absoluteString)"}
+            """)
+        let started = ContinuousClock.now
+        #expect(await eventually(timeout: 120) { worker.log.contains("runs again when storage answers") }, "\(worker.log.suffix(3000))")
+        print("a store fallen silent was waited for after \(ContinuousClock.now - started)")
+        let log = worker.log
+        #expect(puts.value == 1 && !log.contains("retrying PutObject"), "\(puts.value) PUTs: \(log.suffix(3000))")
+        #expect(await curl("\(http)/readyz").status == 503)
+        let ended = try await kcat.consumeAll(topic: "ferry.status").filter { $0.value.contains(#""failed""#) }
+        #expect(ended.isEmpty, "\(ended)")
+        _ = await worker.stop()
     }
 }

@@ -6,8 +6,9 @@ import Foundation
 /// document every time (a broken S3 listing, say); or, with `answering`, what
 /// a function of the request's head says (the head is ignored for `hangUp`).
 public final class HTTPAnswerer: Sendable {
-    /// `filler(nil)`: chunks without end; `hangUp`: the connection closed with no answer at all.
-    public enum Body: Sendable { case filler(Int?), fixed([UInt8]), hangUp }
+    /// `filler(nil)`: chunks without end; `hangUp`: the connection closed with no answer at all;
+    /// `silence`: the connection kept open with no answer until the client gives up.
+    public enum Body: Sendable { case filler(Int?), fixed([UInt8]), hangUp, silence }
     private let listener: LoopbackListener
     public var port: Int { listener.port }
 
@@ -37,6 +38,10 @@ public final class HTTPAnswerer: Sendable {
         }
         let (head, body) = answering(String(decoding: request, as: UTF8.self))
         if case .hangUp = body { return }
+        if case .silence = body {
+            while recv(connection, &buffer, buffer.count, 0) > 0 {}  // whatever body comes, then the client's hang-up
+            return
+        }
         func send(_ bytes: [UInt8]) -> Bool {
             var sent = 0
             while sent < bytes.count {

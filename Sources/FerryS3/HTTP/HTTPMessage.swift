@@ -26,6 +26,9 @@ public struct HTTPRequest: Sendable {
     /// length. A server that sends more fails the request before the extra
     /// bytes land past the range (in another range's place in the file).
     public var maxBodyToFile: Int64?
+    /// The most seconds the whole request may take (nil: only the transport's
+    /// connect and low-speed cut-offs bound it).
+    public var timeLimitSeconds: Int?
     /// The most of an error response's body kept: S3's error documents are a
     /// few hundred bytes. An error body past it fails the request at once
     /// (with its status, so a 5xx is still retried), not when a timeout ends it.
