@@ -54,6 +54,15 @@ public final class TransferEngine: Sendable {
     /// The control of a running transfer, by request id.
     public func control(for id: String) -> TransferControl? { active.withLock { $0[id] } }
 
+    /// Makes `control` findable through `control(for:)` while `body` runs, for
+    /// a transfer that waits before it runs (for the store to answer): a
+    /// rebalance or shutdown can hand it off, the admin API pause it.
+    public func waiting<T: Sendable>(_ id: String, control: TransferControl, _ body: () async -> T) async -> T {
+        active.withLock { $0[id] = control }
+        defer { active.withLock { if $0[id] === control { $0[id] = nil } } }
+        return await body()
+    }
+
 
     /// Checks what can be checked before a transfer starts, so a request that
     /// cannot run is refused (and dead-lettered) rather than failing later:

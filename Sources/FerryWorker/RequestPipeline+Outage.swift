@@ -20,7 +20,9 @@ extension RequestPipeline {
         while true {
             if !storage.isReachable, control.state == .running {
                 log.info("waits for storage before it runs (up to \(timeout.clampedInt()) s from its start)")
-                let woke = await storage.waitUntilReachable(until: deadline, control: control)
+                let woke = await engine.waiting(job.request.id, control: control) {
+                    await storage.waitUntilReachable(until: deadline, control: control)
+                }
                 if Task.isCancelled { throw FerryError(.cancelled, "worker stopping while the transfer waited for storage") }
                 if woke == .deadline, let lastOutage {
                     throw FerryError(lastOutage.code, "storage unreachable for the transfer's timeout (\(timeout.clampedInt()) s): \(lastOutage.message)")

@@ -49,13 +49,17 @@ public final class TransferWorker: Sendable {
         let watermark = OutboxWatermark(state: state)
         let tracker = OffsetTracker(watermark: watermark)
         let grace = configuration.rebalanceGraceSeconds
+        let storage = StorageGate(health: health, logger: logger) { [store = engine.store] () async throws(FerryError) in
+            try await store.probe()
+        }
         // Set once the breaker exists; the rebalance callback only runs after the consumer polls.
         let forget = ForgetStarts()
         let rebalance = RebalanceHandler(
             assigned: { tracker.assign($0); health.joinedGroup() },
             revoked: { partitions in
                 forget.callAsFunction(Set(partitions))
-                return Self.release(partitions, tracker: tracker, watermark: watermark, engine: engine, grace: grace, logger: logger)
+                return Self.release(partitions, tracker: tracker, watermark: watermark, engine: engine, storage: storage,
+                                    grace: grace, logger: logger)
             })
         // The buffer holds rounds of work; beyond it (or beyond 32 MiB) the consumer
         // pauses its partitions but keeps polling, so slow transfers never push it
@@ -83,9 +87,6 @@ public final class TransferWorker: Sendable {
         drainer = OutboxDrainer(state: state, producer: producer, deadLetterTopic: configuration.topics.requestsDLQ,
                                 deadLetterMaxBytes: publisher.deadLetterMaxBytes, watermark: watermark, health: health, logger: logger)
         let events = EventBuilder(region: configuration.region)
-        let storage = StorageGate(health: health, logger: logger) { [store = engine.store] () async throws(FerryError) in
-            try await store.probe()
-        }
         self.storage = storage
         let streams = StreamRecordBuilder(region: configuration.region, topics: configuration.topics)
         var pipeline = RequestPipeline(engine: engine, state: state, outbox: drainer,
@@ -213,36 +214,53 @@ public final class TransferWorker: Sendable {
     /// Processes `message` in a task that shutdown does not cancel at once:
     /// when the worker is asked to stop, a transfer in flight gets
     /// `shutdownGrace` seconds to finish; after that it is handed off, left
-    /// uncommitted, and resumed by whichever worker takes the partition.
+    /// uncommitted, and resumed by whichever worker takes the partition. While
+    /// the store is down a transfer cannot finish (but for a download's last
+    /// local checks): then it is handed off at once, with what it stored kept.
     private func processShielded(_ message: KafkaMessage) async -> Bool {
         let pipeline = self.pipeline
-        let work = Task { await pipeline.process(message) }
+        let finished = Finished()
+        let work = Task {
+            defer { finished.value.store(true, ordering: .releasing) }
+            return await pipeline.process(message)
+        }
         return await withTaskCancellationHandler {
             await work.value
-        } onCancel: { [grace = configuration.shutdownGraceSeconds, logger] in
+        } onCancel: { [grace = configuration.shutdownGraceSeconds, storage, logger] in
             Task {
-                try? await Task.sleep(for: .seconds(clamping: grace))
-                if !work.isCancelled {
-                    logger.warning("shutdown grace of \(grace) s over: handing off the transfer at offset \(message.offset); it resumes on redelivery")
-                }
+                let end = ContinuousClock.now.advanced(by: .seconds(clamping: grace))
+                func over() -> Bool { finished.value.load(ordering: .acquiring) || !storage.isReachable || ContinuousClock.now >= end }
+                while !over() { try? await Task.sleep(for: min(.milliseconds(250), ContinuousClock.now.duration(to: end))) }
+                guard !finished.value.load(ordering: .acquiring) else { return }
+                logger.warning(storage.isReachable
+                    ? "shutdown grace of \(grace) s over: handing off the transfer at offset \(message.offset); it resumes on redelivery"
+                    : "storage unreachable at shutdown: handing off the transfer at offset \(message.offset) at once; it resumes on redelivery")
                 pipeline.engine.control(for: RequestDecoder.idHint(message.value) ?? "")?.handOff("worker shutting down")
                 work.cancel()
             }
         }
     }
 
+    /// Set when a shielded message's processing has ended.
+    private final class Finished: Sendable { let value = Atomic<Bool>(false) }
+
     /// Called inside a rebalance, on the consumer's thread, for partitions
     /// about to go: no new work starts on them; transfers in flight get
-    /// `grace` seconds, then are handed off; the outbox gets a few seconds to
+    /// `grace` seconds (none while the store is unreachable, as at shutdown),
+    /// then are handed off; the outbox gets a few seconds to
     /// deliver the outcomes of what finished; the delivered prefix is committed.
     private static func release(_ partitions: [TopicPartition], tracker: OffsetTracker, watermark: OutboxWatermark,
-                                engine: TransferEngine, grace: Double, logger: Logger) -> [TopicPartitionOffset] {
+                                engine: TransferEngine, storage: StorageGate, grace: Double, logger: Logger) -> [TopicPartitionOffset] {
         let set = Set(partitions)
         let inFlight = tracker.inFlightCount(on: set)
         if inFlight > 0 {
-            logger.info("rebalance: \(inFlight) transfers in flight on revoked partitions; waiting up to \(grace) s")
+            if storage.isReachable {
+                logger.info("rebalance: \(inFlight) transfers in flight on revoked partitions; waiting up to \(grace) s")
+            } else {
+                logger.info("rebalance: \(inFlight) transfers in flight on revoked partitions; storage unreachable, so none waits")
+            }
             let deadline = Date().addingTimeInterval(grace)
-            while tracker.inFlightCount(on: set) > 0 && Date() < deadline { usleep(50_000) }
+            while tracker.inFlightCount(on: set) > 0 && Date() < deadline && storage.isReachable { usleep(50_000) }
             let left = tracker.transfersInFlight(on: set)
             for id in left { engine.control(for: id)?.handOff("partition revoked") }
             if !left.isEmpty { logger.info("rebalance: handed off \(left.count) transfers; their next owner resumes them") }

@@ -22,6 +22,38 @@ import Testing
         return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
     }
 
+    /// The embedded broker and workers on an S3 endpoint of the test's own
+    /// (a loopback answerer, a closed port): no moto.
+    struct BareFleet {
+        let base: URL, cluster: EmbeddedKafkaCluster, kcat: Kcat, data: URL
+        init(_ name: String, logger: Logger) throws {
+            base = try TestPaths.temporaryDirectory(name)
+            cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
+            for topic in Topics().all { try cluster.createTopic(topic, partitions: 2) }
+            kcat = Kcat(bootstrapServers: cluster.bootstrapServers)
+            data = base.appendingPathComponent("data")
+            try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        }
+
+        func worker(_ name: String, store: String, extra: [String] = []) throws -> BackgroundProcess {
+            try BackgroundProcess(
+                name: name, executable: TestPaths.ferryBinary,
+                arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", store, "--region", "us-east-1",
+                            "--data-root", data.path, "--state-dir", base.appendingPathComponent(name).path,
+                            "--log-level", "debug", "--worker-id", name] + extra,
+                environment: ["AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"], logDirectory: base)
+        }
+
+        /// Queues an upload of a small file named after `id`, to `partition` if given.
+        func upload(_ id: String, partition: Int? = nil) async throws {
+            let file = data.appendingPathComponent("\(id).txt")
+            try Data("file \(id)".utf8).write(to: file)
+            try await kcat.produce(topic: "ferry.requests", key: "out/\(id)", value: """
+                {"id":"\(id)","op":"upload","bucket":"out","key":"\(id).txt","source":"\(file.absoluteString)"}
+                """, partition: partition)
+        }
+    }
+
     @Test func requestsWaitThroughAnOutageOfTheStoreAndThenComplete() async throws {
         let base = try TestPaths.temporaryDirectory("outage")
         let moto = try await MotoServer.start(logDirectory: base)
@@ -128,11 +160,12 @@ import Testing
     /// request waits out one low-speed cut-off (30 s, which curl ends after
     /// about 37 s), the probe after it its 10 s limit, and the transfer waits
     /// for the store without a retry. It used to spend four cut-offs and a
-    /// 30 s probe first (about 3 minutes).
+    /// 30 s probe first (about 3 minutes). Stopped then, the worker hands the
+    /// transfer off at once instead of holding it for its shutdown grace.
     @Test func aStoreThatFallsSilentIsWaitedForAfterOneCutOff() async throws {
-        let base = try TestPaths.temporaryDirectory("silent")
-        defer { try? FileManager.default.removeItem(at: base) }
-        // It answers (the worker's probes, the upload's HEAD) until the first PUT; from then on it is silent.
+        let fleet = try BareFleet("silent", logger: logger)
+        defer { try? FileManager.default.removeItem(at: fleet.base) }
+        // It answers every request (the worker's probes; 404 to the rest) until the first PUT; from then on it is silent.
         let silent = SharedCounter(), puts = SharedCounter()
         let store = try HTTPAnswerer { request in
             if request.hasPrefix("PUT ") { puts.add(); silent.add() }
@@ -140,31 +173,54 @@ import Testing
             if request.hasPrefix("GET / ") { return ("HTTP/1.1 200 OK", .fixed(Array("<ListAllMyBucketsResult/>".utf8))) }
             return ("HTTP/1.1 404 Not Found", .fixed([]))
         }
-        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
-        for topic in Topics().all { try cluster.createTopic(topic, partitions: 2) }
-        let kcat = Kcat(bootstrapServers: cluster.bootstrapServers)
-        let data = base.appendingPathComponent("data")
-        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
-        try Data("quiet".utf8).write(to: data.appendingPathComponent("q.txt"))
-        let worker = try BackgroundProcess(
-            name: "silent-worker", executable: TestPaths.ferryBinary,
-            arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", "http://127.0.0.1:\(store.port)",
-                        "--region", "us-east-1", "--data-root", data.path, "--state-dir", base.appendingPathComponent("state").path,
-                        "--http-address", "127.0.0.1:0", "--log-level", "debug", "--shutdown-grace", "2"],
-            environment: ["AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"], logDirectory: base)
+        let worker = try fleet.worker("silent-worker", store: "http://127.0.0.1:\(store.port)", extra: ["--http-address", "127.0.0.1:0"])
         let http = try await worker.workerHTTPEndpoint()
         #expect(await eventually(timeout: 60) { await curl("\(http)/readyz").status == 200 }, "\(worker.log.suffix(2000))")
-        try await kcat.produce(topic: "ferry.requests", key: "out/q", value: """
-            {"id":"q","op":"upload","bucket":"out","key":"q.txt","source":"\(data.appendingPathComponent("q.txt").absoluteString)"}
-            """)
+        try await fleet.upload("q")
         let started = ContinuousClock.now
         #expect(await eventually(timeout: 120) { worker.log.contains("runs again when storage answers") }, "\(worker.log.suffix(3000))")
         print("a store fallen silent was waited for after \(ContinuousClock.now - started)")
         let log = worker.log
         #expect(puts.value == 1 && !log.contains("retrying PutObject"), "\(puts.value) PUTs: \(log.suffix(3000))")
         #expect(await curl("\(http)/readyz").status == 503)
-        let ended = try await kcat.consumeAll(topic: "ferry.status").filter { $0.value.contains(#""failed""#) }
+        let ended = try await fleet.kcat.consumeAll(topic: "ferry.status").filter { $0.value.contains(#""failed""#) }
         #expect(ended.isEmpty, "\(ended)")
-        _ = await worker.stop()
+        // Stopped now, the worker hands the waiting transfer off at once: it could not
+        // finish in its --shutdown-grace (30 s) while the store is down.
+        let stopping = ContinuousClock.now
+        let status = await worker.stop(timeout: 40)
+        let stopTook = ContinuousClock.now - stopping
+        #expect(status == 0 && stopTook < .seconds(20), "exit \(status) after \(stopTook): \(worker.log.suffix(2000))")
+        #expect(worker.log.contains("storage unreachable at shutdown: handing off the transfer at offset 0 at once")
+                && worker.log.contains("upload stopped and left for redelivery"), "\(worker.log.suffix(2000))")
+    }
+
+    /// A rebalance while the store is down: the transfers on the partitions
+    /// that move wait for the store, and none could finish in the rebalance's
+    /// grace, so they are handed off at once, the ones waiting before they
+    /// started too (they were not found before: they went on waiting, and ran
+    /// on the old owner besides the new one once the store came back).
+    @Test func aRebalanceWhileTheStoreIsDownHandsOffTheWaitingTransfersAtOnce() async throws {
+        let fleet = try BareFleet("rebalance-down", logger: logger)
+        defer { try? FileManager.default.removeItem(at: fleet.base) }
+        let deadStore = "http://127.0.0.1:\(TestPaths.freePort())"  // nothing listens: refused
+        let first = try fleet.worker("first", store: deadStore)
+        #expect(await eventually(timeout: 60) { first.log.contains("partitions assigned: ferry.requests/0, ferry.requests/1") },
+                "\(first.log.suffix(2000))")
+        for partition in 0..<2 { try await fleet.upload("w\(partition)", partition: partition) }
+        #expect(await eventually(timeout: 60) { first.log.components(separatedBy: "waits for storage before it runs").count == 3 },
+                "\(first.log.suffix(2000))")
+        let second = try fleet.worker("second", store: deadStore)
+        let started = ContinuousClock.now
+        // One partition moves: its transfer is handed off without the 10 s grace.
+        #expect(await eventually(timeout: 60) { first.log.contains("upload stopped and left for redelivery") }, "\(first.log.suffix(3000))")
+        print("a transfer waiting for the store was handed off \(ContinuousClock.now - started) after the second worker started")
+        #expect(first.log.contains("storage unreachable, so none waits"), "\(first.log.suffix(3000))")
+        // The new owner takes it up, and waits for the store too.
+        #expect(await eventually(timeout: 60) { second.log.contains("waits for storage before it runs") }, "\(second.log.suffix(3000))")
+        let failed = try await fleet.kcat.consumeAll(topic: "ferry.status").filter { $0.value.contains(#""failed""#) }
+        #expect(failed.isEmpty, "\(failed)")
+        _ = await second.stop()
+        _ = await first.stop()
     }
 }

@@ -6,10 +6,12 @@ public struct Kcat: Sendable {
 
     public init(bootstrapServers: String) { self.bootstrapServers = bootstrapServers }
 
-    /// Produces one message (the value may contain newlines: it is sent whole).
-    public func produce(topic: String, key: String?, value: String) async throws {
+    /// Produces one message (the value may contain newlines: it is sent whole),
+    /// to `partition` or where the key's hash puts it.
+    public func produce(topic: String, key: String?, value: String, partition: Int? = nil) async throws {
         var args = ["-P", "-b", bootstrapServers, "-t", topic, "-D", "\u{1}"]
         if let key { args += ["-k", key] }
+        if let partition { args += ["-p", "\(partition)"] }
         try await runChecked("kcat", args, input: Data(value.utf8))
     }
 
