@@ -17,6 +17,8 @@ final class StorageGate: OutageCheck {
         var reachable = true
         var downSince: ContinuousClock.Instant?
         var lastProbe: (at: ContinuousClock.Instant, reachable: Bool)?
+        /// The probe under way: checks made meanwhile take its answer.
+        var probing: Task<Bool, Never>?
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var nextWaiter: UInt64 = 0
     }
@@ -42,9 +44,24 @@ final class StorageGate: OutageCheck {
     /// How often to probe: often while the store is down, so transfers resume soon after it returns.
     var probeInterval: Duration { isReachable ? .seconds(5) : .seconds(1) }
 
-    /// Probes the store and records the answer; true when it answered.
+    /// Probes the store and records the answer; true when it answered. A
+    /// check while a probe is under way takes that probe's answer: the
+    /// parallel requests of a store that fell silent fail together, and they
+    /// send one probe, not one each.
     @discardableResult
     func check() async -> Bool {
+        let probing = state.withLock { s in
+            if let under = s.probing { return under }
+            let probe = Task { [self] in await probeOnce() }
+            s.probing = probe
+            return probe
+        }
+        let answered = await probing.value
+        state.withLock { if $0.probing == probing { $0.probing = nil } }
+        return answered
+    }
+
+    private func probeOnce() async -> Bool {
         do throws(FerryError) {
             try await probe()
             record(nil)

@@ -21,6 +21,7 @@ import Testing
             self.end_headers()
             self.wfile.write(b"x" * 100)
         def log_message(self, *args): pass
+    ThreadingHTTPServer.allow_reuse_address = False  # port 0: never one a socket still holds
     server = ThreadingHTTPServer(("127.0.0.1", 0), H)
     print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)
     server.serve_forever()

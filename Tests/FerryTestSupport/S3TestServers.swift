@@ -28,8 +28,12 @@ public final class MotoServer: S3TestServer {
     private init(endpoint: String, process: BackgroundProcess) { self.endpoint = endpoint; self.process = process }
 
     public static func start(logDirectory: URL) async throws -> MotoServer {
+        // Port 0 without SO_REUSEADDR (werkzeug sets it): never a port a socket still
+        // holds, such as a stopped Kafka mock broker's (BrokerDownUpTests).
+        let launch = "import sys, werkzeug.serving, moto.server; werkzeug.serving.BaseWSGIServer.allow_reuse_address = False; "
+            + "sys.exit(moto.server.main(sys.argv[1:]))"
         let process = try BackgroundProcess(name: "moto", executable: "python3",
-                                            arguments: ["-m", "moto.server", "-H", "127.0.0.1", "-p", "0"],
+                                            arguments: ["-c", launch, "-H", "127.0.0.1", "-p", "0"],
                                             logDirectory: logDirectory)
         let endpoint = "http://127.0.0.1:\(try await process.announcedPort(after: "Running on http://127.0.0.1:"))"
         let up = await eventually(timeout: 30) { await httpAnswers(endpoint) }

@@ -62,10 +62,29 @@ import Testing
             return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
         }
         #expect(confirmed == 64)
-        // Concurrent confirmations may each probe before the first answer; after it, none does.
+        // After the first answer, none probes again within the reuse window.
         let before = store.probes.load(ordering: .relaxed)
         for _ in 0..<64 { #expect(await gate.confirmsOutage(Self.refused)) }
         #expect(store.probes.load(ordering: .relaxed) == before)
+    }
+
+    /// A store that fell silent fails many requests at once: they share the
+    /// probe under way (one, not one each), and all take its answer.
+    @Test func confirmationsDuringAProbeShareIt() async {
+        let probes = SharedCounter()
+        let gate = StorageGate(health: WorkerHealth(), probeReuseSeconds: 0, logger: Logger(label: "test.gate")) { () async throws(FerryError) in
+            probes.add()
+            try? await Task.sleep(for: .seconds(1))  // a slow answer: the others come while it is under way
+            throw FerryError(.connectionError, "timed out")
+        }
+        let confirmed = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<64 { group.addTask { await gate.confirmsOutage(Self.refused) } }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(confirmed == 64 && probes.value == 1, "\(confirmed) confirmed, \(probes.value) probes")
+        // The next check, after that probe ended, probes again (no reuse window here).
+        #expect(await gate.confirmsOutage(Self.refused))
+        #expect(probes.value == 2)
     }
 
     @Test func waitersResumeWhenTheStoreAnswersAgain() async throws {

@@ -113,6 +113,9 @@ def listen():
     deadline = time.monotonic() + 15
     while True:
         try:
+            # Port 0: without SO_REUSEADDR, so never a port a socket still holds (a stopped
+            # Kafka mock broker keeps its own bound); its old port: with it, past TIME_WAIT.
+            ThreadingHTTPServer.allow_reuse_address = port != 0
             return ThreadingHTTPServer(("127.0.0.1", port), Proxy)
         except OSError as error:
             if error.errno != errno.EADDRINUSE or port == 0 or time.monotonic() > deadline:

@@ -39,6 +39,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+# Port 0 without SO_REUSEADDR: never a port a socket still holds (a stopped Kafka mock broker's).
+ThreadingHTTPServer.allow_reuse_address = port != 0
 server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
 print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)  # port 0: the tests read which one
 server.serve_forever()

@@ -45,6 +45,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
+# Port 0 without SO_REUSEADDR: never a port a socket still holds (a stopped Kafka mock broker's).
+ThreadingHTTPServer.allow_reuse_address = port != 0
 server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
 if tls:
     import ssl

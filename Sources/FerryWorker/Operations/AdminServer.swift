@@ -34,7 +34,10 @@ public final class AdminServer: Sendable {
         let gate = ConnectionGate(limit: limits.maxConnections, logger: logger)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 64)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            // Address reuse lets a restart take its fixed port past TIME_WAIT; a port
+            // left to the kernel (0) goes without it, so it is never one that another
+            // socket still holds (such as a stopped embedded broker's: BrokerDownUpTests).
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: port == 0 ? 0 : 1)
             .childChannelInitializer { channel in
                 // Failing the set-up closes the accepted connection at once.
                 guard gate.admit() else { return channel.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
