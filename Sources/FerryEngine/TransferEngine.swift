@@ -63,7 +63,6 @@ public final class TransferEngine: Sendable {
         return await body()
     }
 
-
     /// Checks what can be checked before a transfer starts, so a request that
     /// cannot run is refused (and dead-lettered) rather than failing later:
     /// options, accelerate, and the source and destination against the data

@@ -52,9 +52,9 @@ final class StorageGate: OutageCheck {
     func check() async -> Bool {
         let probing = state.withLock { s in
             if let under = s.probing { return under }
-            let probe = Task { [self] in await probeOnce() }
-            s.probing = probe
-            return probe
+            let started = Task { [self] in await probeOnce() }
+            s.probing = started
+            return started
         }
         let answered = await probing.value
         state.withLock { if $0.probing == probing { $0.probing = nil } }

@@ -60,7 +60,7 @@ struct RecursiveCopy {
                 tally.copied.add(1, ordering: .relaxed)
                 tally.bytes.add(outcome.bytesTransferred, ordering: .relaxed)
             } catch {
-                if await breaker.trips(on: error) {
+                if await breaker.confirmsOutage(error) {
                     tally.notCopied.add(1, ordering: .relaxed)
                 } else {
                     tally.fail("\(job.request.key): \(error)")

@@ -39,8 +39,9 @@ final class StorageBreaker: OutageCheck {
 
     /// After a copy failed with `error`: true when the store gives no answer
     /// (the breaker trips, the running copies stop), false when the failure is
-    /// the copy's own. Once tripped, every later failure is the stop's.
-    func trips(on error: FerryError) async -> Bool {
+    /// the copy's own. Once tripped, every later failure is the stop's. The
+    /// engine asks it too, before it retries a copy's request that got no answer.
+    func confirmsOutage(_ error: FerryError) async -> Bool {
         guard reason == nil else { return true }
         guard error.isNoAnswer else { return false }
         do throws(FerryError) {
@@ -57,7 +58,4 @@ final class StorageBreaker: OutageCheck {
             return true
         }
     }
-
-    /// Asked by the engine before it retries a copy's request that got no answer.
-    func confirmsOutage(_ error: FerryError) async -> Bool { await trips(on: error) }
 }

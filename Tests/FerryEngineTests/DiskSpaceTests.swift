@@ -11,7 +11,8 @@ import Testing
 @Suite struct DiskSpaceTests {
     /// A server that answers every GET with 100 bytes of an object it says is 1 PiB.
     static let boastingServer = """
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
+    from loopback_server import LoopbackServer
     class H(BaseHTTPRequestHandler):
         def do_GET(self):
             self.send_response(206)
@@ -21,17 +22,14 @@ import Testing
             self.end_headers()
             self.wfile.write(b"x" * 100)
         def log_message(self, *args): pass
-    ThreadingHTTPServer.allow_reuse_address = False  # port 0: never one a socket still holds
-    server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)
-    server.serve_forever()
+    LoopbackServer(0, H).serve()
     """
 
     @Test func anObjectLargerThanTheFreeSpaceFailsBeforeWriting() async throws {
         let root = try TestPaths.temporaryDirectory("diskspace")
         defer { try? FileManager.default.removeItem(at: root) }
         let server = try BackgroundProcess(name: "boaster", executable: "python3", arguments: ["-c", Self.boastingServer],
-                                           logDirectory: root)
+                                           environment: ["PYTHONPATH": TestPaths.python.path], logDirectory: root)
         defer { Task { await server.stop() } }
         let endpoint = "http://127.0.0.1:\(try await server.announcedPort(after: "listening on 127.0.0.1:"))"
         #expect(await eventually(timeout: 20) { await httpAnswers(endpoint) })

@@ -57,7 +57,17 @@ import Testing
     @Test func requestsWaitThroughAnOutageOfTheStoreAndThenComplete() async throws {
         let base = try TestPaths.temporaryDirectory("outage")
         let moto = try await MotoServer.start(logDirectory: base)
-        var proxy = try await FaultProxy.start(upstream: moto.endpoint, rate: 0, logRequests: true, in: base)
+        // Started again on its port after the kill, the proxy needs a port no other socket takes
+        // meanwhile: one of freePort's, below the ephemeral range where port-0 binds (the
+        // embedded brokers', moto's) land. Such a port can be taken before the first start: try another.
+        var proxy: FaultProxy! = nil
+        for attempt in 1...3 where proxy == nil {
+            do {
+                proxy = try await FaultProxy.start(upstream: moto.endpoint, rate: 0, logRequests: true, port: TestPaths.freePort(), in: base)
+            } catch where attempt < 3 {
+                print("fault proxy: its port was taken; trying another (\(error))")
+            }
+        }
         let port = try #require(URLComponents(string: proxy.endpoint)?.port)  // started again there
         do {
             let env = try EndToEndTests.Environment.oneBroker(base: base, server: moto, bucket: "out", logger: logger)

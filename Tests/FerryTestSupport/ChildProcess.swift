@@ -103,12 +103,16 @@ public final class BackgroundProcess: Sendable {
     public let pid: pid_t
     public let logFile: URL
     public let name: String
+    /// Where this process's output starts in `logFile`: a process started
+    /// again under the same name appends to its predecessor's log.
+    private let logStart: Int
     private let reaped = Atomic<Bool>(false)
 
     public init(name: String, executable: String, arguments: [String], environment: [String: String] = [:],
                 logDirectory: URL) throws {
         self.name = name
         logFile = logDirectory.appendingPathComponent("\(name).log")
+        logStart = ((try? FileManager.default.attributesOfItem(atPath: logFile.path))?[.size] as? Int) ?? 0
         pid = try spawn(executable, arguments, environment: environment, stdin: "/dev/null",
                         stdout: logFile.path, stderr: logFile.path)
     }
@@ -121,7 +125,11 @@ public final class BackgroundProcess: Sendable {
         return state != "Z" && state != "X"
     }
 
-    public var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
+    /// What this process has written to its log.
+    public var log: String {
+        guard let data = try? Data(contentsOf: logFile), data.count >= logStart else { return "" }
+        return String(decoding: data.dropFirst(logStart), as: UTF8.self)
+    }
 
     /// Sends `signal` and waits up to `timeout` seconds for the exit, then
     /// SIGKILLs the process group. Returns the exit status.

@@ -12,7 +12,9 @@ import datetime
 import json
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from loopback_server import LoopbackServer
 
 port, lifetime, auth_token, count_file = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
 lock = threading.Lock()
@@ -69,8 +71,5 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(404, "not found")
 
 
-# Port 0 without SO_REUSEADDR: never a port a socket still holds (a stopped Kafka mock broker's).
-ThreadingHTTPServer.allow_reuse_address = port != 0
-server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)  # port 0: the tests read which one
-server.serve_forever()
+server = LoopbackServer(port, Handler)
+server.serve()

@@ -20,8 +20,10 @@ import struct
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
+
+from loopback_server import LoopbackServer
 
 port, upstream, rate, count_file = int(sys.argv[1]), urlsplit(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 corrupt_left = [int(sys.argv[5]) if len(sys.argv) > 5 else 0]
@@ -113,16 +115,11 @@ def listen():
     deadline = time.monotonic() + 15
     while True:
         try:
-            # Port 0: without SO_REUSEADDR, so never a port a socket still holds (a stopped
-            # Kafka mock broker keeps its own bound); its old port: with it, past TIME_WAIT.
-            ThreadingHTTPServer.allow_reuse_address = port != 0
-            return ThreadingHTTPServer(("127.0.0.1", port), Proxy)
+            return LoopbackServer(port, Proxy)
         except OSError as error:
             if error.errno != errno.EADDRINUSE or port == 0 or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
 
 
-server = listen()
-print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)  # port 0: the tests read which one
-server.serve_forever()
+listen().serve()

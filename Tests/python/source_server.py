@@ -5,7 +5,9 @@ usage: source_server.py PORT DIRECTORY LOG
 """
 import os
 import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from loopback_server import LoopbackServer
 from urllib.parse import parse_qs, urlsplit
 
 port, root, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -39,8 +41,5 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-# Port 0 without SO_REUSEADDR: never a port a socket still holds (a stopped Kafka mock broker's).
-ThreadingHTTPServer.allow_reuse_address = port != 0
-server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)  # port 0: the tests read which one
-server.serve_forever()
+server = LoopbackServer(port, Handler)
+server.serve()

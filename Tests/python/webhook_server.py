@@ -8,7 +8,9 @@ With --tls it serves HTTPS with that certificate.
 import json
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from loopback_server import LoopbackServer
 
 args = sys.argv[1:]
 tls = None
@@ -45,13 +47,10 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
-# Port 0 without SO_REUSEADDR: never a port a socket still holds (a stopped Kafka mock broker's).
-ThreadingHTTPServer.allow_reuse_address = port != 0
-server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+server = LoopbackServer(port, Handler)
 if tls:
     import ssl
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(tls[0], tls[1])
     server.socket = context.wrap_socket(server.socket, server_side=True)
-print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)  # port 0: the tests read which one
-server.serve_forever()
+server.serve()

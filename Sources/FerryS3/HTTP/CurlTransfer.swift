@@ -49,12 +49,14 @@ final class CurlTransfer {
         ferry_curl_setopt_long(handle, CURLOPT_BUFFERSIZE, CurlTransport.receiveBufferSize)
         ferry_curl_setopt_long(handle, CURLOPT_UPLOAD_BUFFERSIZE, CurlTransport.uploadBufferSize)
         if let caBundle { ferry_curl_setopt_string(handle, CURLOPT_CAINFO, caBundle) }
-        if let limit = request.timeLimitSeconds { ferry_curl_setopt_long(handle, CURLOPT_TIMEOUT, max(1, limit)) }
+        // The shorter of the request's own limit and a remote source's.
+        if let limit = [request.timeLimitSeconds, request.addressPolicy?.timeoutSeconds].compactMap({ $0 }).min() {
+            ferry_curl_setopt_long(handle, CURLOPT_TIMEOUT, max(1, limit))
+        }
         if let policy = request.addressPolicy {
             ferry_curl_setopt_opensocket_function(handle, curlOpenSocketCallback)
             ferry_curl_setopt_ptr(handle, CURLOPT_OPENSOCKETDATA, context)
             ferry_curl_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(policy.maxBytes))
-            ferry_curl_setopt_long(handle, CURLOPT_TIMEOUT, min(policy.timeoutSeconds, request.timeLimitSeconds ?? .max))
             ferry_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
             ferry_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)  // hops are checked one by one
         }
