@@ -1,3 +1,4 @@
+import CFerryChecksum
 import FerryCore
 import FerryS3
 import FerryTestSupport
@@ -46,6 +47,55 @@ import Testing
         let stream = try lanes.start(file.fd)
         stream.written(upTo: Int64(message.count))
         return try await stream.finish(size: Int64(message.count))
+    }
+
+    /// Each set of vector instructions this CPU has (AVX2, AVX-512) advances
+    /// eight messages exactly as the scalar steps advance each one: generated
+    /// rounds (seeded; `FERRY_FUZZ_SEED` replays them) of 1–40 blocks from
+    /// drawn chaining values, with some lanes repeating another lane's state
+    /// and data as a batch of fewer than eight files does.
+    @Test(arguments: [Int32(FERRY_MD5_AVX2), Int32(FERRY_MD5_AVX512)])
+    func vectorStepsMatchTheScalarSteps(vector: Int32) throws {
+        try #require(ferry_md5_vector() >= vector, "this CPU lacks the instructions; nothing to compare")
+        let seed = FuzzReplay.seed
+        print("MD5 vector \(vector): FERRY_FUZZ_SEED=\(seed)")
+        var rng = SeededGenerator(seed: seed)
+        for round in 0..<200 {
+            let blocks = Int.random(in: 1...40, using: &rng)
+            let distinct = Int.random(in: 1...8, using: &rng)
+            let messages = (0..<distinct).map { _ in bytes(blocks * 64, &rng) }
+            let starts = (0..<distinct).map { _ in
+                round % 4 == 0 ? ferry_md5_state(h: (0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476))
+                    : ferry_md5_state(h: (UInt32.random(in: 0...UInt32.max, using: &rng), UInt32.random(in: 0...UInt32.max, using: &rng),
+                                          UInt32.random(in: 0...UInt32.max, using: &rng), UInt32.random(in: 0...UInt32.max, using: &rng)))
+            }
+            // Lane i holds message owner[i]; every message has a lane.
+            let owner = (0..<8).map { $0 < distinct ? $0 : Int.random(in: 0..<distinct, using: &rng) }.shuffled(using: &rng)
+            let vectorStates = UnsafeMutablePointer<ferry_md5_state>.allocate(capacity: distinct)
+            defer { vectorStates.deallocate() }
+            vectorStates.initialize(from: starts, count: distinct)
+            var expected = starts
+            for index in 0..<distinct {
+                messages[index].withUnsafeBytes { ferry_md5_blocks(&expected[index], $0.baseAddress, blocks) }
+            }
+            let buffers = messages.map { message in
+                let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: message.count, alignment: 1)
+                buffer.copyBytes(from: message)
+                return buffer
+            }
+            defer { buffers.forEach { $0.deallocate() } }
+            var statePointers: [UnsafeMutablePointer<ferry_md5_state>?] = owner.map { vectorStates + $0 }
+            var dataPointers: [UnsafeRawPointer?] = owner.map { UnsafeRawPointer(buffers[$0].baseAddress) }
+            statePointers.withUnsafeMutableBufferPointer { states in
+                dataPointers.withUnsafeMutableBufferPointer { data in
+                    ferry_md5_blocks_x8_with(vector, states.baseAddress, data.baseAddress, blocks)
+                }
+            }
+            for index in 0..<distinct {
+                let got = vectorStates[index].h, want = expected[index].h
+                #expect(got == want, "round \(round): message \(index) of \(distinct), \(blocks) blocks, lanes \(owner)")
+            }
+        }
     }
 
     /// RFC 1321's test suite, and lengths around the padding's and chunks' edges.

@@ -12,15 +12,24 @@ void ferry_md5_init(ferry_md5_state *state);
 /// Advances one message by `blocks` 64-byte blocks.
 void ferry_md5_blocks(ferry_md5_state *state, const void *data, size_t blocks);
 
+/// The vector instructions `ferry_md5_blocks_x8` uses on this CPU.
+enum { FERRY_MD5_SCALAR = 0, FERRY_MD5_AVX2 = 1, FERRY_MD5_AVX512 = 2 };
+int ferry_md5_vector(void);
+
 /// How many messages `ferry_md5_blocks_x8` advances at once on this CPU:
 /// 8 where AVX2 is available (and enabled by the OS), else 0.
 int ferry_md5_lanes(void);
 
 /// Advances eight independent messages by `blocks` blocks each, one message
-/// per 32-bit lane of AVX2 registers: the same work as eight calls of
+/// per 32-bit lane of a vector register (AVX2, or AVX-512 on 256-bit
+/// registers where the CPU has it): the same work as eight calls of
 /// `ferry_md5_blocks`, several times faster. Only when `ferry_md5_lanes()` is 8.
 /// A lane not needed can repeat another lane's arguments (state and data).
 void ferry_md5_blocks_x8(ferry_md5_state *const states[8], const void *const data[8], size_t blocks);
+
+/// The same with the instructions of `vector` (a FERRY_MD5_ value), or the
+/// best below it that this CPU has: for tests and measurements of each.
+void ferry_md5_blocks_x8_with(int vector, ferry_md5_state *const states[8], const void *const data[8], size_t blocks);
 
 /// The digest: the last `tail_length` (< 64) bytes of a message of
 /// `total_length` bytes, padded, then the chaining value as 16 bytes.

@@ -3,7 +3,7 @@ import FerryCore
 import Foundation
 
 /// The MD5 of files being downloaded, computed by one thread beside the
-/// transfers, eight files at a time in the lanes of AVX2 registers
+/// transfers, eight files at a time in the lanes of AVX2 (or AVX-512) registers
 /// (`ferry_md5_blocks_x8`): several times the speed of one file at a time,
 /// and off the transport's threads. (S4, eight downloads at once: MD5 was
 /// most of the client's CPU when each download hashed its own bytes.)
