@@ -233,4 +233,59 @@ import Testing
         _ = await second.stop()
         _ = await first.stop()
     }
+
+    /// The admin API reaches a transfer that waits for the store before it
+    /// started (it is in the engine's map while it waits): a cancel ends it
+    /// as `cancelled` at once, with nothing sent to the store; a pause holds
+    /// it (`paused` status and state), and after the resume it waits for the
+    /// store again, failing nothing.
+    @Test func theAdminAPISteersATransferWaitingForTheStore() async throws {
+        let fleet = try BareFleet("admin-waiting", logger: logger)
+        defer { try? FileManager.default.removeItem(at: fleet.base) }
+        let token = "outage-admin-\(UUID().uuidString)"
+        let tokenFile = fleet.base.appendingPathComponent("admin-token")
+        try (token + "\n").write(to: tokenFile, atomically: true, encoding: .utf8)
+        let admin = "Authorization: Bearer \(token)"
+        func post(_ url: String) async -> (status: Int, body: String) {
+            guard let result = try? await runCommand("curl", ["-s", "-X", "POST", "-H", admin, "-w", "\n%{http_code}", url], timeout: 30)
+            else { return (0, "") }
+            let lines = result.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+            return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+        }
+        func get(_ url: String) async -> String {
+            (try? await runCommand("curl", ["-s", "-H", admin, url], timeout: 30))?.stdout ?? ""
+        }
+        func statuses(_ id: String) async throws -> [String] {
+            try await fleet.kcat.consumeAll(topic: "ferry.status").compactMap {
+                try? JSONDecoder().decode(TransferStatus.self, from: Data($0.value.utf8))
+            }.filter { $0.id == id }.map(\.state.rawValue)
+        }
+        let deadStore = "http://127.0.0.1:\(TestPaths.freePort())"  // nothing listens: refused
+        let worker = try fleet.worker("steered", store: deadStore,
+                                      extra: ["--http-address", "127.0.0.1:0", "--admin-token-file", tokenFile.path])
+        let http = try await worker.workerHTTPEndpoint()
+        for id in ["to-cancel", "to-pause"] { try await fleet.upload(id) }
+        #expect(await eventually(timeout: 60) { worker.log.components(separatedBy: "waits for storage before it runs").count == 3 },
+                "\(worker.log.suffix(2000))")
+
+        let cancel = await post("\(http)/transfers/to-cancel/cancel")
+        #expect(cancel.status == 202, "\(cancel.body)")
+        #expect(try await eventually(timeout: 30) { try await statuses("to-cancel").last == "cancelled" }, "\(worker.log.suffix(2000))")
+        #expect(await post("\(http)/transfers/to-cancel/cancel").status == 404, "no longer running")
+        #expect(await get("\(http)/transfers/to-cancel").contains(#""state":"cancelled""#))
+
+        let pause = await post("\(http)/transfers/to-pause/pause")
+        #expect(pause.status == 202 && pause.body.contains(#""state":"paused""#), "\(pause.body)")
+        #expect(try await eventually(timeout: 30) { try await statuses("to-pause").last == "paused" })
+        #expect(await get("\(http)/transfers/to-pause").contains(#""state":"paused""#))
+        let waitsBefore = worker.log.components(separatedBy: "waits for storage before it runs").count
+        #expect(await post("\(http)/transfers/to-pause/resume").status == 202)
+        // Resumed, it tries the store, finds it down, and waits again.
+        #expect(await eventually(timeout: 60) { worker.log.components(separatedBy: "waits for storage before it runs").count > waitsBefore },
+                "\(worker.log.suffix(3000))")
+        let states = try await statuses("to-pause")
+        #expect(!states.contains("failed") && !states.contains("cancelled") && states.last == "running", "\(states)")
+        #expect(await get("\(http)/transfers/to-pause").contains(#""state":"running""#))
+        _ = await worker.stop()
+    }
 }
