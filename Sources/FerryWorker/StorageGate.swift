@@ -17,8 +17,6 @@ final class StorageGate: OutageCheck {
         var reachable = true
         var downSince: ContinuousClock.Instant?
         var lastProbe: (at: ContinuousClock.Instant, reachable: Bool)?
-        /// The probe under way: checks made meanwhile take its answer.
-        var probing: Task<Bool, Never>?
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var nextWaiter: UInt64 = 0
     }
@@ -26,6 +24,8 @@ final class StorageGate: OutageCheck {
     /// Transfers waiting in `waitUntilReachable` (the gauge's value).
     private let waiting = Atomic<Int>(0)
     private let probe: Probe
+    /// The probe under way: checks made meanwhile take its answer.
+    private let probes = SingleFlight<Bool>()
     private let health: WorkerHealth
     private let logger: Logger
     /// A probe this recent answers for a failed transfer too (a burst of
@@ -50,15 +50,7 @@ final class StorageGate: OutageCheck {
     /// send one probe, not one each.
     @discardableResult
     func check() async -> Bool {
-        let probing = state.withLock { s in
-            if let under = s.probing { return under }
-            let started = Task { [self] in await probeOnce() }
-            s.probing = started
-            return started
-        }
-        let answered = await probing.value
-        state.withLock { if $0.probing == probing { $0.probing = nil } }
-        return answered
+        await probes.run { [self] in await probeOnce() }
     }
 
     private func probeOnce() async -> Bool {

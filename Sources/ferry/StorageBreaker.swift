@@ -17,6 +17,8 @@ final class StorageBreaker: OutageCheck {
     }
     private let state = Mutex(State())
     private let probe: Probe
+    /// The probe under way: copies failing meanwhile take its answer.
+    private let probes = SingleFlight<FerryError?>()
 
     init(probe: @escaping Probe) { self.probe = probe }
 
@@ -44,18 +46,22 @@ final class StorageBreaker: OutageCheck {
     func confirmsOutage(_ error: FerryError) async -> Bool {
         guard reason == nil else { return true }
         guard error.isNoAnswer else { return false }
-        do throws(FerryError) {
-            try await probe()
-            return false
-        } catch {
-            let stopping: [TransferControl] = state.withLock { s in
-                guard s.reason == nil else { return [] }
-                s.reason = error
-                return Array(s.running.values)
+        let silence = await probes.run { [probe] () async -> FerryError? in
+            do throws(FerryError) {
+                try await probe()
+                return nil
+            } catch {
+                return error
             }
-            let stop = FerryError(.cancelled, "copy stopped: the store gives no answer")
-            for control in stopping { control.cancel(stop) }
-            return true
         }
+        guard let silence else { return false }
+        let stopping: [TransferControl] = state.withLock { s in
+            guard s.reason == nil else { return [] }
+            s.reason = silence
+            return Array(s.running.values)
+        }
+        let stop = FerryError(.cancelled, "copy stopped: the store gives no answer")
+        for control in stopping { control.cancel(stop) }
+        return true
     }
 }

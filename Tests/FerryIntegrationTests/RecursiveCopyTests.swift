@@ -75,9 +75,10 @@ import Testing
     @Test func aStoreThatTakesConnectionsAndNeverAnswersStopsTheCopyAfterOneCutOff() async throws {
         let source = try files(40, in: "cp-silent-store")
         defer { try? FileManager.default.removeItem(at: source) }
-        let puts = SharedCounter()
+        let puts = SharedCounter(), probes = SharedCounter()
         let server = try HTTPAnswerer { request in
             if request.hasPrefix("PUT ") { puts.add() }
+            if request.hasPrefix("GET / ") { probes.add() }  // ListBuckets, the breaker's probe
             return ("", .silence)
         }
         let started = ContinuousClock.now
@@ -85,13 +86,15 @@ import Testing
                                           ["cp", "--recursive", source.path, "s3://bkt/p/", "--s3-endpoint", "http://127.0.0.1:\(server.port)",
                                            "--max-transfers", "4"],
                                           environment: Self.credentials)
-        print("a silent store stopped the copy after \(ContinuousClock.now - started), \(puts.value) PUTs sent")
+        print("a silent store stopped the copy after \(ContinuousClock.now - started), \(puts.value) PUTs and \(probes.value) probes sent")
         #expect(result.status == 1, "\(result.stdout) \(result.stderr)")
         #expect(result.stdout.hasPrefix("0 objects") && !result.stdout.contains("failed"), "\(result.stdout)")
         #expect(result.stderr.contains("stopped: the store gives no answer (ConnectionError: GET http://127.0.0.1:")
                 && result.stderr.contains("; 40 more not copied."), "\(result.stderr.suffix(1500))")
         // One PUT for each copy that was running, none sent again.
         #expect(puts.value <= 4 && !result.stderr.contains("retrying"), "\(result.stderr.suffix(1500))")
+        // The copies' requests were cut off together: they shared one probe.
+        #expect(probes.value == 1, "\(probes.value) probes")
     }
 
     @Test func oneObjectWithoutAnAnswerFromAStoreThatAnswersIsThatObjectsFailure() async throws {
