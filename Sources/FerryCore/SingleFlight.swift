@@ -7,19 +7,26 @@ import Synchronization
 /// store, not one each. A caller's cancellation does not reach the shared
 /// run (the others still want its answer).
 public final class SingleFlight<Value: Sendable>: Sendable {
-    private let underWay = Mutex<Task<Value, Never>?>(nil)
+    private let underWay = Mutex<(run: Task<Value, Never>?, number: UInt64)>((nil, 0))
 
     public init() {}
 
     public func run(_ work: @escaping @Sendable () async -> Value) async -> Value {
         let run = underWay.withLock { current in
-            if let current { return current }
-            let started = Task { await work() }
-            current = started
+            if let run = current.run { return run }
+            current.number &+= 1
+            let number = current.number
+            // The run stops being shared as its work returns, before anyone
+            // resumes with its value: a call made after a caller got that
+            // value never gets it too.
+            let started = Task { [self] in
+                let value = await work()
+                underWay.withLock { if $0.number == number { $0.run = nil } }
+                return value
+            }
+            current.run = started
             return started
         }
-        let value = await run.value
-        underWay.withLock { if $0 == run { $0 = nil } }
-        return value
+        return await run.value
     }
 }
