@@ -6,12 +6,20 @@ import Foundation
 /// its value stops the process with `fatalError`; with
 /// `FERRY_TEST_HANG_MARKER`, such a request blocks its thread for good (a
 /// loop in synchronous code), and `FERRY_TEST_CHECK_LIMIT_SECONDS` shortens
-/// `CheckWatchdog`'s limit. Unset (as in production) they do nothing.
+/// `CheckWatchdog`'s limit. `FERRY_TEST_SETTLE_DELAY_MS` waits that long
+/// before a message's start record is settled after its outcome, widening the
+/// window in which a record settled too late would be committed with the next
+/// suspect's start. Unset (as in production) they do nothing.
 enum TestTrap {
     private static let environment = ProcessInfo.processInfo.environment
     private static let marker: [UInt8]? = environment["FERRY_TEST_TRAP_MARKER"].flatMap { $0.isEmpty ? nil : Array($0.utf8) }
     private static let hangMarker: [UInt8]? = environment["FERRY_TEST_HANG_MARKER"].flatMap { $0.isEmpty ? nil : Array($0.utf8) }
     static let checkLimitSeconds: Double? = environment["FERRY_TEST_CHECK_LIMIT_SECONDS"].flatMap(Double.init)
+    private static let settleDelay: Duration? = environment["FERRY_TEST_SETTLE_DELAY_MS"].flatMap(Int.init).map { .milliseconds($0) }
+
+    static func beforeSettling() async {
+        if let settleDelay { try? await Task.sleep(for: settleDelay) }
+    }
 
     static func check(_ bytes: [UInt8]) {
         if let marker, contains(bytes, marker) {

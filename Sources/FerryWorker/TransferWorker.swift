@@ -152,14 +152,7 @@ public final class TransferWorker: Sendable {
                         defer { slots.release(); turn?.finish() }
                         // Before the breaker's gate: a turn never waits while holding it.
                         await turn?.wait()
-                        if await handle(message) {
-                            // Committable once the outbox delivered up to its mark; every
-                            // outbox write nudged the drainer already.
-                            tracker.finish(message)
-                        } else {
-                            tracker.abandon(message)
-                            await breaker.released(message)
-                        }
+                        await handle(message)
                     }
                 }
             }
@@ -192,22 +185,40 @@ public final class TransferWorker: Sendable {
     /// Runs one message through the crash-loop breaker: a suspect (started
     /// before, without an outcome) alone, a poison message into the DLQ (also
     /// alone), anything else side by side with the rest. Its start is recorded
-    /// only once it holds the gate. True when its outcome is durable.
-    private func handle(_ message: KafkaMessage) async -> Bool {
+    /// only once it holds the gate, and its record is settled (an outcome, or
+    /// given back) before it leaves the gate: the next suspect's start is
+    /// committed with the partition's records as they stand, and a neighbour
+    /// that finished must not be counted there as started once more.
+    private func handle(_ message: KafkaMessage) async {
         let admission = await breaker.assess(message)
-        if admission == .notOwned { return false }
+        if admission == .notOwned { return await settle(message, durable: false) }
         let alone = admission != .run(isolated: false)
         await gate.enter(exclusive: alone)
         defer { gate.leave(exclusive: alone) }
         // A suspect may have waited long for the gate: is the partition still ours?
-        guard tracker.owns(message), await breaker.recordStart(message) else { return false }
+        guard tracker.owns(message), await breaker.recordStart(message) else { return await settle(message, durable: false) }
+        let durable: Bool
         switch admission {
         case .quarantine(let starts, let withheld):
             Counter(label: "ferry_poison_messages_total").increment()
-            return await pipeline.quarantine(message, starts: starts, withheld: withheld)
+            durable = await pipeline.quarantine(message, starts: starts, withheld: withheld)
         case .run, .notOwned:
             tracker.label(message, transferId: RequestDecoder.idHint(message.value))
-            return await processShielded(message)
+            durable = await processShielded(message)
+        }
+        await settle(message, durable: durable)
+    }
+
+    /// A message whose outcome is durable (in the outbox) is committable once
+    /// the outbox delivered up to its mark (every outbox write nudged the
+    /// drainer already); one without is given back, and its start record goes.
+    private func settle(_ message: KafkaMessage, durable: Bool) async {
+        await TestTrap.beforeSettling()
+        if durable {
+            tracker.finish(message)
+        } else {
+            tracker.abandon(message)
+            await breaker.released(message)
         }
     }
 
