@@ -12,6 +12,13 @@ public struct CommandFailed: Error, CustomStringConvertible {
     public var description: String
 }
 
+/// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which
+/// Swift's Glibc module does not declare.
+private let addCloseFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? = {
+    guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return nil }  // nil: RTLD_DEFAULT
+    return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
+}()
+
 /// Starts `executable` (looked up in PATH unless absolute) with posix_spawn,
 /// its stdin, stdout and stderr bound to the given files. Foundation's Process
 /// is avoided: its waitUntilExit can spin forever on Linux.
@@ -23,6 +30,14 @@ func spawn(_ executable: String, _ arguments: [String], environment: [String: St
     posix_spawn_file_actions_addopen(&actions, 0, stdin, O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_APPEND, 0o644)
     posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    // Nothing else of this process: sockets and files opened without O_CLOEXEC
+    // (the loopback servers', libcurl's) would live on in the child. A server's
+    // connection closed here then stays open for its client, which sends its
+    // next request into it and waits out curl's 30 s cut-off (HeaderInjectionTests
+    // failed that way in a full run, when another test started a worker).
+    guard let addCloseFrom, addCloseFrom(&actions, 3) == 0 else {
+        throw CommandFailed(description: "cannot start \(executable): glibc's posix_spawn_file_actions_addclosefrom_np (2.34+) is missing")
+    }
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }

@@ -26,6 +26,7 @@ public final class LoopbackListener: Sendable {
             while true {
                 let connection = accept(fd, nil, nil)
                 if connection >= 0 {
+                    _ = fcntl(connection, F_SETFD, FD_CLOEXEC)  // accept4 is not in Swift's Glibc module
                     onConnection(connection)
                 } else if errno != EINTR && errno != ECONNABORTED {
                     return  // shut down (EINVAL), or out of descriptors
@@ -39,7 +40,8 @@ public final class LoopbackListener: Sendable {
 
     /// A socket listening on 127.0.0.1 at a port the kernel chose.
     public static func listenOnLoopback() throws -> (fd: Int32, port: Int) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // Close-on-exec, as the accepted connections: no child process keeps them open.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
