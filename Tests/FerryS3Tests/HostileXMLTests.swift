@@ -69,7 +69,7 @@ import Testing
             _ = try await sts.assumeRoleWithWebIdentity(roleArn: "arn:aws:iam::1:role/r", sessionName: "s", token: "t", durationSeconds: nil)
             Issue.record("a refusal was taken for credentials")
         } catch {
-            #expect(error.code == .accessDenied)
+            #expect(error.code == .accessDenied, "\(error)")
             #expect(error.message.utf8.count < 2_048 && error.message.contains("more bytes)"), "\(error.message.utf8.count) bytes")
         }
     }
