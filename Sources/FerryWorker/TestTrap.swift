@@ -15,7 +15,8 @@ enum TestTrap {
     private static let marker: [UInt8]? = environment["FERRY_TEST_TRAP_MARKER"].flatMap { $0.isEmpty ? nil : Array($0.utf8) }
     private static let hangMarker: [UInt8]? = environment["FERRY_TEST_HANG_MARKER"].flatMap { $0.isEmpty ? nil : Array($0.utf8) }
     static let checkLimitSeconds: Double? = environment["FERRY_TEST_CHECK_LIMIT_SECONDS"].flatMap(Double.init)
-    private static let settleDelay: Duration? = environment["FERRY_TEST_SETTLE_DELAY_MS"].flatMap(Int.init).map { .milliseconds($0) }
+    private static let settleDelay: Duration? = environment["FERRY_TEST_SETTLE_DELAY_MS"].flatMap(Int.init)
+        .map { .milliseconds(min(max($0, 0), 60_000)) }  // at most a minute: no arithmetic on it can trap
 
     static func beforeSettling() async {
         if let settleDelay { try? await Task.sleep(for: settleDelay) }

@@ -16,8 +16,9 @@ import Testing
 @Suite(.serialized) struct StorageOutageTests {
     let logger = Logger(label: "test.outage")
 
-    func curl(_ url: String) async -> (status: Int, body: String) {
-        guard let result = try? await runCommand("curl", ["-s", "-w", "\n%{http_code}", url], timeout: 30) else { return (0, "") }
+    /// curl's options then the URL last; the status is 0 when curl could not run.
+    func curl(_ arguments: String...) async -> (status: Int, body: String) {
+        guard let result = try? await runCommand("curl", ["-s", "-w", "\n%{http_code}"] + arguments, timeout: 30) else { return (0, "") }
         let lines = result.stdout.split(separator: "\n", omittingEmptySubsequences: false)
         return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
     }
@@ -42,6 +43,13 @@ import Testing
                             "--data-root", data.path, "--state-dir", base.appendingPathComponent(name).path,
                             "--log-level", "debug", "--worker-id", name] + extra,
                 environment: ["AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"], logDirectory: base)
+        }
+
+        /// The states `id`'s statuses went through, in the order published.
+        func states(of id: String) async throws -> [String] {
+            try await kcat.consumeAll(topic: "ferry.status").compactMap {
+                try? JSONDecoder().decode(TransferStatus.self, from: Data($0.value.utf8))
+            }.filter { $0.id == id }.map(\.state.rawValue)
         }
 
         /// Queues an upload of a small file named after `id`, to `partition` if given.
@@ -246,20 +254,9 @@ import Testing
         let tokenFile = fleet.base.appendingPathComponent("admin-token")
         try (token + "\n").write(to: tokenFile, atomically: true, encoding: .utf8)
         let admin = "Authorization: Bearer \(token)"
-        func post(_ url: String) async -> (status: Int, body: String) {
-            guard let result = try? await runCommand("curl", ["-s", "-X", "POST", "-H", admin, "-w", "\n%{http_code}", url], timeout: 30)
-            else { return (0, "") }
-            let lines = result.stdout.split(separator: "\n", omittingEmptySubsequences: false)
-            return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
-        }
-        func get(_ url: String) async -> String {
-            (try? await runCommand("curl", ["-s", "-H", admin, url], timeout: 30))?.stdout ?? ""
-        }
-        func statuses(_ id: String) async throws -> [String] {
-            try await fleet.kcat.consumeAll(topic: "ferry.status").compactMap {
-                try? JSONDecoder().decode(TransferStatus.self, from: Data($0.value.utf8))
-            }.filter { $0.id == id }.map(\.state.rawValue)
-        }
+        func post(_ url: String) async -> (status: Int, body: String) { await curl("-X", "POST", "-H", admin, url) }
+        func get(_ url: String) async -> String { await curl("-H", admin, url).body }
+        func statuses(_ id: String) async throws -> [String] { try await fleet.states(of: id) }
         let deadStore = "http://127.0.0.1:\(TestPaths.freePort())"  // nothing listens: refused
         let worker = try fleet.worker("steered", store: deadStore,
                                       extra: ["--http-address", "127.0.0.1:0", "--admin-token-file", tokenFile.path])

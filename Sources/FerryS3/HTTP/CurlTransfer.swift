@@ -50,9 +50,9 @@ final class CurlTransfer {
         ferry_curl_setopt_long(handle, CURLOPT_UPLOAD_BUFFERSIZE, CurlTransport.uploadBufferSize)
         if let caBundle { ferry_curl_setopt_string(handle, CURLOPT_CAINFO, caBundle) }
         // The shorter of the request's own limit and a remote source's.
-        if let limit = [request.timeLimitSeconds, request.addressPolicy?.timeoutSeconds].compactMap({ $0 }).min() {
-            ferry_curl_setopt_long(handle, CURLOPT_TIMEOUT, max(1, limit))
-        }
+        var timeLimit = request.timeLimitSeconds
+        if let sourceLimit = request.addressPolicy?.timeoutSeconds { timeLimit = min(timeLimit ?? sourceLimit, sourceLimit) }
+        if let timeLimit { ferry_curl_setopt_long(handle, CURLOPT_TIMEOUT, max(1, timeLimit)) }
         if let policy = request.addressPolicy {
             ferry_curl_setopt_opensocket_function(handle, curlOpenSocketCallback)
             ferry_curl_setopt_ptr(handle, CURLOPT_OPENSOCKETDATA, context)
