@@ -207,9 +207,14 @@ import Testing
     }
 
     @Test func batchSizeAndBatchingWindowShapeInvocations() async throws {
-        let handler = Scripted()
+        // The window is wide (15 s) because the test sends one record at a
+        // time: on a loaded 2-core CI machine three sends once took over 5 s,
+        // and the window (rightly) closed on a batch of 3.
+        let window = 15.0
+        let arrivals = Mutex<[Date]>([])
+        let handler = Scripted { _, _ in arrivals.withLock { $0.append(Date()) }; return .success }
         let trigger = StreamTriggerRegistration(name: "batched", table: "objects",
-                                                mapping: EventSourceMapping(batchSize: 4, maximumBatchingWindowSeconds: 5), handler: handler)
+                                                mapping: EventSourceMapping(batchSize: 4, maximumBatchingWindowSeconds: window), handler: handler)
         let kafka = try Cluster(partitions: 1, logger: logger)
         let dispatcher = try kafka.dispatcher([trigger], logger: logger)
         let running = Task { await dispatcher.run() }
@@ -222,11 +227,13 @@ import Testing
             try await Task.sleep(for: .milliseconds(100))
         }
         _ = await eventually(timeout: 90) { handler.seen.flatMap { $0 }.count >= 6 }
-        let elapsed = Date().timeIntervalSince(started)
         running.cancel()
         await running.value
         #expect(handler.seen.map(\.count) == [4, 2])
-        #expect(elapsed >= 4.5, "the partial batch waited for the window (\(elapsed) s)")
+        let times = arrivals.withLock { $0 }.map { $0.timeIntervalSince(started) }
+        try #require(times.count == 2)
+        #expect(times[0] < window - 1, "the full batch went without waiting for the window (\(times[0]) s)")
+        #expect(times[1] >= window - 0.5, "the partial batch waited for the window (\(times[1]) s)")
     }
 
     @Test func loopGuardStopsAStreamHandlerWritingWhatItsFilterSelects() async throws {
