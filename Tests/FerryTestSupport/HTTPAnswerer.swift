@@ -27,7 +27,11 @@ public final class HTTPAnswerer: Sendable {
     }
 
     static func answer(_ connection: Int32, with answering: (String) -> (head: String, body: Body)) {
-        defer { close(connection) }
+        var lingering = true
+        defer {
+            if lingering { Self.closeGracefully(connection) }
+            close(connection)
+        }
         var request: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         // The head ends at the first blank line (a request body may follow in the same read; it is not read).
@@ -37,7 +41,7 @@ public final class HTTPAnswerer: Sendable {
             request += buffer[0..<n]
         }
         let (head, body) = answering(String(decoding: request, as: UTF8.self))
-        if case .hangUp = body { return }
+        if case .hangUp = body { lingering = false; return }
         if case .silence = body {
             while recv(connection, &buffer, buffer.count, 0) > 0 {}  // whatever body comes, then the client's hang-up
             return
@@ -58,16 +62,30 @@ public final class HTTPAnswerer: Sendable {
         guard case .filler(let bodyBytes) = body else { return }
         let piece = [UInt8](repeating: UInt8(ascii: "z"), count: 64 << 10)
         if let total = bodyBytes {
-            guard send(Array("\(head)\r\nContent-Length: \(total)\r\n\r\n".utf8)) else { return }
+            guard send(Array("\(head)\r\nContent-Length: \(total)\r\nConnection: close\r\n\r\n".utf8)) else { return }
             var left = total
             while left > 0 {
                 guard send(Array(piece.prefix(left))) else { return }
                 left -= min(left, piece.count)
             }
         } else {
-            guard send(Array("\(head)\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)) else { return }
+            guard send(Array("\(head)\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".utf8)) else { return }
             let chunk = Array(String(piece.count, radix: 16).utf8) + Array("\r\n".utf8) + piece + Array("\r\n".utf8)
             while send(chunk) {}
         }
+    }
+
+    /// Closing with request bytes still unread (a POST body that came after
+    /// its head, which is all `answer` reads) makes the kernel reset the
+    /// connection, and the reset can discard answer bytes the client has not
+    /// read yet (RFC 9112, 9.6). So the answer is ended with a FIN, and what
+    /// the client still sends is read and dropped until it hangs up, for at
+    /// most 10 s. Every answer says `Connection: close`, so clients do hang up.
+    static func closeGracefully(_ connection: Int32) {
+        shutdown(connection, Int32(SHUT_WR))
+        var limit = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        var sink = [UInt8](repeating: 0, count: 4096)
+        while recv(connection, &sink, sink.count, 0) > 0 {}
     }
 }
