@@ -239,9 +239,8 @@ class Bench:
         for i in range(self.args.medium_count):
             self.s3.put_object(Bucket=self.bucket, Key=f"src/s4/m{i:03d}.bin", Body=medium[i:] + medium[:i])
         # Read every download source once through the server, untimed: the first
-        # read of an object after its upload comes from BlueStore's disk, later
-        # ones from its cache, and it would otherwise fall on whichever tools
-        # run first in the first round.
+        # read of an object after its upload likely comes from BlueStore's disk,
+        # later ones from its cache, and the first round was slow for every tool.
         log("reading the download sources once (untimed)")
         for key in ["src/s1.bin"] + [f"src/s4/m{i:03d}.bin" for i in range(self.args.medium_count)]:
             body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"]

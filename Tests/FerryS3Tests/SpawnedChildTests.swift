@@ -23,13 +23,14 @@ import Testing
     /// client, whose next request goes out on a new connection at once.
     @Test func aConnectionClosedByItsServerIsClosedForItsClient() async throws {
         let requests = SharedCounter()
-        let server = try HTTPAnswerer { _ in
+        // Kept alive: the client keeps the connection for its next request, and
+        // the answerer closes it without a shutdown, so only its last holder's close ends it.
+        let server = try HTTPAnswerer(keepsAlive: true) { _ in
             requests.add()
             if requests.value == 1 {
                 _ = Task { _ = try? await runCommand("/bin/sleep", ["20"], timeout: 60) }
                 Thread.sleep(forTimeInterval: 0.3)  // the child is started while this connection is open
             }
-            // No `Connection: close`: the client keeps the connection for its next request.
             return ("HTTP/1.1 200 OK", .filler(2))
         }
         let transport = CurlTransport()

@@ -20,14 +20,19 @@ public final class HTTPAnswerer: Sendable {
         try self.init(answering: { _ in (head, .fixed(Array(body.utf8))) })
     }
 
-    public init(answering: @escaping @Sendable (_ requestHead: String) -> (head: String, body: Body)) throws {
+    /// `keepsAlive`: answers do not say `Connection: close`, so a client keeps
+    /// the connection for its next request, and the answerer then just closes
+    /// it, as a server drops an idle kept-alive connection. Otherwise every
+    /// answer says `Connection: close` and ends as `closeGracefully` says.
+    public init(keepsAlive: Bool = false, answering: @escaping @Sendable (_ requestHead: String) -> (head: String, body: Body)) throws {
         listener = try LoopbackListener { connection in
-            Thread { Self.answer(connection, with: answering) }.start()
+            Thread { Self.answer(connection, keepsAlive: keepsAlive, with: answering) }.start()
         }
     }
 
-    static func answer(_ connection: Int32, with answering: (String) -> (head: String, body: Body)) {
-        var lingering = true
+    static func answer(_ connection: Int32, keepsAlive: Bool, with answering: (String) -> (head: String, body: Body)) {
+        var lingering = !keepsAlive
+        let closing = keepsAlive ? "" : "\r\nConnection: close"
         defer {
             if lingering { Self.closeGracefully(connection) }
             close(connection)
@@ -56,20 +61,20 @@ public final class HTTPAnswerer: Sendable {
             return true
         }
         if case .fixed(let document) = body {
-            _ = send(Array("\(head)\r\nContent-Length: \(document.count)\r\nConnection: close\r\n\r\n".utf8) + document)
+            _ = send(Array("\(head)\r\nContent-Length: \(document.count)\(closing)\r\n\r\n".utf8) + document)
             return
         }
         guard case .filler(let bodyBytes) = body else { return }
         let piece = [UInt8](repeating: UInt8(ascii: "z"), count: 64 << 10)
         if let total = bodyBytes {
-            guard send(Array("\(head)\r\nContent-Length: \(total)\r\nConnection: close\r\n\r\n".utf8)) else { return }
+            guard send(Array("\(head)\r\nContent-Length: \(total)\(closing)\r\n\r\n".utf8)) else { return }
             var left = total
             while left > 0 {
                 guard send(Array(piece.prefix(left))) else { return }
                 left -= min(left, piece.count)
             }
         } else {
-            guard send(Array("\(head)\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".utf8)) else { return }
+            guard send(Array("\(head)\r\nTransfer-Encoding: chunked\(closing)\r\n\r\n".utf8)) else { return }
             let chunk = Array(String(piece.count, radix: 16).utf8) + Array("\r\n".utf8) + piece + Array("\r\n".utf8)
             while send(chunk) {}
         }
@@ -80,7 +85,7 @@ public final class HTTPAnswerer: Sendable {
     /// connection, and the reset can discard answer bytes the client has not
     /// read yet (RFC 9112, 9.6). So the answer is ended with a FIN, and what
     /// the client still sends is read and dropped until it hangs up, for at
-    /// most 10 s. Every answer says `Connection: close`, so clients do hang up.
+    /// most 10 s. Such answers say `Connection: close`, so clients do hang up.
     static func closeGracefully(_ connection: Int32) {
         shutdown(connection, Int32(SHUT_WR))
         var limit = timeval(tv_sec: 10, tv_usec: 0)
