@@ -11,6 +11,13 @@ swift build --build-tests
 # then starve each other past their timeouts (a full run saw 70 s before a
 # 10 s test got going); a few at a time keep each test's timing meaningful.
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-6}"
+# The test process holds every running test's brokers, clients and servers:
+# full runs peaked at 937 to 1,037 open files, past the usual soft limit of
+# 1024. Out of descriptors, librdkafka's mock cluster aborts the whole process
+# when it re-creates a listener for a broker set down (it asserts that the
+# socket was made). Take the hard limit, and report the peak at the end.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+echo "open-file limit for the tests: $(ulimit -Sn) (hard $(ulimit -Hn))"
 
 # CI shows only the tail of the output, where librdkafka's connection chatter
 # from the last tests would hide which test failed: keep the whole log, and
@@ -18,7 +25,21 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMU
 log="${FERRY_TEST_LOG:-.build/ferry-test.log}"
 mkdir -p "$(dirname "$log")"
 status=0
+peak="$log.open-files"
+echo 0 > "$peak"
+(   # Samples the test process's open files each second while it runs.
+    max=0
+    while sleep 1; do
+        pid=$(pgrep -n -f 'ferryPackageTests.xctest' || true)
+        [ -n "$pid" ] || { [ "$max" -gt 0 ] && break; continue; }
+        n=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)
+        [ "$n" -gt "$max" ] && max=$n && echo "$max" > "$peak"
+    done
+) &
+sampler=$!
 swift test --skip-build "$@" 2>&1 | tee "$log" || status=$?
+kill "$sampler" 2>/dev/null || true
+echo "open files in the test process: peak $(cat "$peak") (limit $(ulimit -Sn))"
 if [ "$status" -ne 0 ]; then
     echo
     echo "=== failures (whole log: $log) ==="
@@ -29,8 +50,14 @@ if [ "$status" -ne 0 ]; then
         grep -E '^✘ Test .* failed after' "$log"
         awk '/^✘ Test .*recorded an issue/ { name = $3; shown[name]++; left = (shown[name] <= 3) ? 5 : 0 }
              left > 0 && !/^%/ { print; left-- }' "$log"
-        grep -E 'replay with FERRY_|Fatal error:|Assertion .*failed|^error: ' "$log"
+        grep -E 'replay with FERRY_|Fatal error:|Assertion .*failed|^error: ' "$log" | grep -v '^%'
+        # librdkafka's own critical lines (%0-%2), e.g. why its mock cluster gave up.
+        grep -E '^%[0-2]\|' "$log" | tail -n 10
         grep -E '^✘ (Suite|Test run)' "$log"
-    } | grep -v '^%' | cut -c1-600 | tail -n 80 || true
+        # A crash ends the run with no ✘ line: name the tests it cut short.
+        awk '/◇ Test .* started\.$/ && !/◇ Test (case |run started)/ { t = $0; sub(/.*◇ Test /, "", t); sub(/ started\.$/, "", t); running[t] = 1 }
+             /(✔|✘) Test .* (passed|failed)/ { t = $0; sub(/.*(✔|✘) Test /, "", t); sub(/ (with [0-9]+ test cases )?(passed|failed).*/, "", t); delete running[t] }
+             END { for (t in running) print "still running when the run ended: " t }' "$log"
+    } | cut -c1-600 | tail -n 80 || true
 fi
 exit "$status"
