@@ -52,6 +52,14 @@ public final class EmbeddedKafkaCluster: Sendable {
         codes.withUnsafeBufferPointer { rd_kafka_mock_push_request_errors_array(cluster, api.rawValue, codes.count, $0.baseAddress) }
     }
 
+    /// Makes broker `id` the coordinator of consumer group `group` (the mock
+    /// otherwise picks one by hashing the name), so that a test knows which
+    /// broker's outage is the coordinator's.
+    public func setGroupCoordinator(_ group: String, broker id: Int32) throws(KafkaError) {
+        let err = rd_kafka_mock_coordinator_set(cluster, "group", group, id)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err, context: "coordinator of \(group)") }
+    }
+
     /// Takes a broker (1-based id) off the network, or brings it back.
     public func setBroker(_ id: Int32, up: Bool) {
         _ = up ? rd_kafka_mock_broker_set_up(cluster, id) : rd_kafka_mock_broker_set_down(cluster, id)
