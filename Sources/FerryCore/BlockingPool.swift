@@ -80,6 +80,9 @@ public final class BlockingPool: @unchecked Sendable {
         return jobs.count - head
     }
 
+    /// What a taken job's slot holds until the next compaction.
+    private static let taken: @Sendable () -> Void = {}
+
     private func submit(_ job: @escaping () -> Void) {
         condition.lock()
         jobs.append(job)
@@ -92,6 +95,11 @@ public final class BlockingPool: @unchecked Sendable {
             condition.lock()
             while head == jobs.count { condition.wait() }
             let job = jobs[head]
+            // The slot lets go of the job at once: it held the job's captures (a Kafka
+            // consumer, a file, a buffer) until the next compaction, up to 1,024 jobs
+            // later, and a test process kept 100 closed consumers' librdkafka handles,
+            // with their threads and open files, that way.
+            jobs[head] = Self.taken
             head += 1
             if head > 1024 && head * 2 > jobs.count {  // drop taken jobs now and then, not on every take
                 jobs.removeFirst(head)

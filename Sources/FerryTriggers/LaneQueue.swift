@@ -12,7 +12,8 @@ final class LaneQueue: Sendable {
     }
 
     private struct State {
-        var items: [KafkaMessage] = []
+        /// nil once taken: a taken message's bytes go at once, not at the next compaction.
+        var items: [KafkaMessage?] = []
         var head = 0
         var finished = false
         var waiter: (id: Int, continuation: CheckedContinuation<Next, Never>)?
@@ -20,11 +21,11 @@ final class LaneQueue: Sendable {
 
         mutating func pop() -> KafkaMessage? {
             guard head < items.count else { return nil }
-            defer {
-                head += 1
-                if head > 1024 && head * 2 > items.count { items.removeFirst(head); head = 0 }
-            }
-            return items[head]
+            let message = items[head]
+            items[head] = nil
+            head += 1
+            if head > 1024 && head * 2 > items.count { items.removeFirst(head); head = 0 }
+            return message
         }
     }
 

@@ -72,4 +72,24 @@ import Testing
             try await pool.run { () throws(FerryError) -> Int in throw FerryError(.localIOError, "disk says no") }
         }
     }
+
+    final class Tracked: Sendable {
+        let alive: Counter
+        init(_ alive: Counter) { self.alive = alive; alive.value.add(1, ordering: .relaxed) }
+        deinit { alive.value.subtract(1, ordering: .relaxed) }
+    }
+
+    /// A job that has run keeps nothing alive: what it captured (in Ferry, a
+    /// closed Kafka consumer with its librdkafka threads and sockets, a file,
+    /// a buffer) goes as soon as it returns, not some jobs later.
+    @Test func whatAJobCapturedGoesWhenItHasRun() async throws {
+        let pool = BlockingPool(threads: 2, name: "bp-release")
+        let alive = Counter()
+        for _ in 0..<50 {
+            let tracked = Tracked(alive)
+            await pool.run { _ = tracked }
+        }
+        let released = await eventually(timeout: 10, every: 0.05) { alive.value.load(ordering: .relaxed) == 0 }
+        #expect(released, "\(alive.value.load(ordering: .relaxed)) of 50 jobs' captures still alive")
+    }
 }
