@@ -1,4 +1,5 @@
 import CRdKafka
+import FerryCore
 import Logging
 
 /// librdkafka's mock cluster, in process: real Kafka wire protocol on loopback
@@ -60,9 +61,13 @@ public final class EmbeddedKafkaCluster: Sendable {
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err, context: "coordinator of \(group)") }
     }
 
-    /// Takes a broker (1-based id) off the network, or brings it back.
+    /// Takes a broker (1-based id) off the network, or brings it back. Never
+    /// while a child process is being spawned (see `SpawnLock`): the mock
+    /// rebinds the broker's port on the way down and aborts if it cannot.
     public func setBroker(_ id: Int32, up: Bool) {
-        _ = up ? rd_kafka_mock_broker_set_up(cluster, id) : rd_kafka_mock_broker_set_down(cluster, id)
+        SpawnLock.holding {
+            _ = up ? rd_kafka_mock_broker_set_up(cluster, id) : rd_kafka_mock_broker_set_down(cluster, id)
+        }
     }
 
     deinit { rd_kafka_mock_cluster_destroy(cluster) }

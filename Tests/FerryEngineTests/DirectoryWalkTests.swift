@@ -66,7 +66,7 @@ import Testing
         find.arguments = [root.path, "-type", "f", "-printf", "%P\\0"]
         let pipe = Pipe()
         find.standardOutput = pipe
-        try find.run()
+        try SpawnLock.holding { try find.run() }
         let output = pipe.fileHandleForReading.readDataToEndOfFile()
         find.waitUntilExit()
         #expect(find.terminationStatus == 0)

@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 import Synchronization
 
@@ -60,7 +61,7 @@ func spawn(_ executable: String, _ arguments: [String], environment: [String: St
     let envp = env.map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
     var pid: pid_t = 0
-    let rc = posix_spawnp(&pid, executable, &actions, &attributes, argv, envp)
+    let rc = SpawnLock.holding { posix_spawnp(&pid, executable, &actions, &attributes, argv, envp) }
     guard rc == 0 else { throw CommandFailed(description: "cannot start \(executable): \(String(cString: strerror(rc)))") }
     return pid
 }

@@ -155,7 +155,7 @@ import Testing
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try SpawnLock.holding { try process.run() }
         let data = out.fileHandleForReading.readDataToEndOfFile()
         while process.isRunning { try await Task.sleep(for: .milliseconds(20)) }
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))

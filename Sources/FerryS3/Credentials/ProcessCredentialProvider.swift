@@ -32,7 +32,7 @@ public enum ProcessCredentialProvider {
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch { throw FerryError(.credentialsUnavailable, "cannot start credential_process: \(error)") }
+        do { try SpawnLock.holding { try process.run() } } catch { throw FerryError(.credentialsUnavailable, "cannot start credential_process: \(error)") }
         let killer = DispatchWorkItem { if process.isRunning { process.terminate() } }
         DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: killer)
         let data = output.fileHandleForReading.readDataToEndOfFile()
