@@ -498,7 +498,10 @@ private final class FlowControl: Sendable {
 /// The hand-over between the poll thread and one async reader.
 public final class MessageBuffer: Sendable {
     private struct State {
-        var messages: [KafkaMessage] = []
+        /// nil once taken: the reader owns a taken message, and its bytes go
+        /// when the reader is done, not at the next compaction (up to 1,024
+        /// messages later: a claim check's whole upload, 512 KiB a chunk).
+        var messages: [KafkaMessage?] = []
         var head = 0
         /// Key and value bytes of the messages held.
         var bytes = 0
@@ -533,9 +536,9 @@ public final class MessageBuffer: Sendable {
     func discard(_ partitions: Set<TopicPartition>) -> Int {
         state.withLock { s in
             let before = s.messages.count - s.head
-            s.messages = s.messages[s.head...].filter { !partitions.contains(TopicPartition(topic: $0.topic, partition: $0.partition)) }
+            s.messages = s.messages[s.head...].filter { $0.map { !partitions.contains(TopicPartition(topic: $0.topic, partition: $0.partition)) } ?? false }
             s.head = 0
-            s.bytes = s.messages.reduce(0) { $0 + Self.size($1) }
+            s.bytes = s.messages.reduce(0) { $0 + ($1.map(Self.size) ?? 0) }
             return before - s.messages.count
         }
     }
@@ -552,8 +555,8 @@ public final class MessageBuffer: Sendable {
     func next() async -> KafkaMessage? {
         await withCheckedContinuation { continuation in
             let ready: KafkaMessage?? = state.withLock { s in
-                if s.head < s.messages.count {
-                    let m = s.messages[s.head]
+                if s.head < s.messages.count, let m = s.messages[s.head] {
+                    s.messages[s.head] = nil
                     s.head += 1
                     s.bytes -= Self.size(m)
                     if s.head > 1024 && s.head * 2 > s.messages.count {

@@ -256,4 +256,28 @@ import Testing
         await second.close()
         await first.close()
     }
+
+    /// A message handed to the reader is the reader's: the buffer keeps no
+    /// reference to its bytes. It kept every taken message until 1,024 had
+    /// been taken, so a claim check's chunk reader (16 chunks of 512 KiB held
+    /// by design) held a whole upload of up to 1,024 chunks. Checked by the
+    /// value's storage: while anyone else holds it, a write copies it.
+    @Test func aTakenMessageIsNotKeptByTheBuffer() async {
+        let buffer = MessageBuffer(capacity: 16)
+        var kept: [[UInt8]] = []
+        for n in 0..<40 {
+            let value = [UInt8](repeating: UInt8(n), count: 4096)
+            kept.append(value)
+            buffer.append(KafkaMessage(topic: "t", partition: 0, offset: Int64(n), key: nil, value: value))
+            let taken = await buffer.next()
+            #expect(taken?.offset == Int64(n))
+        }
+        var stillShared = 0
+        for i in kept.indices {
+            let before = kept[i].withUnsafeBufferPointer { $0.baseAddress }
+            kept[i][0] = 255  // copies the storage if the buffer still holds it
+            if kept[i].withUnsafeBufferPointer({ $0.baseAddress }) != before { stillShared += 1 }
+        }
+        #expect(stillShared == 0, "\(stillShared) of 40 taken messages still held by the buffer")
+    }
 }
