@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.70.0"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
         // Tests only: seeded, shrinking generators for the hostile-input properties.
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
@@ -43,7 +44,7 @@ let package = Package(
         .target(name: "CFerryChecksum"),
 
         // The contracts: requests, statuses, events, errors.
-        .target(name: "FerryCore"),
+        .target(name: "FerryCore", dependencies: [.product(name: "DequeModule", package: "swift-collections")]),
         // Object storage: SigV4, credentials, S3 over libcurl, the local directory store.
         .target(name: "FerryS3", dependencies: [
             "FerryCore", "CCurl", "CFerryCurlShim", "CFerryOpenSSL", "CFerryChecksum",
@@ -60,6 +61,7 @@ let package = Package(
         .target(name: "FerryKafka", dependencies: [
             "CRdKafka", "FerryCore",
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "DequeModule", package: "swift-collections"),
         ]),
         // SQLite state of a worker.
         .target(name: "FerryStore", dependencies: [
@@ -76,6 +78,7 @@ let package = Package(
             "FerryCore", "FerryKafka", "FerryS3",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "DequeModule", package: "swift-collections"),
         ]),
         // For producers: enqueue requests, follow their statuses.
         .target(name: "FerryClient", dependencies: [

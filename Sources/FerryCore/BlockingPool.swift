@@ -1,3 +1,4 @@
+import DequeModule
 import Foundation
 
 /// The one place blocking work runs: hashing and re-reading files, fsync,
@@ -13,8 +14,11 @@ public final class BlockingPool: @unchecked Sendable {
     public let threadCount: Int
     // Guarded by `condition`.
     private let condition = NSCondition()
-    private var jobs: [() -> Void] = []
-    private var head = 0
+    /// A taken job leaves the queue at once, and with it what it captured (a
+    /// Kafka consumer, a file, a buffer): an array with a moving head kept
+    /// them up to 1,024 jobs longer, and a test process kept 100 closed
+    /// consumers' librdkafka handles, with their threads and files, that way.
+    private var jobs = Deque<() -> Void>()
 
     public init(threads: Int, name: String) {
         precondition(threads > 0, "a pool needs a thread")
@@ -77,11 +81,8 @@ public final class BlockingPool: @unchecked Sendable {
     public var queued: Int {
         condition.lock()
         defer { condition.unlock() }
-        return jobs.count - head
+        return jobs.count
     }
-
-    /// What a taken job's slot holds until the next compaction.
-    private static let taken: @Sendable () -> Void = {}
 
     private func submit(_ job: @escaping () -> Void) {
         condition.lock()
@@ -93,18 +94,8 @@ public final class BlockingPool: @unchecked Sendable {
     private func work() {
         while true {
             condition.lock()
-            while head == jobs.count { condition.wait() }
-            let job = jobs[head]
-            // The slot lets go of the job at once: it held the job's captures (a Kafka
-            // consumer, a file, a buffer) until the next compaction, up to 1,024 jobs
-            // later, and a test process kept 100 closed consumers' librdkafka handles,
-            // with their threads and open files, that way.
-            jobs[head] = Self.taken
-            head += 1
-            if head > 1024 && head * 2 > jobs.count {  // drop taken jobs now and then, not on every take
-                jobs.removeFirst(head)
-                head = 0
-            }
+            while jobs.isEmpty { condition.wait() }
+            let job = jobs.removeFirst()
             condition.unlock()
             job()
         }

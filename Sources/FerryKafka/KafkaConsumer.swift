@@ -1,4 +1,5 @@
 import CRdKafka
+import DequeModule
 import FerryCore
 import Foundation
 import Logging
@@ -498,11 +499,10 @@ private final class FlowControl: Sendable {
 /// The hand-over between the poll thread and one async reader.
 public final class MessageBuffer: Sendable {
     private struct State {
-        /// nil once taken: the reader owns a taken message, and its bytes go
-        /// when the reader is done, not at the next compaction (up to 1,024
-        /// messages later: a claim check's whole upload, 512 KiB a chunk).
-        var messages: [KafkaMessage?] = []
-        var head = 0
+        /// A taken message leaves at once: the reader owns it, and its bytes go
+        /// when the reader is done (an array with a moving head kept up to 1,024
+        /// taken ones: a claim check's whole upload, 512 KiB a chunk).
+        var messages = Deque<KafkaMessage>()
         /// Key and value bytes of the messages held.
         var bytes = 0
         var waiter: CheckedContinuation<KafkaMessage?, Never>?
@@ -515,9 +515,9 @@ public final class MessageBuffer: Sendable {
 
     init(capacity: Int) { self.capacity = capacity }
 
-    var count: Int { state.withLock { $0.messages.count - $0.head } }
+    var count: Int { state.withLock { $0.messages.count } }
     /// Messages and their bytes held now.
-    var load: (count: Int, bytes: Int) { state.withLock { ($0.messages.count - $0.head, $0.bytes) } }
+    var load: (count: Int, bytes: Int) { state.withLock { ($0.messages.count, $0.bytes) } }
 
     private static func size(_ message: KafkaMessage) -> Int { message.value.count + (message.key?.count ?? 0) }
 
@@ -535,10 +535,9 @@ public final class MessageBuffer: Sendable {
     /// new owner reads them again from the committed offset.
     func discard(_ partitions: Set<TopicPartition>) -> Int {
         state.withLock { s in
-            let before = s.messages.count - s.head
-            s.messages = s.messages[s.head...].filter { $0.map { !partitions.contains(TopicPartition(topic: $0.topic, partition: $0.partition)) } ?? false }
-            s.head = 0
-            s.bytes = s.messages.reduce(0) { $0 + ($1.map(Self.size) ?? 0) }
+            let before = s.messages.count
+            s.messages.removeAll { partitions.contains(TopicPartition(topic: $0.topic, partition: $0.partition)) }
+            s.bytes = s.messages.reduce(0) { $0 + Self.size($1) }
             return before - s.messages.count
         }
     }
@@ -555,13 +554,8 @@ public final class MessageBuffer: Sendable {
     func next() async -> KafkaMessage? {
         await withCheckedContinuation { continuation in
             let ready: KafkaMessage?? = state.withLock { s in
-                if s.head < s.messages.count, let m = s.messages[s.head] {
-                    s.messages[s.head] = nil
-                    s.head += 1
+                if let m = s.messages.popFirst() {
                     s.bytes -= Self.size(m)
-                    if s.head > 1024 && s.head * 2 > s.messages.count {
-                        s.messages.removeFirst(s.head); s.head = 0
-                    }
                     return .some(m)
                 }
                 if s.finished { return .some(nil) }

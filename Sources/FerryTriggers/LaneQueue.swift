@@ -1,3 +1,4 @@
+import DequeModule
 import FerryKafka
 import Synchronization
 
@@ -12,21 +13,13 @@ final class LaneQueue: Sendable {
     }
 
     private struct State {
-        /// nil once taken: a taken message's bytes go at once, not at the next compaction.
-        var items: [KafkaMessage?] = []
-        var head = 0
+        /// A taken message leaves at once, with its bytes.
+        var items = Deque<KafkaMessage>()
         var finished = false
         var waiter: (id: Int, continuation: CheckedContinuation<Next, Never>)?
         var nextWaiter = 0
 
-        mutating func pop() -> KafkaMessage? {
-            guard head < items.count else { return nil }
-            let message = items[head]
-            items[head] = nil
-            head += 1
-            if head > 1024 && head * 2 > items.count { items.removeFirst(head); head = 0 }
-            return message
-        }
+        mutating func pop() -> KafkaMessage? { items.popFirst() }
     }
 
     private let state = Mutex(State())
