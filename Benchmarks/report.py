@@ -38,7 +38,7 @@ def medians(results):
     return out
 
 
-def targets(med, s5, s6=None, s7=None):
+def targets(med, s5, s6=None, s7=None, s6_tansu=None, s7_tansu=None):
     lines = []
 
     def get(s, t, m):
@@ -92,20 +92,83 @@ def targets(med, s5, s6=None, s7=None):
                      f"({s5['saturation_rps'] / s3 * 100:.0f}%) | {'met' if s5['saturation_rps'] >= 0.5 * s3 else 'missed'} |")
     if s5:
         lines.append(f"| S5 p99 enqueue → trigger ≤ 250 ms at half load | {s5['p99_ms']:.0f} ms | {'met' if s5['p99_ms'] <= 250 else 'missed'} |")
-    if s6:
+    for s6, on in ((s6, ""), (s6_tansu, " on Tansu")):
+        if not s6:
+            continue
         ratio = s6["last_10pct_rps"] / s6["first_10pct_rps"]
-        lines.append(f"| S6 throughput flat within 15% (last 10% / first 10%) | {s6['last_10pct_rps']:.0f} / {s6['first_10pct_rps']:.0f} "
+        lines.append(f"| S6{on} throughput flat within 15% (last 10% / first 10%) | {s6['last_10pct_rps']:.0f} / {s6['first_10pct_rps']:.0f} "
                      f"requests/s ({ratio:.2f}) | {'met' if ratio >= 0.85 else 'missed'} |")
         grow = s6["rss_at_end_mib"] / s6["rss_at_10pct_mib"]
-        lines.append(f"| S6 RSS after all requests within 20% of RSS after 10% | {s6['rss_at_end_mib']:.0f} vs {s6['rss_at_10pct_mib']:.0f} MiB "
+        lines.append(f"| S6{on} RSS after all requests within 20% of RSS after 10% | {s6['rss_at_end_mib']:.0f} vs {s6['rss_at_10pct_mib']:.0f} MiB "
                      f"({grow:.2f}) | {'met' if grow <= 1.2 else 'missed'} |")
-    if s7 and s7["runs"]:
+    for s7, on in ((s7, ""), (s7_tansu, " on Tansu")):
+        if not (s7 and s7["runs"]):
+            continue
         one = s7["runs"][0]["rps"]
         for r in s7["runs"][1:]:
             scale = r["rps"] / (one * r["workers"])
-            lines.append(f"| S7 {r['workers']} workers ≥ 0.8 × linear | {r['rps']:.1f} requests/s = {scale:.2f} × "
+            lines.append(f"| S7{on} {r['workers']} workers ≥ 0.8 × linear | {r['rps']:.1f} requests/s = {scale:.2f} × "
                          f"{r['workers']} × {one:.1f} | {'met' if scale >= 0.8 else 'missed'} |")
     return lines
+
+
+# Where S6 and S7 ran, as their sections and targets say it.
+BROKERS = {
+    "embedded": "the embedded broker (`ferry dev --kafka-only`: librdkafka's mock cluster)",
+    "tansu": "Tansu, a Kafka-compatible broker of its own (`Benchmarks/tansu.py`: in memory, on loopback; "
+             "the worker and kcat on the newer librdkafka that Tansu needs)",
+}
+
+
+def s6_section(s6, label):
+    broker = BROKERS[s6.get("broker", "embedded")]
+    return [f"## {label}: a backlog", "",
+            f"{s6['requests']:,} upload requests of 4 KiB queued on {broker}, 8 partitions, "
+            "before one `ferry worker` (release build, 32 transfers at once, local object store) starts; "
+            "finished transfers and the worker's RSS sampled every second from its `/metrics` and `/proc`.", "",
+            "| measure | value |", "|---|---|",
+            f"| time to drain | {s6['drain_s']:.0f} s ({s6['requests'] / s6['drain_s']:.0f} requests/s) |",
+            f"| first 10% / last 10% | {s6['first_10pct_rps']:.0f} / {s6['last_10pct_rps']:.0f} requests/s |",
+            f"| RSS after 10% / at the end / peak / 10 s idle | {s6['rss_at_10pct_mib']:.0f} / {s6['rss_at_end_mib']:.0f} / "
+            f"{s6['rss_max_mib']:.0f} / {s6.get('rss_idle_mib', 0):.0f} MiB |",
+            *([f"| heap in use (`ferry_process_heap_in_use_bytes`) after 10% / at the end / 10 s idle | "
+               f"{s6['heap_at_10pct_mib']:.1f} / {s6['heap_at_end_mib']:.1f} / {s6.get('heap_idle_mib', 0):.1f} MiB |"]
+              if "heap_at_10pct_mib" in s6 else []),
+            *([f"| CPU per request, first 10% / last 10%: the worker; the broker | "
+               f"{s6['worker_cpu_ms_first_10pct']:.2f} / {s6['worker_cpu_ms_last_10pct']:.2f} ms; "
+               f"{s6['broker_cpu_ms_first_10pct']:.2f} / {s6['broker_cpu_ms_last_10pct']:.2f} ms |"]
+              if "worker_cpu_ms_first_10pct" in s6 else []),
+            f"| the worker's threads (most seen) | {s6.get('threads_max', 0)} |", ""]
+
+
+def s7_section(s7, label):
+    broker = BROKERS[s7.get("broker", "embedded")]
+    out = [f"## {label}: horizontal scaling", "",
+           f"{s7['requests']:,} upload requests of 4 KiB per fleet size, on {broker}, 8 partitions, "
+           f"workers with `--max-transfers {s7['max_transfers']}` against the same RGW behind a loopback proxy that "
+           f"delays every request by {s7['latency_ms']:.0f} ms (`Benchmarks/latency_proxy.py`), so the work waits on "
+           "the network, not the CPU. Each fleet size starts its workers together (as a deployment scaled "
+           "to n does), waits until every one has finished warm-up work (the group has settled), then gets "
+           "the burst. Join: from the workers' start until all are ready and each has done work. Longest "
+           "pause: the longest time no worker finished anything during the burst.", "",
+           "| workers | requests/s | × one worker | join | longest pause | per worker | workers' CPU ms per request |",
+           "|---|---|---|---|---|---|---|"]
+    one = s7["runs"][0]["rps"]
+    for r in s7["runs"]:
+        cpu = f"{r['worker_cpu_ms_per_request']:.1f}" if "worker_cpu_ms_per_request" in r else "–"
+        out.append(f"| {r['workers']} | {r['rps']:.1f} | {r['rps'] / one:.2f} | {r.get('settled_s', 0):.1f} s | "
+                   f"{r['longest_gap_s']:.2f} s | {' / '.join(str(x) for x in r['per_worker'])} | {cpu} |")
+    out.append("")
+    join = s7.get("scale_out")
+    if join:
+        first = join["joiners_first_work_s"]
+        started = f"{first:.0f} s after they started" if first is not None else "never"
+        out += [f"Scale-out under load: two workers busy with {join['requests']:,} requests, two more started "
+                f"{join['joined_at_s']:.0f} s in. The fleet's longest pause (nobody finished anything): "
+                f"{join['longest_pause_s']:.2f} s. Requests/s before the join {join['rps_before_join']:.1f}, "
+                f"while the new workers waited for partitions {join['rps_while_joining']:.1f}; the new "
+                f"workers' first work: {started} (per worker: {' / '.join(str(x) for x in join['per_worker'])}).", ""]
+    return out
 
 
 def plot(med, path):
@@ -190,54 +253,23 @@ def write(root):
                 f"| offered rate (fixed, below saturation) | {s5['offered_rps']:.1f} requests/s |",
                 f"| achieved at that rate | {s5['achieved_rps']:.1f} requests/s |",
                 f"| enqueue → trigger latency p50 / p99 / max | {s5['p50_ms']:.0f} / {s5['p99_ms']:.0f} / {s5['max_ms']:.0f} ms |", ""]
-    if s6:
-        out += ["## S6: a backlog", "",
-                f"{s6['requests']:,} upload requests of 4 KiB queued on the embedded broker (`ferry dev --kafka-only`, "
-                "8 partitions) before one `ferry worker` (release build, 32 transfers at once, local object store) starts; "
-                "finished transfers and the worker's RSS sampled every second from its `/metrics` and `/proc`.", "",
-                "| measure | value |", "|---|---|",
-                f"| time to drain | {s6['drain_s']:.0f} s ({s6['requests'] / s6['drain_s']:.0f} requests/s) |",
-                f"| first 10% / last 10% | {s6['first_10pct_rps']:.0f} / {s6['last_10pct_rps']:.0f} requests/s |",
-                f"| RSS after 10% / at the end / peak / 10 s idle | {s6['rss_at_10pct_mib']:.0f} / {s6['rss_at_end_mib']:.0f} / "
-                f"{s6['rss_max_mib']:.0f} / {s6.get('rss_idle_mib', 0):.0f} MiB |",
-                *([f"| heap in use (`ferry_process_heap_in_use_bytes`) after 10% / at the end / 10 s idle | "
-                   f"{s6['heap_at_10pct_mib']:.1f} / {s6['heap_at_end_mib']:.1f} / {s6.get('heap_idle_mib', 0):.1f} MiB |"]
-                  if "heap_at_10pct_mib" in s6 else []),
-                f"| the worker's threads (most seen) | {s6.get('threads_max', 0)} |", ""]
-    if s7 and s7["runs"]:
-        out += ["## S7: horizontal scaling", "",
-                f"{s7['requests']:,} upload requests of 4 KiB per fleet size, on one embedded broker (8 partitions), "
-                f"workers with `--max-transfers {s7['max_transfers']}` against the same RGW behind a loopback proxy that "
-                f"delays every request by {s7['latency_ms']:.0f} ms (`Benchmarks/latency_proxy.py`), so the work waits on "
-                "the network, not the CPU. Each fleet size starts its workers together (as a deployment scaled "
-                "to n does), waits until every one has finished warm-up work (the group has settled), then gets "
-                "the burst. Join: from the workers' start until all are ready and each has done work. Longest "
-                "pause: the longest time no worker finished anything during the burst.", "",
-                "| workers | requests/s | × one worker | join | longest pause | per worker | workers' CPU ms per request |",
-                "|---|---|---|---|---|---|---|"]
-        one = s7["runs"][0]["rps"]
-        for r in s7["runs"]:
-            cpu = f"{r['worker_cpu_ms_per_request']:.1f}" if "worker_cpu_ms_per_request" in r else "–"
-            out.append(f"| {r['workers']} | {r['rps']:.1f} | {r['rps'] / one:.2f} | {r.get('settled_s', 0):.1f} s | "
-                       f"{r['longest_gap_s']:.2f} s | {' / '.join(str(x) for x in r['per_worker'])} | {cpu} |")
-        out.append("")
-        join = s7.get("scale_out")
-        if join:
-            first = join["joiners_first_work_s"]
-            started = f"{first:.0f} s after they started" if first is not None else "never"
-            out += [f"Scale-out under load: two workers busy with {join['requests']:,} requests, two more started "
-                    f"{join['joined_at_s']:.0f} s in. The fleet's longest pause (nobody finished anything): "
-                    f"{join['longest_pause_s']:.2f} s. Requests/s before the join {join['rps_before_join']:.1f}, "
-                    f"while the new workers waited for partitions {join['rps_while_joining']:.1f}; the new "
-                    f"workers' first work: {started} (per worker: {' / '.join(str(x) for x in join['per_worker'])}).", ""]
+    for key, label in (("s6", "S6"), ("s6_tansu", "S6 on Tansu")):
+        if data.get(key):
+            out += s6_section(data[key], label)
+    for key, label in (("s7", "S7"), ("s7_tansu", "S7 on Tansu")):
+        if data.get(key) and data[key]["runs"]:
+            out += s7_section(data[key], label)
     failures = data.get("failures") or {}
     if failures:
         out += ["## Runs that could not be made", "", "| scenario and tool | reason (as the tool said it) |", "|---|---|"]
         out += [f"| {k} | {v.replace('|', '/')} |" for k, v in sorted(failures.items())] + [""]
-    out += ["## Targets", "", "| target | Ferry | verdict |", "|---|---|---|"] + targets(med, s5, s6, s7) + [""]
+    out += ["## Targets", "", "| target | Ferry | verdict |", "|---|---|---|"] + targets(med, s5, s6, s7, data.get("s6_tansu"), data.get("s7_tansu")) + [""]
     notes = os.path.join(root, "Benchmarks", "NOTES.md")
     if os.path.exists(notes):
         out += [open(notes).read().strip(), ""]
+    tansu = next((data[k]["broker_version"] for k in ("s6_tansu", "s7_tansu") if data.get(k) and "broker_version" in data[k]), None)
+    if tansu:
+        versions["Kafka-compatible broker (S6, S7 on Tansu)"] = tansu
     out += ["## Versions and settings", ""] + [f"- {k}: {v}" for k, v in versions.items()] + [
         f"- last run: `Benchmarks/run.sh --rounds {args['rounds']} --scenarios {','.join(args['scenarios'])}` "
         f"({args['big_gib']} GiB, {args['small_count']} small files, {args['medium_count']} medium objects)",

@@ -87,6 +87,15 @@ class Bench:
                                config=Config(s3={"addressing_style": "path"}, max_pool_connections=32))
         self.results = []
         self.failures = {}
+        # The broker of S5-S7: "embedded" (`ferry dev --kafka-only`) or "tansu" (Benchmarks/tansu.py),
+        # and what the processes that talk to it need in their environment.
+        self.broker, self.kafka_env, self.broker_version = "embedded", {}, "librdkafka's mock cluster, in `ferry dev`"
+
+    def use_broker(self, name):
+        import tansu
+        self.broker = name
+        self.kafka_env = {"LD_LIBRARY_PATH": tansu.librdkafka_dir(self.work)} if name == "tansu" else {}
+        self.broker_version = tansu.describe() if name == "tansu" else "librdkafka's mock cluster, in `ferry dev`"
 
     # ---------- plumbing ----------
 
@@ -532,7 +541,7 @@ class Bench:
             worker.wait(60)
             kafka.terminate()
             kafka.wait(30)
-            self.delete_prefix("s5/")
+            self.delete_prefix("public/s5/")
 
     # ---------- S6 and S7: a fleet of workers ----------
 
@@ -553,7 +562,11 @@ class Bench:
         return source
 
     def dev_cluster(self, base, partitions=8):
-        """`ferry dev --kafka-only`: the embedded broker; returns (process, bootstrap)."""
+        """The broker in use (see use_broker), with Ferry's topics; returns (process, bootstrap).
+        The embedded one is `ferry dev --kafka-only`."""
+        if self.broker == "tansu":
+            import tansu
+            return tansu.start(base, partitions)
         kafka = subprocess.Popen([FERRY, "dev", "--kafka-only", "--partitions", str(partitions)], stdout=subprocess.PIPE,
                                  text=True, cwd=base)
         return kafka, kafka.stdout.readline().strip().split(": ", 1)[1]
@@ -575,7 +588,7 @@ class Bench:
                                    *(["--kafka-property", f"session.timeout.ms={session_timeout_ms}"] if session_timeout_ms else []),
                                    "--http-address", f"127.0.0.1:{port}",
                                    "--log-level", "warning", *extra],
-                                  env=self.env, stdout=log_file, stderr=log_file, cwd=base)
+                                  env=dict(self.env, **self.kafka_env), stdout=log_file, stderr=log_file, cwd=base)
         worker.name = name
         return worker
 
@@ -619,11 +632,10 @@ class Bench:
     def rss_mib(self, pid):
         return self.proc_status(pid, "VmRSS") / 1024
 
-    @staticmethod
-    def enqueue(bootstrap, requests):
+    def enqueue(self, bootstrap, requests):
         """Sends (key, request) pairs through kcat, as any producer would."""
         kcat = subprocess.Popen(["kcat", "-P", "-b", bootstrap, "-t", "ferry.requests", "-K", "\t", "-X", "linger.ms=5"],
-                                stdin=subprocess.PIPE, text=True)
+                                stdin=subprocess.PIPE, text=True, env=dict(os.environ, **self.kafka_env))
         for key, request in requests:
             kcat.stdin.write(f"{key}\t{json.dumps(request)}\n")
         kcat.stdin.close()
@@ -633,7 +645,7 @@ class Bench:
     def s6(self):
         """A backlog: N queued 4 KiB upload requests, then one worker (local object store) drains them."""
         count = self.args.backlog_count
-        base, data = self.scenario_dir("s6")
+        base, data = self.scenario_dir(f"s6-{self.broker}")
         source = self.small_source(data)
         kafka, bootstrap = self.dev_cluster(base)
         worker = None
@@ -644,12 +656,13 @@ class Bench:
             port = 19091
             started = time.time()
             worker = self.start_worker(base, "worker", bootstrap, port, data)
-            samples = []  # (seconds since start, finished, RSS MiB, threads, heap in use MiB)
+            # (seconds since start, finished, RSS MiB, threads, heap in use MiB, worker CPU s, broker CPU s)
+            samples = []
             last_progress = time.time()
             while True:
                 done = self.succeeded(port)
                 samples.append((time.time() - started, done, self.rss_mib(worker.pid), self.proc_status(worker.pid, "Threads"),
-                                self.heap_mib(port)))
+                                self.heap_mib(port), process_cpu_seconds(worker.pid), process_cpu_seconds(kafka.pid)))
                 if done >= count:
                     break
                 if len(samples) > 1 and done > samples[-2][1]:
@@ -666,19 +679,26 @@ class Bench:
             first = next(x for x in samples if x[1] > 0)
             first_t = first[0]
             t10, t90, t100 = at(0.1), at(0.9), at(1.0)
-            self.s6_result = {
-                "requests": count, "drain_s": t100[0] - first_t,
+
+            def cpu_ms(a, b, column):
+                """CPU ms per request finished between two samples (column 5: the worker, 6: the broker)."""
+                return (b[column] - a[column]) * 1000 / max(1, b[1] - a[1])
+            result = {
+                "requests": count, "broker": self.broker, "broker_version": self.broker_version, "drain_s": t100[0] - first_t,
                 "first_10pct_rps": (t10[1] - first[1]) / max(1e-9, t10[0] - first_t),
                 "last_10pct_rps": (t100[1] - t90[1]) / max(1e-9, t100[0] - t90[0]),
                 "rss_at_10pct_mib": t10[2], "rss_at_end_mib": t100[2], "rss_max_mib": max(x[2] for x in samples),
                 "threads_max": max(x[3] for x in samples),
                 "heap_at_10pct_mib": t10[4], "heap_at_end_mib": t100[4],
+                "worker_cpu_ms_first_10pct": cpu_ms(first, t10, 5), "worker_cpu_ms_last_10pct": cpu_ms(t90, t100, 5),
+                "broker_cpu_ms_first_10pct": cpu_ms(first, t10, 6), "broker_cpu_ms_last_10pct": cpu_ms(t90, t100, 6),
                 "samples": samples[::max(1, len(samples) // 200)],
             }
             time.sleep(10)
-            self.s6_result["rss_idle_mib"] = self.rss_mib(worker.pid)
-            self.s6_result["heap_idle_mib"] = self.heap_mib(port)
-            log("S6", json.dumps({k: v for k, v in self.s6_result.items() if k != "samples"}))
+            result["rss_idle_mib"] = self.rss_mib(worker.pid)
+            result["heap_idle_mib"] = self.heap_mib(port)
+            log(f"S6 ({self.broker})", json.dumps({k: v for k, v in result.items() if k != "samples"}))
+            return result
         finally:
             for p in (worker, kafka):
                 if p:
@@ -688,7 +708,10 @@ class Bench:
     def s7(self):
         """1, 2 and 4 workers on one broker against RGW behind a 50 ms latency proxy: does throughput scale?"""
         count, transfers = self.args.scaling_count, self.args.scaling_transfers
-        base, data = self.scenario_dir("s7")
+        # As in S5: objects left under these keys (by S7 on another broker) carry the same transfer
+        # ids, and a worker would find them with its HEAD instead of uploading.
+        self.delete_prefix("public/s7/")
+        base, data = self.scenario_dir(f"s7-{self.broker}")
         source = self.small_source(data)
         target = self.endpoint.rsplit(":", 1)
         proxy_port = 17492
@@ -697,7 +720,8 @@ class Bench:
                                  stdout=subprocess.PIPE, text=True)
         proxy.stdout.readline()
         endpoint = f"http://127.0.0.1:{proxy_port}"
-        self.s7_result = {"requests": count, "max_transfers": transfers, "latency_ms": self.args.scaling_latency_ms, "runs": []}
+        result = {"requests": count, "broker": self.broker, "broker_version": self.broker_version, "max_transfers": transfers,
+                  "latency_ms": self.args.scaling_latency_ms, "runs": []}
         try:
             for n in (1, 2, 4):
                 run_base = os.path.join(base, f"w{n}")
@@ -754,15 +778,16 @@ class Bench:
                     run = {"workers": n, "rps": count / elapsed, "elapsed_s": elapsed, "ready_s": ready, "settled_s": settle,
                            "first_done_s": first_done, "longest_gap_s": longest_gap, "per_worker": shares,
                            "worker_cpu_ms_per_request": cpu * 1000 / count}
-                    self.s7_result["runs"].append(run)
-                    log("S7", json.dumps(run))
+                    result["runs"].append(run)
+                    log(f"S7 ({self.broker})", json.dumps(run))
                 finally:
                     for p in workers + [kafka]:
                         p.terminate()
                         p.wait(60)
-                self.delete_prefix(f"s7/{n}/")
-            self.s7_result["scale_out"] = self.s7_scale_out(base, data, source, endpoint, transfers)
-            self.delete_prefix("s7/join/")
+                self.delete_prefix(f"public/s7/{n}/")
+            result["scale_out"] = self.s7_scale_out(base, data, source, endpoint, transfers)
+            self.delete_prefix("public/s7/join/")
+            return result
         finally:
             proxy.terminate()
             proxy.wait(10)
@@ -821,7 +846,9 @@ class Bench:
                 p.wait(60)
 
 
-SCENARIOS = ("S1", "S2", "S3", "S4", "S5", "S6", "S7")
+SCENARIOS = ("S1", "S2", "S3", "S4")
+# results.json's keys of S5-S7 and how BENCHMARKS.md names their runs.
+PIPELINE_RESULTS = {"s5": "S5", "s6": "S6", "s6_tansu": "S6 on Tansu", "s7": "S7", "s7_tansu": "S7 on Tansu"}
 
 
 def keep_other_scenarios(data, path, ran):
@@ -843,11 +870,15 @@ def keep_other_scenarios(data, path, ran):
         kept = [r for r in old.get("results", []) if r["scenario"] == s]
         data["results"] += kept
         data["failures"].update({k: v for k, v in (old.get("failures") or {}).items() if k.split(" ")[0] == s})
-        if s.lower() in ("s5", "s6", "s7") and old.get(s.lower()):
-            data[s.lower()] = old[s.lower()]
-            kept = True
         if kept:
             sources[s] = old_sources.get(s) or old.get("note") or "an earlier run"
+    # S5-S7's figures, per broker: a scenario or broker left out of this run keeps its earlier figures.
+    for key, label in PIPELINE_RESULTS.items():
+        if data.get(key):
+            sources[label] = run
+        elif old.get(key):
+            data[key] = old[key]
+            sources[label] = old_sources.get(label) or old.get("note") or "an earlier run"
     data["sources"] = sources
 
 
@@ -865,23 +896,33 @@ def main():
     parser.add_argument("--scaling-latency-ms", type=float, default=50, help="S7: delay the proxy adds to every request")
     parser.add_argument("--fleet-session-timeout-ms", type=int, default=0,
                         help="S7: the workers' session.timeout.ms (0: the worker's own default; on the embedded broker 6 s)")
+    parser.add_argument("--brokers", default="embedded,tansu",
+                        help="S6 and S7 on each of these brokers: embedded (ferry dev --kafka-only), tansu (Benchmarks/tansu.py)")
     parser.add_argument("--work", default=os.path.join(ROOT, ".bench"))
     args = parser.parse_args()
     args.scenarios = set(args.scenarios.split(","))
+    args.brokers = [b for b in args.brokers.split(",") if b]
+    unknown = set(args.brokers) - {"embedded", "tansu"}
+    if unknown:
+        parser.error(f"unknown broker(s): {', '.join(sorted(unknown))} (embedded, tansu)")
     bench = Bench(args)
     bench.prepare()
     bench.run_scenarios()
-    bench.s5_result = bench.s6_result = bench.s7_result = None
+    bench.s5_result = None
     if "S5" in args.scenarios:
         bench.s5()
-    if "S6" in args.scenarios:
-        bench.s6()
-    if "S7" in args.scenarios:
-        bench.s7()
+    pipeline = {"s5": bench.s5_result}
+    for broker in args.brokers:
+        bench.use_broker(broker)
+        suffix = "" if broker == "embedded" else f"_{broker}"
+        if "S6" in args.scenarios:
+            pipeline["s6" + suffix] = bench.s6()
+        if "S7" in args.scenarios:
+            pipeline["s7" + suffix] = bench.s7()
+    bench.use_broker("embedded")
     path = os.path.join(ROOT, "Benchmarks", "results.json")
     this_run = {k: (sorted(v) if isinstance(v, set) else v) for k, v in vars(args).items()}
-    data = {"results": bench.results, "s5": bench.s5_result, "s6": bench.s6_result, "s7": bench.s7_result,
-            "failures": bench.failures, "args": this_run}
+    data = {"results": bench.results, **pipeline, "failures": bench.failures, "args": this_run}
     keep_other_scenarios(data, path, args.scenarios)
     with open(path, "w") as f:
         json.dump(data, f, indent=1)

