@@ -3,8 +3,13 @@ import Foundation
 /// kcat, a Kafka client no one here wrote, for producing and reading test traffic.
 public struct Kcat: Sendable {
     public let bootstrapServers: String
+    /// Added to kcat's environment (a broker that needs another librdkafka: `TansuBroker`).
+    public let environment: [String: String]
 
-    public init(bootstrapServers: String) { self.bootstrapServers = bootstrapServers }
+    public init(bootstrapServers: String, environment: [String: String] = [:]) {
+        self.bootstrapServers = bootstrapServers
+        self.environment = environment
+    }
 
     /// Produces one message (the value may contain newlines: it is sent whole),
     /// to `partition` or where the key's hash puts it.
@@ -12,13 +17,14 @@ public struct Kcat: Sendable {
         var args = ["-P", "-b", bootstrapServers, "-t", topic, "-D", "\u{1}"]
         if let key { args += ["-k", key] }
         if let partition { args += ["-p", "\(partition)"] }
-        try await runChecked("kcat", args, input: Data(value.utf8))
+        try await runChecked("kcat", args, environment: environment, input: Data(value.utf8))
     }
 
     /// Produces many single-line messages with one kcat process, in order.
     public func produceMany(topic: String, _ messages: [(key: String, value: String)]) async throws {
         let input = messages.map { "\($0.key)\t\($0.value)" }.joined(separator: "\n") + "\n"
-        try await runChecked("kcat", ["-P", "-b", bootstrapServers, "-t", topic, "-K", "\t"], input: Data(input.utf8))
+        try await runChecked("kcat", ["-P", "-b", bootstrapServers, "-t", topic, "-K", "\t"], environment: environment,
+                             input: Data(input.utf8))
     }
 
     public struct Record: Sendable {
@@ -35,7 +41,7 @@ public struct Kcat: Sendable {
         let field = "\u{1F}"
         let format = "%k\(field)%s\(field)%h\(field)%p\(field)%o\(separator)"
         let result = try await runCommand("kcat", ["-C", "-b", bootstrapServers, "-t", topic, "-o", "beginning", "-e",
-                                                   "-q", "-f", format], timeout: 60)
+                                                   "-q", "-f", format], environment: environment, timeout: 60)
         guard result.status == 0 else {
             if result.stderr.contains("Unknown topic") { return [] }
             throw CommandFailed(description: "kcat -C \(topic): \(result.stderr)")
