@@ -1,6 +1,7 @@
 import FerryCore
 import FerryEngine
 import FerryKafka
+import FerryS3
 import FerryStore
 import FerryTables
 import Foundation
@@ -299,7 +300,7 @@ public final class TransferWorker: Sendable {
 
     /// Every few seconds: consumer lag and storage reachability (metrics and
     /// /readyz); every 15 s: sweep multipart uploads nobody will finish; less
-    /// often: forget old finished ids.
+    /// often: forget old finished ids, and reclaim a local store's writes cut by a crash.
     private func maintain() async {
         let sweepInterval = max(1, min(configuration.sweepAfterSeconds / 2, 3600))
         let observer = Task { [self] in
@@ -349,12 +350,32 @@ public final class TransferWorker: Sendable {
                 } catch {
                     logger.warning("cannot prune finished transfer ids: \(error)")
                 }
+                if let local = engine.store as? LocalObjectStore { await reclaim(local) }
             }
             await sweeper.sweep()
             try? await Task.sleep(for: .seconds(clamping: min(15, sweepInterval)))
         }
     }
 
+    /// Removes what a crashed write left in a local store (this worker's or
+    /// another's sharing the directory), and says so.
+    private func reclaim(_ store: LocalObjectStore) async {
+        do {
+            let found = try await store.reclaimAbandonedWrites()
+            if found.blobs > 0 || found.tempEntries > 0 {
+                logger.info("local store: removed what interrupted writes left",
+                            metadata: ["blobs": "\(found.blobs)", "bytes": "\(found.bytes)", "tempIndexEntries": "\(found.tempEntries)"])
+                Counter(label: "ferry_local_store_reclaimed_total", dimensions: [("kind", "blobs")]).increment(by: found.blobs)
+                Counter(label: "ferry_local_store_reclaimed_total", dimensions: [("kind", "bytes")]).increment(by: found.bytes)
+                Counter(label: "ferry_local_store_reclaimed_total", dimensions: [("kind", "temp_index_entries")]).increment(by: found.tempEntries)
+            }
+            for reason in found.skipped {
+                logger.warning("local store: left a bucket's unnamed blobs alone: \(reason)")
+            }
+        } catch {
+            logger.warning("local store: cannot reclaim interrupted writes: \(error)")
+        }
+    }
 }
 
 /// Lets the rebalance callback, made before the breaker, reach it.

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryS3
 import FerryTestSupport
 import Foundation
 import Testing
@@ -75,20 +76,27 @@ import Testing
         #expect(all, "\(count - done.count) request(s) never completed:\nfirst:\n\(first.log.suffix(3000))\nsecond:\n\(second.log.suffix(3000))")
         #expect(Set(done.values) == ["first", "second"], "work per worker: \(Dictionary(grouping: done.values, by: { $0 }).mapValues(\.count))")
 
-        // Objects are the index's `.json` entries (as a listing reads them). A write cut by the kill
-        // leaves its temp entry (`.tmp-…`, never listed): at most one per transfer slot (2).
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: store.appendingPathComponent("tansu/index").path)) ?? []
-        let indexed = names.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }
-        let litter = names.filter { !indexed.contains($0) }
-        #expect(indexed.count == count, "\(indexed.count) objects in the local store")
-        #expect(litter.count <= 2 && litter.allSatisfy { $0.hasPrefix(".tmp-") }, "left in the index: \(litter)")
         let created = Set(try await broker.kcat.consumeAll(topic: "ferry.events").map(\.key))
         let missing = (0..<count).map { "tansu/public/k\($0).bin" }.filter { !created.contains($0) }
         #expect(missing.isEmpty, "no ObjectCreated event for \(missing.prefix(5)) (\(missing.count) in all)")
-
         _ = await first.stop()
         _ = await second.stop()
         await broker.stop()
+
+        // Objects are the index's `.json` entries (as a listing reads them). A write cut by the kill
+        // may leave its blob and temp entry (at most one per transfer slot, 2); with the workers
+        // stopped, a reclaim pass without grace leaves exactly one blob per object and no temp entry.
+        let index = store.appendingPathComponent("tansu/index"), blobs = store.appendingPathComponent("tansu/blobs")
+        func entries(_ dir: URL) -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? [] }
+        let litter = entries(index).filter { !$0.hasSuffix(".json") }
+        let extraBlobs = entries(blobs).count - count
+        #expect(litter.count <= 2 && litter.allSatisfy { $0.hasPrefix(".tmp-") }, "left in the index: \(litter)")
+        let reclaimed = try await LocalObjectStore(root: store).reclaimAbandonedWrites(grace: 0)
+        print("Tansu: the kill left \(litter.count) temp entries and \(extraBlobs) unnamed blobs; reclaimed \(reclaimed)")
+        #expect(reclaimed.tempEntries == litter.count && reclaimed.blobs == extraBlobs && reclaimed.skipped.isEmpty, "\(reclaimed)")
+        #expect(entries(index).filter { $0.hasSuffix(".json") }.count == count && entries(index).count == count,
+                "index after the reclaim: \(entries(index).count) names")
+        #expect(entries(blobs).count == count, "\(entries(blobs).count) blobs for \(count) objects")
         try? FileManager.default.removeItem(at: base)
     }
 }

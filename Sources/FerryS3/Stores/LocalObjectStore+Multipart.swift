@@ -167,13 +167,12 @@ extension LocalObjectStore {
         }
         let record = try uploadRecord(dir)
         let bucketDir = try bucketDirectory(location.bucket)
-        let blobName = UUID().uuidString
-        let blobPath = bucketDir.appendingPathComponent("blobs/\(blobName)").path
-        let blob = open(blobPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard blob >= 0 else { throw FerryError(.localIOError, "cannot create \(blobPath): \(String(cString: strerror(errno)))") }
+        let newBlob = try NewBlob(in: bucketDir)
+        // Closing releases the blob's lock: only once its entry is committed (or it is removed).
+        defer { close(newBlob.descriptor) }
+        let blob = newBlob.descriptor, blobPath = newBlob.path
         let size: Int64
         do throws(FerryError) {
-            defer { close(blob) }
             var written: Int64 = 0
             for part in ordered {
                 let path = dir.appendingPathComponent(Self.partFileName(part.partNumber)).path
@@ -190,7 +189,7 @@ extension LocalObjectStore {
             unlink(blobPath)
             throw error
         }
-        let entry = IndexEntry(key: location.key, blob: blobName, size: size, eTag: eTag, contentType: record.contentType,
+        let entry = IndexEntry(key: location.key, blob: newBlob.name, size: size, eTag: eTag, contentType: record.contentType,
                                metadata: record.metadata, lastModified: Date().timeIntervalSince1970)
         try commitObject(entry, bucketDir: bucketDir, ifAbsent: false)
         try? FileManager.default.removeItem(at: dir)

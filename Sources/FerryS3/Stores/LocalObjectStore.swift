@@ -13,7 +13,8 @@ import Synchronization
 /// files are fsynced, and so are the directories that name them (one fsync
 /// for all writes waiting at the time, `DirectorySync`). Buckets are created
 /// on first write, and a multipart upload's directory, record and parts are
-/// made durable the same way before the call that stored them returns.
+/// made durable the same way before the call that stored them returns. What a
+/// crash leaves between the two steps is removed by `reclaimAbandonedWrites`.
 public final class LocalObjectStore: ObjectStore {
     public let root: URL
     private let indexLock = Mutex(())
@@ -180,10 +181,17 @@ public final class LocalObjectStore: ObjectStore {
     /// entry; removes the blob it replaced. Returns the ETag.
     func store(_ body: ObjectBody, as input: PutObjectInput, progress: TransferMeter?) throws(FerryError) -> String {
         let bucketDir = try bucketDirectory(input.bucket)
-        let blobName = UUID().uuidString
-        let blobPath = bucketDir.appendingPathComponent("blobs/\(blobName)").path
-        let md5 = try writeBlob(body, to: blobPath, progress: progress)
-        let entry = IndexEntry(key: input.key, blob: blobName, size: body.length, eTag: "\"\(md5.hexString)\"",
+        let blob = try NewBlob(in: bucketDir)
+        // Closing releases the blob's lock: only once its entry is committed (or it is removed).
+        defer { close(blob.descriptor) }
+        let md5 = Digest.Hasher.md5()
+        do throws(FerryError) {
+            try write(body, into: blob.descriptor, path: blob.path, progress: progress) { md5.update($0) }
+        } catch {
+            unlink(blob.path)
+            throw error
+        }
+        let entry = IndexEntry(key: input.key, blob: blob.name, size: body.length, eTag: "\"\(md5.finish().hexString)\"",
                                contentType: input.contentType, metadata: input.metadata,
                                lastModified: Date().timeIntervalSince1970)
         try commitObject(entry, bucketDir: bucketDir, ifAbsent: input.ifNoneMatch)
@@ -296,13 +304,6 @@ public final class LocalObjectStore: ObjectStore {
         }
     }
 
-    /// Writes the body to a new file, fsyncs it, and returns the MD5 of its bytes.
-    func writeBlob(_ body: ObjectBody, to path: String, progress: TransferMeter?) throws(FerryError) -> [UInt8] {
-        let md5 = Digest.Hasher.md5()
-        try writeFile(body, to: path, progress: progress) { md5.update($0) }
-        return md5.finish()
-    }
-
     /// Writes the body to a new file and fsyncs it, showing each chunk written
     /// to `written`; removes the file if that fails.
     func writeFile(_ body: ObjectBody, to path: String, progress: TransferMeter?,
@@ -314,25 +315,32 @@ public final class LocalObjectStore: ObjectStore {
         }
         defer { close(fd) }
         do throws(FerryError) {
-            var written: Int64 = 0
-            var failure: FerryError?
-            try body.read { chunk in
-                guard failure == nil else { return }
-                if progress?.isAborted == true { failure = FerryError(.cancelled, "transfer cancelled"); return }
-                do throws(FerryError) {
-                    try FileCopy.writeAll(chunk, to: fd, at: written)
-                } catch { failure = error; return }
-                observe(chunk)
-                written += Int64(chunk.count)
-                progress?.add(Int64(chunk.count))
-            }
-            if let failure { throw failure }
-            guard fsync(fd) == 0 else {
-                throw FerryError(.localIOError, "fsync \(path): \(String(cString: strerror(errno)))")
-            }
+            try write(body, into: fd, path: path, progress: progress, written: observe)
         } catch {
             unlink(path)
             throw error
+        }
+    }
+
+    /// Writes the body from the start of the open file `fd` (named `path`) and fsyncs it.
+    func write(_ body: ObjectBody, into fd: Int32, path: String, progress: TransferMeter?,
+               written observe: (UnsafeRawBufferPointer) -> Void = { _ in }) throws(FerryError) {
+        BlockingPool.assertOnPoolThread("writing a local store's file")
+        var written: Int64 = 0
+        var failure: FerryError?
+        try body.read { chunk in
+            guard failure == nil else { return }
+            if progress?.isAborted == true { failure = FerryError(.cancelled, "transfer cancelled"); return }
+            do throws(FerryError) {
+                try FileCopy.writeAll(chunk, to: fd, at: written)
+            } catch { failure = error; return }
+            observe(chunk)
+            written += Int64(chunk.count)
+            progress?.add(Int64(chunk.count))
+        }
+        if let failure { throw failure }
+        guard fsync(fd) == 0 else {
+            throw FerryError(.localIOError, "fsync \(path): \(String(cString: strerror(errno)))")
         }
     }
 
