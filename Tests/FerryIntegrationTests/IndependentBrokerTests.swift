@@ -84,14 +84,19 @@ import Testing
         await broker.stop()
 
         // Objects are the index's `.json` entries (as a listing reads them). A write cut by the kill
-        // may leave its blob and temp entry (at most one per transfer slot, 2); with the workers
-        // stopped, a reclaim pass without grace leaves exactly one blob per object and no temp entry.
+        // may leave its blob and temp entry (at most one per transfer slot, 2). Aged past the
+        // grace (as an hour would), a reclaim pass leaves exactly one blob per object and no temp entry.
         let index = store.appendingPathComponent("tansu/index"), blobs = store.appendingPathComponent("tansu/blobs")
         func entries(_ dir: URL) -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? [] }
         let litter = entries(index).filter { !$0.hasSuffix(".json") }
         let extraBlobs = entries(blobs).count - count
         #expect(litter.count <= 2 && litter.allSatisfy { $0.hasPrefix(".tmp-") }, "left in the index: \(litter)")
-        let reclaimed = try await LocalObjectStore(root: store).reclaimAbandonedWrites(grace: 0)
+        let anHourAgo = Int(Date().timeIntervalSince1970) - 3600
+        for path in litter.map({ index.appendingPathComponent($0).path }) + entries(blobs).map({ blobs.appendingPathComponent($0).path }) {
+            var times = [timeval(tv_sec: anHourAgo, tv_usec: 0), timeval(tv_sec: anHourAgo, tv_usec: 0)]
+            _ = utimes(path, &times)
+        }
+        let reclaimed = try await LocalObjectStore(root: store).reclaimAbandonedWrites()
         print("Tansu: the kill left \(litter.count) temp entries and \(extraBlobs) unnamed blobs; reclaimed \(reclaimed)")
         #expect(reclaimed.tempEntries == litter.count && reclaimed.blobs == extraBlobs && reclaimed.skipped.isEmpty, "\(reclaimed)")
         #expect(entries(index).filter { $0.hasSuffix(".json") }.count == count && entries(index).count == count,
