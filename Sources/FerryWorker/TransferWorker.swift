@@ -361,13 +361,18 @@ public final class TransferWorker: Sendable {
     /// another's sharing the directory), and says so.
     private func reclaim(_ store: LocalObjectStore) async {
         do {
-            let found = try await store.reclaimAbandonedWrites()
-            if found.blobs > 0 || found.tempEntries > 0 {
+            // Idle multipart uploads go after --sweep-after, as the sweeper's own do (a local store has no lifecycle rule).
+            let inUse = engine.uploadsInUse
+            let found = try await store.reclaimAbandonedWrites(idleUploadsAfter: configuration.sweepAfterSeconds,
+                                                               inUse: { inUse.contains($0) })
+            if found.blobs > 0 || found.tempEntries > 0 || found.uploads > 0 {
                 logger.info("local store: removed what interrupted writes left",
-                            metadata: ["blobs": "\(found.blobs)", "bytes": "\(found.bytes)", "tempIndexEntries": "\(found.tempEntries)"])
-                Counter(label: "ferry_local_store_reclaimed_total", dimensions: [("kind", "blobs")]).increment(by: found.blobs)
-                Counter(label: "ferry_local_store_reclaimed_total", dimensions: [("kind", "bytes")]).increment(by: found.bytes)
-                Counter(label: "ferry_local_store_reclaimed_total", dimensions: [("kind", "temp_index_entries")]).increment(by: found.tempEntries)
+                            metadata: ["blobs": "\(found.blobs)", "bytes": "\(found.bytes)", "tempIndexEntries": "\(found.tempEntries)",
+                                       "uploads": "\(found.uploads)"])
+                for (kind, count) in [("blobs", Int64(found.blobs)), ("bytes", found.bytes), ("temp_index_entries", Int64(found.tempEntries)),
+                                      ("uploads", Int64(found.uploads))] {
+                    Counter(label: "ferry_local_store_reclaimed_total", dimensions: [("kind", kind)]).increment(by: count)
+                }
             }
             for reason in found.skipped {
                 logger.warning("local store: left a bucket's unnamed blobs alone: \(reason)")

@@ -127,17 +127,17 @@ import Testing
     }
 
     /// What a crash left in the local store (an unnamed blob, a temp index
-    /// entry, a blob under its creation name) is gone soon after a worker
-    /// starts, logged and counted, once it is old enough; what is younger, and
-    /// every object, stays.
+    /// entry, a blob under its creation name, a multipart upload idle past
+    /// `--sweep-after`) is gone soon after a worker starts, logged and counted,
+    /// once it is old enough; what is younger, and every object, stays.
     @Test func aWorkerReclaimsWhatCrashedWritesLeftInItsLocalStore() async throws {
         let setup = try await startDev(partitions: 2)
         let local = try LocalObjectStore(root: setup.store)
         _ = try await local.putObject(PutObjectInput(bucket: "demo", key: "kept.txt"), body: .bytes(Array("kept".utf8)))
         let bucket = setup.store.appendingPathComponent("demo")
-        func leftover(_ relative: String, _ content: String, hoursOld: Double) -> String {
+        func leftover(_ relative: String, _ content: String, hoursOld: Double, create: Bool = true) -> String {
             let path = bucket.appendingPathComponent(relative).path
-            FileManager.default.createFile(atPath: path, contents: Data(content.utf8))
+            if create { FileManager.default.createFile(atPath: path, contents: Data(content.utf8)) }
             let then = Int(Date().timeIntervalSince1970 - hoursOld * 3600)
             var times = [timeval(tv_sec: then, tv_usec: 0), timeval(tv_sec: then, tv_usec: 0)]
             _ = utimes(path, &times)
@@ -148,15 +148,24 @@ import Testing
                    leftover("index/.tmp-\(UUID().uuidString)", #"{"key":"lost.txt","blob":"\#(lost)","size":10,"eTag":"\"x\"","metadata":{},"lastModified":0}"#, hoursOld: 2),
                    leftover("blobs/.new-\(UUID().uuidString)", "", hoursOld: 2)]
         let young = leftover("blobs/\(UUID().uuidString)", "in flight?", hoursOld: 0)
+        // A multipart upload nobody touched for two days (past --sweep-after's default day), in no worker's journal.
+        let idle = ObjectLocation(bucket: "demo", key: "idle.bin")
+        let uploadId = try await local.createMultipartUpload(PutObjectInput(bucket: "demo", key: idle.key))
+        _ = try await local.uploadPart(idle, uploadId: uploadId, partNumber: 1, body: .bytes([1, 2, 3]), checksum: nil, headers: [:], progress: nil)
+        let uploadDir = bucket.appendingPathComponent("uploads/\(uploadId)")
+        for name in try FileManager.default.contentsOfDirectory(atPath: uploadDir.path) + [""] {
+            _ = leftover("uploads/\(uploadId)/\(name)", "", hoursOld: 48, create: false)
+        }
 
         let worker = try startWorker(setup, extra: ["--http-address", "127.0.0.1:0"])
         let address = String(try await worker.workerHTTPEndpoint().dropFirst("http://".count))
         #expect(await eventually(timeout: 60) { worker.log.contains("local store: removed what interrupted writes left") }, "\(worker.log.suffix(3000))")
         #expect(old.allSatisfy { !FileManager.default.fileExists(atPath: $0) }, "left: \(old.filter { FileManager.default.fileExists(atPath: $0) })")
         #expect(FileManager.default.fileExists(atPath: young), "a blob younger than the grace was removed")
+        #expect(!FileManager.default.fileExists(atPath: uploadDir.path), "the idle upload was kept")
         let metrics = try await runCommand("curl", ["-sf", "http://\(address)/metrics"], timeout: 30).stdout
-        for line in [#"ferry_local_store_reclaimed_total{kind="blobs"} 2"#, #"ferry_local_store_reclaimed_total{kind="bytes"} 10"#,
-                     #"ferry_local_store_reclaimed_total{kind="temp_index_entries"} 1"#] {
+        for line in [#"ferry_local_store_reclaimed_total{kind="blobs"} 2"#, #"ferry_local_store_reclaimed_total{kind="temp_index_entries"} 1"#,
+                     #"ferry_local_store_reclaimed_total{kind="uploads"} 1"#] {
             #expect(metrics.contains(line), "no '\(line)' in:\n\(metrics.split(separator: "\n").filter { $0.contains("reclaimed") })")
         }
         #expect(try await local.headObject(bucket: "demo", key: "kept.txt")?.size == 4)

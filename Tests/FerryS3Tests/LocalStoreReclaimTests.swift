@@ -186,6 +186,61 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: orphan))
     }
 
+    /// Every file under `dir`, and `dir` itself, made `seconds` old.
+    static func ageTree(_ dir: URL, seconds: Double) {
+        for name in names(dir) { age(dir.appendingPathComponent(name).path, seconds: seconds) }
+        age(dir.path, seconds: seconds)
+    }
+
+    static func treeBytes(_ dir: URL) -> Int64 {
+        names(dir).reduce(0) { sum, name in
+            sum + ((try? FileManager.default.attributesOfItem(atPath: dir.appendingPathComponent(name).path)[.size] as? Int64) ?? 0)
+        }
+    }
+
+    /// A multipart upload idle past `idleUploadsAfter` goes (with its bytes
+    /// counted), as S3's lifecycle rule would take it, unless a transfer holds
+    /// it; one with a recent part stays and completes; without the age asked for, only a directory whose
+    /// record a crash cut short goes (no call could ever reach it).
+    @Test func idleUploadsGoAfterTheirAgeAndActiveOnesStay() async throws {
+        let dir = try TestPaths.temporaryDirectory("local-store-reclaim")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let root = dir.appendingPathComponent("store")
+        let store = try LocalObjectStore(root: root)
+        let idle = ObjectLocation(bucket: "bkt", key: "idle"), active = ObjectLocation(bucket: "bkt", key: "active")
+        let idleId = try await store.createMultipartUpload(PutObjectInput(bucket: "bkt", key: idle.key))
+        for number in 1...2 {
+            _ = try await store.uploadPart(idle, uploadId: idleId, partNumber: number, body: .bytes(Array(repeating: 1, count: 100 * number)),
+                                           checksum: nil, headers: [:], progress: nil)
+        }
+        let idleDir = root.appendingPathComponent("bkt/uploads/\(idleId)")
+        Self.ageTree(idleDir, seconds: 7200)
+        let activeId = try await store.createMultipartUpload(PutObjectInput(bucket: "bkt", key: active.key))
+        Self.ageTree(root.appendingPathComponent("bkt/uploads/\(activeId)"), seconds: 7200)
+        let part = try await store.uploadPart(active, uploadId: activeId, partNumber: 1, body: .bytes([7, 7, 7]),
+                                              checksum: nil, headers: [:], progress: nil)
+        let torn = root.appendingPathComponent("bkt/uploads/\(UUID().uuidString.lowercased())")
+        try FileManager.default.createDirectory(at: torn, withIntermediateDirectories: false)
+        #expect(FileManager.default.createFile(atPath: torn.appendingPathComponent("upload.json").path, contents: Data("{\"ke".utf8)))
+        Self.ageTree(torn, seconds: 7200)
+
+        var expected = LocalStoreReclaim()
+        expected.uploads = 1
+        expected.bytes = 4  // the torn record
+        #expect(try await store.reclaimAbandonedWrites(grace: 600) == expected, "without an age: only the torn one")
+        #expect(try await store.listMultipartUploads(bucket: "bkt", prefix: "").map(\.uploadId).sorted() == [activeId, idleId].sorted())
+
+        // Held by a transfer of this process (a paused one, say): it stays however idle.
+        #expect(try await store.reclaimAbandonedWrites(grace: 600, idleUploadsAfter: 3600, inUse: { $0 == idleId }) == LocalStoreReclaim())
+        expected.bytes = Self.treeBytes(idleDir)
+        #expect(expected.bytes > 300)
+        #expect(try await store.reclaimAbandonedWrites(grace: 600, idleUploadsAfter: 3600) == expected, "the idle one")
+        #expect(try await store.listMultipartUploads(bucket: "bkt", prefix: "").map(\.uploadId) == [activeId])
+        await #expect { _ = try await store.listParts(idle, uploadId: idleId) } throws: { ($0 as? FerryError)?.code == .noSuchUpload }
+        _ = try await store.completeMultipartUpload(active, uploadId: activeId, parts: [part])
+        #expect(try await Self.read(store, active, scratch: dir) == [7, 7, 7])
+    }
+
     /// Writers (single PUTs, overwrites, multipart completions) race passes
     /// that have no grace at all: every write that returned reads back whole,
     /// and after the last pass the blobs are exactly the ones the index names.

@@ -219,7 +219,7 @@ extension LocalObjectStore {
         return dir
     }
 
-    private func uploadRecord(_ dir: URL) throws(FerryError) -> UploadRecord {
+    func uploadRecord(_ dir: URL) throws(FerryError) -> UploadRecord {
         BlockingPool.assertOnPoolThread("reading a local upload's record")
         guard let data = FileManager.default.contents(atPath: dir.appendingPathComponent("upload.json").path),
               let record = try? JSONDecoder().decode(UploadRecord.self, from: data) else {

@@ -34,11 +34,14 @@ struct NewBlob {
 
 /// What one reclaim pass removed, and what it could not look at.
 public struct LocalStoreReclaim: Sendable, Equatable {
-    /// Blobs that no index entry named, and their bytes.
+    /// Blobs that no index entry named.
     public var blobs = 0
+    /// The bytes of those blobs and of the removed uploads' parts.
     public var bytes: Int64 = 0
     /// Temp index entries (`index/.tmp-…`) of writes that never committed.
     public var tempEntries = 0
+    /// Multipart uploads left idle past the age asked for, or whose record a crash cut short.
+    public var uploads = 0
     /// Buckets whose blobs were left alone, with the reason (an index entry that cannot be read).
     public var skipped: [String] = []
 
@@ -51,14 +54,24 @@ extension LocalObjectStore {
     /// its writer could remove it), and a temp index entry never renamed into
     /// place. Only files untouched for `grace` are looked at, and a blob only
     /// while this sweep holds its lock (`NewBlob`): a write in flight holds it.
-    /// Multipart uploads' directories are left alone (an upload resumes from them).
-    public func reclaimAbandonedWrites(grace: TimeInterval = 600) async throws(FerryError) -> LocalStoreReclaim {
+    /// With `idleUploadsAfter`, also multipart uploads that no call has touched
+    /// for that long (what S3's AbortIncompleteMultipartUpload lifecycle rule
+    /// does, counted from the last part instead of the start); an upload
+    /// resumes from its directory, so without it they are left alone.
+    /// `inUse` names the uploads a transfer of this process holds (a paused one may be idle): they stay.
+    public func reclaimAbandonedWrites(grace: TimeInterval = 600, idleUploadsAfter: TimeInterval? = nil,
+                                       inUse: @escaping @Sendable (String) -> Bool = { _ in false }) async throws(FerryError) -> LocalStoreReclaim {
         try await onDisk { () throws(FerryError) -> LocalStoreReclaim in
             var total = LocalStoreReclaim()
-            let cutoff = Date().timeIntervalSince1970 - grace
+            let now = Date().timeIntervalSince1970
+            let cutoff = now - grace
             for bucket in self.bucketNames() {
                 let bucketDir = self.root.appendingPathComponent(bucket, isDirectory: true)
                 total.tempEntries += self.reclaimTempEntries(in: bucketDir, cutoff: cutoff)
+                let (uploads, uploadBytes) = self.reclaimUploads(in: bucketDir, cutoff: cutoff, idleCutoff: idleUploadsAfter.map { now - $0 },
+                                                                 inUse: inUse)
+                total.uploads += uploads
+                total.bytes += uploadBytes
                 do throws(FerryError) {
                     let (blobs, bytes) = try self.reclaimBlobs(in: bucketDir, cutoff: cutoff)
                     total.blobs += blobs
@@ -139,6 +152,34 @@ extension LocalObjectStore {
             start = end
         }
         if removed > 0 { try syncDirectory(blobsDir) }
+        return (removed, bytes)
+    }
+
+    /// Removes the bucket's upload directories idle since before `idleCutoff`
+    /// (none without one), and those older than `cutoff` without a whole
+    /// record (a crash while the upload was created: no call can reach them).
+    private func reclaimUploads(in bucketDir: URL, cutoff: TimeInterval, idleCutoff: TimeInterval?,
+                                inUse: (String) -> Bool) -> (Int, Int64) {
+        let uploadsDir = bucketDir.appendingPathComponent("uploads")
+        var removed = 0, bytes: Int64 = 0
+        for id in (try? FileManager.default.contentsOfDirectory(atPath: uploadsDir.path)) ?? [] where !id.hasPrefix(".") && !inUse(id) {
+            let dir = uploadsDir.appendingPathComponent(id)
+            let files = ((try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []).map { dir.appendingPathComponent($0).path }
+            // Its last activity: the newest of the directory and its files (each part is a new file).
+            guard let lastActive = ([dir.path] + files).compactMap(Self.modificationTime).max() else { continue }
+            let whole = (try? uploadRecord(dir)) != nil
+            let limit = whole ? idleCutoff : min(cutoff, Date().timeIntervalSince1970 - 60)
+            guard let limit, lastActive < limit else { continue }
+            let size = files.reduce(Int64(0)) { sum, path in
+                var info = stat()
+                return sum + (stat(path, &info) == 0 ? Int64(info.st_size) : 0)
+            }
+            if (try? FileManager.default.removeItem(at: dir)) != nil {
+                removed += 1
+                bytes += size
+            }
+        }
+        if removed > 0 { try? syncDirectory(uploadsDir) }
         return (removed, bytes)
     }
 
