@@ -20,7 +20,9 @@ struct NewBlob {
         guard descriptor >= 0 else {
             throw FerryError(.localIOError, "cannot create \(hidden): \(String(cString: strerror(errno)))")
         }
-        guard flock(descriptor, LOCK_EX) == 0, rename(hidden, path) == 0 else {
+        var locked = flock(descriptor, LOCK_EX)
+        while locked != 0 && errno == EINTR { locked = flock(descriptor, LOCK_EX) }
+        guard locked == 0, rename(hidden, path) == 0 else {
             let reason = String(cString: strerror(errno))
             close(descriptor)
             unlink(hidden)
