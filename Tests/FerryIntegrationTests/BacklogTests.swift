@@ -138,9 +138,7 @@ import Testing
         func leftover(_ relative: String, _ content: String, hoursOld: Double, create: Bool = true) -> String {
             let path = bucket.appendingPathComponent(relative).path
             if create { FileManager.default.createFile(atPath: path, contents: Data(content.utf8)) }
-            let then = Int(Date().timeIntervalSince1970 - hoursOld * 3600)
-            var times = [timeval(tv_sec: then, tv_usec: 0), timeval(tv_sec: then, tv_usec: 0)]
-            _ = utimes(path, &times)
+            TestPaths.age(path, seconds: hoursOld * 3600)
             return path
         }
         let lost = UUID().uuidString

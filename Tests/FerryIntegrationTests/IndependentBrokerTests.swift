@@ -91,10 +91,8 @@ import Testing
         let litter = entries(index).filter { !$0.hasSuffix(".json") }
         let extraBlobs = entries(blobs).count - count
         #expect(litter.count <= 2 && litter.allSatisfy { $0.hasPrefix(".tmp-") }, "left in the index: \(litter)")
-        let anHourAgo = Int(Date().timeIntervalSince1970) - 3600
         for path in litter.map({ index.appendingPathComponent($0).path }) + entries(blobs).map({ blobs.appendingPathComponent($0).path }) {
-            var times = [timeval(tv_sec: anHourAgo, tv_usec: 0), timeval(tv_sec: anHourAgo, tv_usec: 0)]
-            _ = utimes(path, &times)
+            TestPaths.age(path, seconds: 3600)
         }
         let reclaimed = try await LocalObjectStore(root: store).reclaimAbandonedWrites()
         print("Tansu: the kill left \(litter.count) temp entries and \(extraBlobs) unnamed blobs; reclaimed \(reclaimed)")

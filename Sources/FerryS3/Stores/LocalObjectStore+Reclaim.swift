@@ -66,7 +66,7 @@ extension LocalObjectStore {
         try await onDisk { () throws(FerryError) -> LocalStoreReclaim in
             var total = LocalStoreReclaim()
             let now = Date().timeIntervalSince1970
-            let cutoff = now - grace
+            let cutoff = Cutoff(grace: now - grace, now: now)
             for bucket in self.bucketNames() {
                 let bucketDir = self.root.appendingPathComponent(bucket, isDirectory: true)
                 total.tempEntries += self.reclaimTempEntries(in: bucketDir, cutoff: cutoff)
@@ -86,6 +86,20 @@ extension LocalObjectStore {
         }
     }
 
+    /// Files last modified before these are looked at.
+    struct Cutoff {
+        /// Any leftover: older than the grace.
+        let grace: TimeInterval
+        /// What only a crash leaves (a torn temp entry or upload record, a blob under
+        /// its creation name): written in microseconds, so also at least a minute old.
+        let crashed: TimeInterval
+
+        init(grace: TimeInterval, now: TimeInterval) {
+            self.grace = grace
+            crashed = min(grace, now - 60)
+        }
+    }
+
     /// The store's buckets: its directories that hold a `blobs` and an `index` directory.
     private func bucketNames() -> [String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []
@@ -97,13 +111,13 @@ extension LocalObjectStore {
     }
 
     /// Removes the bucket's temp index entries older than `cutoff` whose blob no write holds.
-    private func reclaimTempEntries(in bucketDir: URL, cutoff: TimeInterval) -> Int {
+    private func reclaimTempEntries(in bucketDir: URL, cutoff: Cutoff) -> Int {
         let indexDir = bucketDir.appendingPathComponent("index")
         let names = (try? FileManager.default.contentsOfDirectory(atPath: indexDir.path)) ?? []
         var removed = 0
         for name in names where name.hasPrefix(".tmp-") {
             let path = indexDir.appendingPathComponent(name).path
-            guard let modified = Self.modificationTime(path), modified < cutoff else { continue }
+            guard let modified = Self.modificationTime(path), modified < cutoff.grace else { continue }
             // A temp entry names its write's blob; while that write runs, it holds the blob's lock.
             if let data = FileManager.default.contents(atPath: path),
                let entry = try? JSONDecoder().decode(IndexEntry.self, from: data) {
@@ -111,8 +125,8 @@ extension LocalObjectStore {
                 if case .busy = blob { continue }
                 defer { if case .locked(let fd, _) = blob { close(fd) } }
                 if unlink(path) == 0 { removed += 1 }
-            } else if modified < min(cutoff, Date().timeIntervalSince1970 - 60), unlink(path) == 0 {
-                // Not a whole entry: written in microseconds, at least a minute old, its writer died writing it.
+            } else if modified < cutoff.crashed, unlink(path) == 0 {
+                // Not a whole entry: its writer died writing it.
                 removed += 1
             }
         }
@@ -123,7 +137,7 @@ extension LocalObjectStore {
     /// and hidden ones a crash left while creating them (`NewBlob`).
     /// Candidates are locked before the index is read again, so a write that
     /// committed meanwhile is seen; a batch at a time bounds open descriptors.
-    private func reclaimBlobs(in bucketDir: URL, cutoff: TimeInterval) throws(FerryError) -> (Int, Int64) {
+    private func reclaimBlobs(in bucketDir: URL, cutoff: Cutoff) throws(FerryError) -> (Int, Int64) {
         let blobsDir = bucketDir.appendingPathComponent("blobs")
         let named = try namedBlobs(in: bucketDir)
         let names = (try? FileManager.default.contentsOfDirectory(atPath: blobsDir.path)) ?? []
@@ -131,8 +145,7 @@ extension LocalObjectStore {
             let hidden = name.hasPrefix(NewBlob.hiddenPrefix)
             guard hidden || (!name.hasPrefix(".") && !named.contains(name)),
                   let modified = Self.modificationTime(blobsDir.appendingPathComponent(name).path) else { return false }
-            // A hidden blob is renamed microseconds after its creation: at least a minute old, its writer is gone.
-            return modified < (hidden ? min(cutoff, Date().timeIntervalSince1970 - 60) : cutoff)
+            return modified < (hidden ? cutoff.crashed : cutoff.grace)
         }.sorted()
         guard !candidates.isEmpty else { return (0, 0) }
         var removed = 0, bytes: Int64 = 0
@@ -160,7 +173,7 @@ extension LocalObjectStore {
     /// Removes the bucket's upload directories idle since before `idleCutoff`
     /// (none without one), and those older than `cutoff` without a whole
     /// record (a crash while the upload was created: no call can reach them).
-    private func reclaimUploads(in bucketDir: URL, cutoff: TimeInterval, idleCutoff: TimeInterval?,
+    private func reclaimUploads(in bucketDir: URL, cutoff: Cutoff, idleCutoff: TimeInterval?,
                                 inUse: (String) -> Bool) -> (Int, Int64) {
         let uploadsDir = bucketDir.appendingPathComponent("uploads")
         var removed = 0, bytes: Int64 = 0
@@ -170,7 +183,7 @@ extension LocalObjectStore {
             // Its last activity: the newest of the directory and its files (each part is a new file).
             guard let lastActive = ([dir.path] + files).compactMap(Self.modificationTime).max() else { continue }
             let whole = (try? uploadRecord(dir)) != nil
-            let limit = whole ? idleCutoff : min(cutoff, Date().timeIntervalSince1970 - 60)
+            let limit = whole ? idleCutoff : cutoff.crashed
             guard let limit, lastActive < limit else { continue }
             let size = files.reduce(Int64(0)) { sum, path in
                 var info = stat()
