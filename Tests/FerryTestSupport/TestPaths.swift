@@ -63,16 +63,7 @@ public enum TestPaths {
 
     /// Whether something on 127.0.0.1 takes a TCP connection on `port` now.
     public static func acceptsConnections(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        return withUnsafePointer(to: &address) { ptr in
-            ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
+        onLoopbackSocket(port: port) { connect($0, $1, $2) == 0 }
     }
 
     /// Sets `path`'s access and modification times to `seconds` ago (a file left
@@ -84,6 +75,11 @@ public enum TestPaths {
     }
 
     private static func canBind(_ port: Int) -> Bool {
+        onLoopbackSocket(port: port) { bind($0, $1, $2) == 0 }
+    }
+
+    /// Calls `body` with a new TCP socket and 127.0.0.1:`port`; closes the socket after.
+    private static func onLoopbackSocket(port: Int, _ body: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
@@ -92,7 +88,7 @@ public enum TestPaths {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         return withUnsafePointer(to: &address) { ptr in
-            ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) { body(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
     }
 }
