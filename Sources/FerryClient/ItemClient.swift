@@ -20,8 +20,11 @@ public final class ItemClient: Sendable {
     private let sent = Mutex<[String: (table: String, itemKey: String, op: ItemOperation)]>([:])
     private let following = Mutex<[String: (follower: TableFollower, task: Task<Void, Never>)]>([:])
 
-    public init(bootstrapServers: String, properties: [String: String] = [:], topics: Topics = Topics(), logger: Logger) throws(KafkaError) {
-        transfers = try TransferClient(bootstrapServers: bootstrapServers, properties: properties, topics: topics, logger: logger)
+    /// `deliveryTimeout` as `TransferClient`'s.
+    public init(bootstrapServers: String, properties: [String: String] = [:], topics: Topics = Topics(),
+                deliveryTimeout: Duration? = nil, logger: Logger) throws(KafkaError) {
+        transfers = try TransferClient(bootstrapServers: bootstrapServers, properties: properties, topics: topics,
+                                       deliveryTimeout: deliveryTimeout, logger: logger)
         kafka = KafkaConfiguration(bootstrapServers: bootstrapServers, properties)
         self.topics = topics
         self.logger = logger

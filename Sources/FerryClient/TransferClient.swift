@@ -11,12 +11,19 @@ public final class TransferClient: Sendable {
     private let producer: KafkaProducer
     private let logger: Logger
 
+    /// `deliveryTimeout`: how long a send waits for Kafka to take a message
+    /// (librdkafka's `message.timeout.ms`, 5 minutes by default) unless
+    /// `properties` sets it; it applies to the producer only.
     public init(bootstrapServers: String, properties: [String: String] = [:], topics: Topics = Topics(),
-                logger: Logger) throws(KafkaError) {
+                deliveryTimeout: Duration? = nil, logger: Logger) throws(KafkaError) {
         kafka = KafkaConfiguration(bootstrapServers: bootstrapServers, properties)
         self.topics = topics
         self.logger = logger
-        producer = try KafkaProducer(configuration: kafka, logger: logger)
+        var producing = kafka
+        if let deliveryTimeout, producing["message.timeout.ms"] == nil {
+            producing["message.timeout.ms"] = "\(max(1, Int(deliveryTimeout.inSeconds * 1000)))"
+        }
+        producer = try KafkaProducer(configuration: producing, logger: logger)
     }
 
     /// Sends `request` to `<prefix>.requests` keyed by `bucket/key` and waits for Kafka's acknowledgement.

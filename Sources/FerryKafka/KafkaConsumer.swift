@@ -383,7 +383,9 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         defer { rd_kafka_topic_destroy(rkt) }
         var metadata: UnsafePointer<rd_kafka_metadata>?
         let err = rd_kafka_metadata(rk, 0, rkt, &metadata, 10_000)
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else { throw KafkaError(err, context: "metadata of \(topic)") }
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else {
+            throw KafkaLogSink.sink(for: rk).explain(KafkaError(err, context: "metadata of \(topic)"), brokers: nil)
+        }
         defer { rd_kafka_metadata_destroy(metadata) }
         guard metadata.pointee.topic_cnt == 1, metadata.pointee.topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR else {
             throw KafkaError(name: "UnknownTopic", message: "topic \(topic) does not exist")

@@ -6,9 +6,11 @@ import Synchronization
 /// Owns one `rd_kafka_t`. librdkafka's handle is thread-safe, hence `@unchecked Sendable`.
 final class KafkaHandle: @unchecked Sendable {
     let rk: OpaquePointer
+    let log: KafkaLogSink
 
     init(type: rd_kafka_type_t, conf: OpaquePointer, logger: Logger) throws(KafkaError) {
         var errorText = [CChar](repeating: 0, count: 512)
+        rd_kafka_conf_set_log_cb(conf, kafkaLogCallback)
         // librdkafka takes ownership of conf on success only.
         guard let rk = rd_kafka_new(type, conf, &errorText, errorText.count) else {
             rd_kafka_conf_destroy(conf)
@@ -16,6 +18,7 @@ final class KafkaHandle: @unchecked Sendable {
                              message: String(decoding: errorText.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         self.rk = rk
+        log = KafkaLogSink.register(KafkaLogSink(logger: logger), for: rk)
     }
 
     /// Set when destroying the handle would hit a librdkafka bug; the handle
@@ -23,8 +26,79 @@ final class KafkaHandle: @unchecked Sendable {
     let leakOnDeinit = Atomic<Bool>(false)
 
     deinit {
-        if !leakOnDeinit.load(ordering: .acquiring) { rd_kafka_destroy(rk) }
+        if !leakOnDeinit.load(ordering: .acquiring) {
+            rd_kafka_destroy(rk)
+            KafkaLogSink.unregister(rk)
+        }
     }
+}
+
+/// Where librdkafka's log lines go: the handle's swift-log `Logger`, so that
+/// `--log-level` and `--log-format json` govern them like Ferry's own lines
+/// (librdkafka's default printed `%3|…` lines on stderr, breaking a JSON log
+/// stream). Keeps the last error-level line, which a command names when it
+/// gives up (a refused connection says more than "message timed out").
+final class KafkaLogSink: Sendable {
+    let logger: Logger
+    private let lastErrorLine = Mutex<String?>(nil)
+
+    init(logger: Logger) { self.logger = logger }
+
+    /// The last line librdkafka logged at error level or worse, if any.
+    var lastError: String? { lastErrorLine.withLock { $0 } }
+
+    /// An error for want of a broker names the brokers and what librdkafka
+    /// last logged as an error (a refused connection, a failed TLS handshake,
+    /// a name that does not resolve): "Message timed out" alone does not say why.
+    func explain(_ error: KafkaError, brokers: String?) -> KafkaError {
+        guard ["_MSG_TIMED_OUT", "_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE"].contains(error.name) else { return error }
+        var notes: [String] = []
+        if let brokers, !brokers.isEmpty { notes.append("brokers \(brokers)") }
+        if let last = lastError { notes.append("librdkafka's last error: \(last)") }
+        guard !notes.isEmpty else { return error }
+        var explained = error
+        explained.message += " (\(notes.joined(separator: "; ")))"
+        return explained
+    }
+
+    func write(level: Int32, facility: String, client: String, line: String) {
+        let mapped: Logger.Level
+        switch level {
+        case ...2: mapped = .critical
+        case 3: mapped = .error
+        case 4: mapped = .warning
+        case 5: mapped = .notice
+        case 6: mapped = .info
+        default: mapped = .debug
+        }
+        if level <= 3 { lastErrorLine.withLock { $0 = line } }
+        logger.log(level: mapped, "librdkafka: \(line)", metadata: ["kafka_facility": "\(facility)", "kafka_client": "\(client)"])
+    }
+
+    // The sinks of live handles, by handle address: librdkafka calls back from its own threads.
+    private static let sinks = Mutex<[UInt: KafkaLogSink]>([:])
+    /// For lines logged while a handle is created, before its sink is known.
+    private static let fallback = KafkaLogSink(logger: Logger(label: "ferry.kafka"))
+
+    fileprivate static func register(_ sink: KafkaLogSink, for rk: OpaquePointer) -> KafkaLogSink {
+        sinks.withLock { $0[UInt(bitPattern: rk)] = sink }
+        return sink
+    }
+
+    fileprivate static func unregister(_ rk: OpaquePointer) {
+        _ = sinks.withLock { $0.removeValue(forKey: UInt(bitPattern: rk)) }
+    }
+
+    static func sink(for rk: OpaquePointer?) -> KafkaLogSink {
+        guard let rk, let sink = sinks.withLock({ $0[UInt(bitPattern: rk)] }) else { return fallback }
+        return sink
+    }
+}
+
+private let kafkaLogCallback: @convention(c) (OpaquePointer?, Int32, UnsafePointer<CChar>?, UnsafePointer<CChar>?) -> Void = { rk, level, facility, line in
+    let client = rk.map { String(cString: rd_kafka_name($0)) } ?? ""
+    KafkaLogSink.sink(for: rk).write(level: level, facility: facility.map { String(cString: $0) } ?? "",
+                                     client: client, line: line.map { String(cString: $0) } ?? "")
 }
 
 /// A dedicated thread calling a blocking librdkafka poll until stopped, so the

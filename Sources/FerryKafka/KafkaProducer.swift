@@ -9,12 +9,14 @@ import Synchronization
 public final class KafkaProducer: Sendable {
     private let handle: KafkaHandle
     private let poller: PollThread
+    private let bootstrapServers: String
 
     public init(configuration: KafkaConfiguration, logger: Logger) throws(KafkaError) {
         var configuration = configuration
         // Acknowledged by all in-sync replicas, without duplicates from retries.
         if configuration["enable.idempotence"] == nil { configuration["enable.idempotence"] = "true" }
         if configuration["linger.ms"] == nil { configuration["linger.ms"] = "2" }
+        bootstrapServers = configuration["bootstrap.servers"] ?? ""
         let conf = try configuration.makeNative()
         rd_kafka_conf_set_dr_msg_cb(conf, deliveryReportCallback)
         handle = try KafkaHandle(type: RD_KAFKA_PRODUCER, conf: conf, logger: logger)
@@ -27,7 +29,7 @@ public final class KafkaProducer: Sendable {
         let result: Result<Void, KafkaError> = await withCheckedContinuation { continuation in
             post(topic: topic, key: key, value: value, headers: headers) { continuation.resume(returning: $0) }
         }
-        try result.get()
+        try result.mapError(explained).get()
     }
 
     /// Queues one message without waiting; `onDelivery` gets its delivery report.
@@ -43,7 +45,11 @@ public final class KafkaProducer: Sendable {
         let result: Result<KafkaPosition, KafkaError> = await withCheckedContinuation { continuation in
             postReporting(topic: topic, key: key, value: value, headers: headers) { continuation.resume(returning: $0) }
         }
-        return try result.get()
+        return try result.mapError(explained).get()
+    }
+
+    private func explained(_ error: KafkaError) -> KafkaError {
+        handle.log.explain(error, brokers: bootstrapServers)
     }
 
     private func postReporting(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)],

@@ -52,6 +52,21 @@ struct KafkaOptions: ParsableArguments {
         return try NameValuePairs.parse(pairs, option: "--kafka-property")
     }
 
+    /// How long a command that sends (`enqueue`, `pause`, `items put`, …) waits
+    /// for Kafka to take a message, unless `message.timeout.ms` is given:
+    /// librdkafka's default, 5 minutes, kept a mistyped broker address silent
+    /// for that long. A worker keeps the default (its outbox retries anyway).
+    static let commandDeliveryTimeout: Duration = .seconds(30)
+
+    /// `configuration()` for a command's short-lived producer.
+    func commandConfiguration() throws -> KafkaConfiguration {
+        var configuration = try configuration()
+        if configuration["message.timeout.ms"] == nil {
+            configuration["message.timeout.ms"] = "\(Int(Self.commandDeliveryTimeout.inSeconds * 1000))"
+        }
+        return configuration
+    }
+
     mutating func resolve() {
         Resolve.string(&bootstrapServers, .bootstrapServers)
         Resolve.string(&topicPrefix, .topicPrefix)

@@ -9,7 +9,7 @@ import Logging
 struct ControlCommand {
     static func send(_ action: ControlMessage.Action, id: String, kafka: KafkaOptions, log: LogOptions) async throws {
         let logger = try log.bootstrap(label: "ferry.control")
-        let producer = try KafkaProducer(configuration: try kafka.configuration(), logger: logger)
+        let producer = try KafkaProducer(configuration: try kafka.commandConfiguration(), logger: logger)
         let value = Array(try JSONEncoder().encode(ControlMessage(id: id, action: action)))
         try await producer.send(topic: kafka.topics.control, key: id, value: value)
         print("\(action.rawValue) sent for \(id) (follow it with: ferry enqueue … --wait, or read \(kafka.topics.status))")

@@ -71,7 +71,7 @@ struct DevCommand: AsyncParsableCommand {
         }
         defer { watch.cancel() }
         if kafkaOnly {
-            try await runUntilSignalled {
+            try await runUntilSignalled(logger: logger) {
                 while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
             }
             return
@@ -104,7 +104,7 @@ struct DevCommand: AsyncParsableCommand {
             print("Ready. Enqueue with: ferry enqueue upload --bootstrap-servers \(cluster.bootstrapServers) --bucket demo --key hello.txt --source \(root.path)/hello.txt --wait")
             print("Record table: posts (key id; ferry items put --table posts:id …)")
             flushStandardOutput()
-            try await runUntilSignalled(exitWithin: configuration.shutdownBoundSeconds) {
+            try await runUntilSignalled(exitWithin: configuration.shutdownBoundSeconds, logger: logger) {
                 try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger)
             }
             return

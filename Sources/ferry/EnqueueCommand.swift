@@ -68,7 +68,8 @@ struct EnqueueCommand: AsyncParsableCommand {
         if let problem = RequestDecoder.validate(request) { throw ValidationError(problem.message) }
         let configuration = try kafka.configuration()
         let client = try TransferClient(bootstrapServers: configuration.properties["bootstrap.servers"]!,
-                                        properties: try kafka.properties(), topics: kafka.topics, logger: logger)
+                                        properties: try kafka.properties(), topics: kafka.topics,
+                                        deliveryTimeout: KafkaOptions.commandDeliveryTimeout, logger: logger)
         guard wait else {
             if let bytes { try await client.uploadData(bytes, request) } else { try await client.enqueue(request) }
             print(request.id)

@@ -56,7 +56,7 @@ struct ItemsCommand: AsyncParsableCommand {
     static func client(_ kafka: KafkaOptions, logger: Logger) throws -> ItemClient {
         let configuration = try kafka.configuration()
         return try ItemClient(bootstrapServers: configuration.properties["bootstrap.servers"]!, properties: try kafka.properties(),
-                              topics: kafka.topics, logger: logger)
+                              topics: kafka.topics, deliveryTimeout: KafkaOptions.commandDeliveryTimeout, logger: logger)
     }
 
     static func attributes(_ json: String, option: String) throws -> AttributeMap {

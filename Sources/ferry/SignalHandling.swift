@@ -1,12 +1,16 @@
 import Dispatch
 import Foundation
+import Logging
 
 /// Runs `body` and cancels it on SIGINT or SIGTERM, so the worker can stop
 /// fetching and commit what is finished. A second signal exits at once, and
 /// so does the process when the graceful stop takes longer than
 /// `exitWithin` seconds (whatever Kafka, storage or the outbox are doing):
 /// what is unfinished is redelivered, and the outbox drains at the next start.
-func runUntilSignalled(exitWithin bound: Double? = nil, _ body: @escaping @Sendable () async throws -> Void) async throws {
+/// What it has to say goes through `logger` (so `--log-format json` stays
+/// JSON), and so does the error that ends `body`, before it is rethrown.
+func runUntilSignalled(exitWithin bound: Double? = nil, logger: Logger,
+                       _ body: @escaping @Sendable () async throws -> Void) async throws {
     // A peer that closes a socket or pipe is an error on that connection, never
     // the end of the process (libcurl and librdkafka avoid SIGPIPE themselves;
     // not every writer does).
@@ -17,15 +21,15 @@ func runUntilSignalled(exitWithin bound: Double? = nil, _ body: @escaping @Senda
         let source = DispatchSource.makeSignalSource(signal: signo, queue: .global())
         source.setEventHandler {
             if task.isCancelled {
-                FileHandle.standardError.write(Data("second signal: exiting now\n".utf8))
+                logger.warning("second signal: exiting now")
                 exit(128 + signo)
             }
-            FileHandle.standardError.write(Data("signal \(signo): shutting down (send again to exit at once)\n".utf8))
+            logger.notice("signal \(signo): shutting down (send again to exit at once)")
             task.cancel()
             if let bound {
                 let seconds = bound.isFinite ? min(max(bound, 0), 86_400) : 86_400
                 DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(seconds * 1_000_000_000))) {
-                    FileHandle.standardError.write(Data("shutdown still running after \(Int(seconds)) s: exiting now (unfinished work is redelivered; the outbox drains at the next start)\n".utf8))
+                    logger.warning("shutdown still running after \(Int(seconds)) s: exiting now (unfinished work is redelivered; the outbox drains at the next start)")
                     exit(128 + signo)
                 }
             }
@@ -34,7 +38,12 @@ func runUntilSignalled(exitWithin bound: Double? = nil, _ body: @escaping @Senda
         return source
     }
     defer { sources.forEach { $0.cancel() } }
-    try await task.value
+    do {
+        try await task.value
+    } catch {
+        logger.critical("stopped: \(error)")
+        throw error
+    }
 }
 
 /// Flushes `print`'s buffer, so lines reach a pipe (tests, CI logs) promptly.

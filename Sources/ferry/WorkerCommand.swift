@@ -42,7 +42,7 @@ struct WorkerCommand: AsyncParsableCommand {
             }
         }
         let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration))
-        try await runUntilSignalled(exitWithin: configuration.shutdownBoundSeconds) {
+        try await runUntilSignalled(exitWithin: configuration.shutdownBoundSeconds, logger: logger) {
             try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger)
         }
     }
