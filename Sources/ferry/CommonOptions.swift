@@ -191,10 +191,21 @@ struct LogOptions: ParsableArguments {
         try Self.bootstrap(label: label, level: level ?? setting(.logLevel) ?? "info", format: format ?? setting(.logFormat) ?? "text")
     }
 
-    /// For commands that choose their own defaults (`ferry dev`).
-    static func bootstrap(label: String, level text: String, format: String) throws -> Logger {
+    /// The level and format `bootstrap` would use, or the usage error it
+    /// would throw (`ferry config check` asks without setting anything up).
+    func validated() throws -> (Logger.Level, String) {
+        try Self.validated(level: level ?? setting(.logLevel) ?? "info", format: format ?? setting(.logFormat) ?? "text")
+    }
+
+    static func validated(level text: String, format: String) throws -> (Logger.Level, String) {
         guard let level = Logger.Level(rawValue: text) else { throw ValidationError("unknown log level '\(text)'") }
         guard format == "text" || format == "json" else { throw ValidationError("--log-format must be text or json, not '\(format)'") }
+        return (level, format)
+    }
+
+    /// For commands that choose their own defaults (`ferry dev`).
+    static func bootstrap(label: String, level text: String, format: String) throws -> Logger {
+        let (level, format) = try validated(level: text, format: format)
         LoggingSystem.bootstrap { label in
             if format == "json" {
                 var handler = JSONLogHandler(label: label)

@@ -33,6 +33,8 @@ struct ConfigCheckCommand: AsyncParsableCommand {
     func run() async throws {
         var options = self.options
         try options.load()
+        // Everything `ferry worker` refuses before it connects is refused here too.
+        _ = try options.log.validated()
         let configuration = try configured(options.makeConfiguration)
         // Triggers declared in the file are checked as `ferry worker` would register them.
         let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration))

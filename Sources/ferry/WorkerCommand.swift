@@ -42,6 +42,8 @@ struct WorkerCommand: AsyncParsableCommand {
             }
         }
         let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration))
+        // What `ferry config check` checks ends here; what follows needs Kafka.
+        logger.info("configuration accepted; joining Kafka at \(configuration.kafka["bootstrap.servers"] ?? "?")")
         try await runUntilSignalled(exitWithin: configuration.shutdownBoundSeconds, logger: logger) {
             try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger)
         }
@@ -230,6 +232,7 @@ struct WorkerOptions: ParsableArguments {
         let http = CurlTransport(limits: try s3.limits.transportLimits(), caBundle: s3.caBundle ?? setting(.caBundle))
         let storage: WorkerConfiguration.Storage
         if let local = localStore {
+            if let problem = WritableDirectory.problem(local, option: "--local-store") { throw ValidationError(problem) }
             storage = .local(URL(fileURLWithPath: local))
         } else {
             storage = .s3(try s3.configuration(transport: http))
@@ -250,6 +253,8 @@ struct WorkerOptions: ParsableArguments {
         try requireRange(maxTransfers, 1...4096, "--max-transfers")
         if let max = maxTransfers { engine.maxTransfers = max }
         let roles = try configured { try WorkerConfiguration.Roles(parsing: role ?? "all") }
+        if let problem = WritableDirectory.problem(stateDir ?? ".ferry", option: "--state-dir") { throw ValidationError(problem) }
+        if let httpAddress { _ = try configured { try ListenAddress(parsing: httpAddress) } }
         var configuration = WorkerConfiguration(
             kafka: kafkaConfiguration, topics: kafka.topics, storage: storage, dataRoot: try DataRoot(root),
             stateDirectory: URL(fileURLWithPath: stateDir ?? ".ferry"),

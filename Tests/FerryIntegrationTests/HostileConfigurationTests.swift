@@ -55,4 +55,47 @@ import Testing
         }
         print("hostile configurations: seed \(seed): \(total) files; exit statuses \(outcomes.sorted { $0.key < $1.key })")
     }
+
+    /// Invariant: `ferry config check` and `ferry worker` give every file the
+    /// same verdict: 64 from both, or from neither (the worker then gets as far
+    /// as Kafka, where its log says `configuration accepted`). They disagreed
+    /// on log settings, the HTTP address and unusable state directories,
+    /// which the worker found only after joining Kafka. One file at a time,
+    /// each variant with a state directory of its own.
+    @Test func configCheckAndTheWorkerAgreeOnEveryFile() async throws {
+        let seed = FuzzReplay.seed, total = max(1, FuzzReplay.messages(default: 100) * 2 / 5)
+        print("config check against the worker: seed \(seed), \(total) files (replay with FERRY_FUZZ_SEED=\(seed) FERRY_FUZZ_MESSAGES=\(total * 5 / 2))")
+        let base = try TestPaths.temporaryDirectory("fuzz-config-agree")
+        defer { try? FileManager.default.removeItem(at: base) }
+        try FileManager.default.createDirectory(at: base.appendingPathComponent("data"), withIntermediateDirectories: true)
+        // Nothing listens at the file's brokers: a worker that accepts its file stops at Kafka.
+        let file = Self.file.replacingOccurrences(of: "127.0.0.1:9092", with: "127.0.0.1:\(TestPaths.freePort())")
+        let environment = ["AWS_ACCESS_KEY_ID": "fuzz", "AWS_SECRET_ACCESS_KEY": "fuzz", "AWS_EC2_METADATA_DISABLED": "true"]
+        var rng = HostileInput.rng(seed: seed)
+        var verdicts: [String: Int] = [:]
+        for index in 0..<total {
+            let valid = file.replacingOccurrences(of: "DATA", with: base.appendingPathComponent("data").path)
+                .replacingOccurrences(of: "STATE", with: base.appendingPathComponent("state-\(index)").path)
+            // The first is the valid file itself: both must accept it.
+            var bytes = Array(valid.utf8), variant = "the file itself"
+            if index > 0 {
+                let mutated = HostileJSON.variant(of: valid, &rng)
+                (bytes, variant) = (mutated.bytes, mutated.description)
+            }
+            let path = base.appendingPathComponent("worker-\(index).yaml")
+            try Data(bytes).write(to: path)
+            let check = try await runCommand(TestPaths.ferryBinary, ["config", "check", "--config", path.path], environment: environment, timeout: 60)
+            let worker = try BackgroundProcess(name: "worker-\(index)", executable: TestPaths.ferryBinary, arguments: ["worker", "--config", path.path],
+                                               environment: environment, logDirectory: base)
+            let decided = await eventually(timeout: 60, every: 0.05) { !worker.isRunning || worker.log.contains("configuration accepted") }
+            let log = worker.log
+            let status = await worker.stop(signal: SIGKILL, timeout: 5)
+            let workerRefused = !log.contains("configuration accepted") && status == 64
+            #expect(decided, "seed \(seed), file \(index): the worker neither refused nor accepted it in 60 s: \(log.suffix(1500))")
+            #expect((check.status == 64) == workerRefused,
+                    "seed \(seed), file \(index): config check exit \(check.status), worker \(workerRefused ? "refused" : "accepted") it: check said \(check.stderr.suffix(600)); worker said \(log.suffix(1200)); file \(variant)")
+            verdicts["\(check.status == 64 ? "refused" : "accepted") by both", default: 0] += (check.status == 64) == workerRefused ? 1 : 0
+        }
+        print("config check against the worker: seed \(seed): \(total) files; \(verdicts.sorted { $0.key < $1.key })")
+    }
 }

@@ -27,10 +27,8 @@ public final class AdminServer: Sendable {
     /// Binds `address` (`HOST:PORT`).
     public static func start(address: String, router: AdminRouter, limits: Limits = Limits(),
                              logger: Logger) async throws -> AdminServer {
-        guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]) else {
-            throw ConfigurationError("http address '\(address)' is not HOST:PORT")
-        }
-        let host = String(address[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let listen = try ListenAddress(parsing: address)
+        let port = listen.port
         let gate = ConnectionGate(limit: limits.maxConnections, logger: logger)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 64)
@@ -48,9 +46,9 @@ public final class AdminServer: Sendable {
                                                                                     logger: logger))
                 }
             }
-            .bind(host: host.isEmpty ? "0.0.0.0" : host, port: port).get()
+            .bind(host: listen.bindHost, port: port).get()
         let server = AdminServer(channel: channel, port: channel.localAddress?.port ?? port)
-        logger.info("HTTP endpoints (/metrics, /healthz, /readyz, /transfers, /notifications/s3) on \(host.isEmpty ? "0.0.0.0" : host):\(server.port)")
+        logger.info("HTTP endpoints (/metrics, /healthz, /readyz, /transfers, /notifications/s3) on \(listen.bindHost):\(server.port)")
         return server
     }
 
