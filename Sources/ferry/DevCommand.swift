@@ -52,6 +52,8 @@ struct DevCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = try LogOptions.bootstrap(label: "ferry.dev", level: logLevel ?? setting(.logLevel) ?? (demo ? "warning" : "info"),
                                               format: setting(.logFormat) ?? "text")
+        // Refused before anything is created or started, as `ferry worker` refuses it.
+        if let httpAddress { _ = try configured { try ListenAddress(parsing: httpAddress) } }
         try FileManager.default.createDirectory(atPath: dataRoot, withIntermediateDirectories: true)
 
         try requireRange(brokers, 1...16, "--brokers")

@@ -58,7 +58,7 @@ import Testing
             // Both in the group, one request partition each.
             #expect(await eventually(timeout: 60) {
                 a.log.contains("partitions assigned: ferry.requests/") && b.log.contains("partitions assigned: ferry.requests/")
-            })
+            }, "w-a: \(a.log.suffix(1500))\nw-b: \(b.log.suffix(1500))")
             // Twelve keys, seven on one partition and five on the other (a key's partition is the CRC32 of
             // "cli/l-N.bin"): each worker stays busy for many seconds, so a listing catches both at work
             // even when it takes seconds to read the status topic (with one key on a side, it could miss it).
