@@ -45,10 +45,18 @@ elif command == "list-uploads":
     response = s3.list_multipart_uploads(Bucket=args[0], Prefix=args[1])
     print(json.dumps([u["Key"] for u in response.get("Uploads", [])]))
 elif command == "upload-parts":
-    uploads = s3.list_multipart_uploads(Bucket=args[0], Prefix=args[1]).get("Uploads", [])
-    print(json.dumps([{"key": u["Key"], "uploadId": u["UploadId"],
-                       "parts": len(s3.list_parts(Bucket=args[0], Key=u["Key"], UploadId=u["UploadId"]).get("Parts", []))}
-                      for u in uploads]))
+    from botocore.exceptions import ClientError
+    found = []
+    for u in s3.list_multipart_uploads(Bucket=args[0], Prefix=args[1]).get("Uploads", []):
+        try:
+            parts = s3.list_parts(Bucket=args[0], Key=u["Key"], UploadId=u["UploadId"]).get("Parts", [])
+        except ClientError as error:
+            # Completed or aborted between the listing and this call (a worker's sweep): not in progress.
+            if error.response.get("Error", {}).get("Code") == "NoSuchUpload":
+                continue
+            raise
+        found.append({"key": u["Key"], "uploadId": u["UploadId"], "parts": len(parts)})
+    print(json.dumps(found))
 elif command == "sha256-all":
     import hashlib
     digests = {}
