@@ -19,11 +19,7 @@ public final class TransferClient: Sendable {
         kafka = KafkaConfiguration(bootstrapServers: bootstrapServers, properties)
         self.topics = topics
         self.logger = logger
-        var producing = kafka
-        if let deliveryTimeout, producing["message.timeout.ms"] == nil {
-            producing["message.timeout.ms"] = "\(max(1, Int(deliveryTimeout.inSeconds * 1000)))"
-        }
-        producer = try KafkaProducer(configuration: producing, logger: logger)
+        producer = try KafkaProducer(configuration: deliveryTimeout.map(kafka.withDeliveryTimeout) ?? kafka, logger: logger)
     }
 
     /// Sends `request` to `<prefix>.requests` keyed by `bucket/key` and waits for Kafka's acknowledgement.

@@ -1,4 +1,5 @@
 import CRdKafka
+import FerryCore
 
 /// librdkafka properties (see its CONFIGURATION.md), passed through unchanged,
 /// so any security setting (SASL_SSL, SCRAM, mTLS) works from configuration.
@@ -26,6 +27,19 @@ public struct KafkaConfiguration: Sendable {
     public func forQuietTopic() -> KafkaConfiguration {
         var configuration = self
         if configuration["fetch.wait.max.ms"] == nil { configuration["fetch.wait.max.ms"] = "250" }
+        return configuration
+    }
+
+    /// For a producer: `message.timeout.ms` (how long librdkafka tries to
+    /// deliver a message before failing it; 5 minutes by default) set to
+    /// `timeout` unless the operator set it, clamped to 1 s…2^31−1 ms: no
+    /// duration given can trap, and librdkafka refuses a timeout that is not
+    /// above the producer's `linger.ms`.
+    public func withDeliveryTimeout(_ timeout: Duration) -> KafkaConfiguration {
+        var configuration = self
+        if configuration["message.timeout.ms"] == nil {
+            configuration["message.timeout.ms"] = "\((timeout.inSeconds * 1000).clampedInt(1000...Int(Int32.max)))"
+        }
         return configuration
     }
 

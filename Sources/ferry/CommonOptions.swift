@@ -60,11 +60,7 @@ struct KafkaOptions: ParsableArguments {
 
     /// `configuration()` for a command's short-lived producer.
     func commandConfiguration() throws -> KafkaConfiguration {
-        var configuration = try configuration()
-        if configuration["message.timeout.ms"] == nil {
-            configuration["message.timeout.ms"] = "\(Int(Self.commandDeliveryTimeout.inSeconds * 1000))"
-        }
-        return configuration
+        try configuration().withDeliveryTimeout(Self.commandDeliveryTimeout)
     }
 
     mutating func resolve() {

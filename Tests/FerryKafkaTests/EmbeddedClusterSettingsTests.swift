@@ -73,4 +73,17 @@ import Testing
         #expect(!brokerSide.isEmpty, "no broker-side connection found for port \(brokerPort)")
         #expect(brokerSide.values.allSatisfy { $0 != 0 }, "TCP_NODELAY per broker-side descriptor: \(brokerSide)")
     }
+
+    /// A producer's delivery timeout, from any duration a caller passes, is one
+    /// librdkafka accepts (1 s…2^31−1 ms here), and never replaces the operator's.
+    @Test(arguments: [(Duration.seconds(30), "30000"), (.zero, "1000"), (.seconds(Int64.max), "2147483647"),
+                      (.milliseconds(-5), "1000"), (.microseconds(1500), "1000")])
+    func deliveryTimeoutsAreClampedToLibrdkafkasRange(timeout: Duration, expected: String) throws {
+        let configuration = KafkaConfiguration(bootstrapServers: "127.0.0.1:1").withDeliveryTimeout(timeout)
+        #expect(configuration["message.timeout.ms"] == expected)
+        // librdkafka takes it.
+        _ = try KafkaProducer(configuration: configuration, logger: Logger(label: "test.delivery"))
+        let set = KafkaConfiguration(bootstrapServers: "x", ["message.timeout.ms": "1234"]).withDeliveryTimeout(timeout)
+        #expect(set["message.timeout.ms"] == "1234")
+    }
 }
