@@ -30,7 +30,7 @@ struct CopyCommand: AsyncParsableCommand {
     @Flag(help: "Print only the final line.") var quiet = false
     @Flag(name: .customLong("fsync"), help: "Flush each downloaded file to disk before it is renamed into place (the worker always does).")
     var fsync = false
-    @Flag(name: .customLong("recursive"), help: "Copy a directory to a prefix, or a prefix to a directory.") var recursive = false
+    @Flag(name: .customLong("recursive"), help: "Copy a directory to a prefix, or a prefix to a directory (folder markers, zero-byte keys ending in /, become empty directories).") var recursive = false
     @Option(name: .customLong("max-transfers"), help: "Objects copied at once with --recursive (default 8).") var maxTransfers = 8
 
     func run() async throws {

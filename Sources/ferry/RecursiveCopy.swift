@@ -91,6 +91,14 @@ struct RecursiveCopy {
             let listed = Atomic<Int>(0)
             let jobs = client.objects(bucket: prefix.bucket, prefix: prefix.key).compactMap { object -> TransferJob? in
                 let index = listed.add(1, ordering: .relaxed).oldValue
+                if FolderMarker.isMarker(object) {
+                    if let failure = await FolderMarker.make(key: object.key, prefix: prefix.key, in: directory) {
+                        tally.fail(failure)
+                    } else {
+                        tally.folders.add(1, ordering: .relaxed)
+                    }
+                    return nil
+                }
                 // A key another client stored with `..` or empty segments would map to a path
                 // outside the directory: such objects are skipped, and said so.
                 if let problem = ObjectKeyRule.violation(of: object.key) {
@@ -111,8 +119,9 @@ struct RecursiveCopy {
         let moved = tally.bytes.load(ordering: .relaxed)
         let failed = tally.failures.withLock { $0 }
         let copied = tally.copied.load(ordering: .relaxed)
-        print(String(format: "%d objects, %@ in %.2f s (%.1f objects/s, %.1f MiB/s)%@", copied,
-                     ProgressDisplay.bytes(moved), seconds, Double(copied) / seconds,
+        let folders = tally.folders.load(ordering: .relaxed)
+        print(String(format: "%d objects%@, %@ in %.2f s (%.1f objects/s, %.1f MiB/s)%@", copied,
+                     folders == 0 ? "" : " and \(folders) folder\(folders == 1 ? "" : "s")", ProgressDisplay.bytes(moved), seconds, Double(copied) / seconds,
                      Double(moved) / 1_048_576 / seconds, failed.count == 0 ? "" : ", \(failed.count) failed"))
         for failure in failed.shown { FileHandle.standardError.write(Data("failed: \(failure)\n".utf8)) }
         if let reason = breaker.reason {
@@ -131,6 +140,8 @@ struct RecursiveCopy {
 private final class Tally: Sendable {
     let bytes = Atomic<Int64>(0)
     let copied = Atomic<Int>(0)
+    /// Folder markers made into directories (downloads).
+    let folders = Atomic<Int>(0)
     /// Files or objects not copied because the store stopped answering (see StorageBreaker).
     let notCopied = Atomic<Int>(0)
     /// Every failure counted, the first 20 kept to print: a prefix of millions
@@ -140,6 +151,36 @@ private final class Tally: Sendable {
         failures.withLock { failures in
             if failures.shown.count < 20 { failures.shown.append(reason) }
             failures.count += 1
+        }
+    }
+}
+
+/// A zero-byte key ending in `/` is a folder marker (what the AWS console's
+/// "Create folder" stores): a download makes it an empty directory, as aws-cli
+/// and rclone leave such keys out rather than fail on them; it has no bytes.
+enum FolderMarker {
+    static func isMarker(_ object: S3Client.ListedObject) -> Bool { object.size == 0 && object.key.hasSuffix("/") }
+
+    /// Makes the directory; returns why not, for the copy's failures.
+    static func make(key: String, prefix: String, in directory: URL) async -> String? {
+        // The prefix's own marker is the directory itself; any other must pass the
+        // key rule without its slash, so that it names a path inside the directory.
+        if key != prefix, let problem = ObjectKeyRule.violation(of: String(key.dropLast())) {
+            return "\(key.debugDescription): not copied: \(problem.message)"
+        }
+        let path = key == prefix ? directory
+            : directory.appendingPathComponent(String(key.dropFirst(prefix.count).dropLast()), isDirectory: true)
+        return await BlockingPool.shared.run { () -> String? in
+            do {
+                try FileManager.default.createDirectory(at: path, withIntermediateDirectories: true)
+                return nil
+            } catch {
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: path.path, isDirectory: &isDirectory), !isDirectory.boolValue {
+                    return "\(key.debugDescription): folder not made: \(path.path) exists and is not a directory"
+                }
+                return "\(key.debugDescription): folder not made at \(path.path): \(error.localizedDescription)"
+            }
         }
     }
 }

@@ -10,6 +10,7 @@ usage: s3_client.py ENDPOINT create-bucket BUCKET
        s3_client.py ENDPOINT list-all                      (prints JSON: bucket -> key -> {ETag, Metadata} of every object)
        s3_client.py ENDPOINT put-many BUCKET PREFIX COUNT [START] [TAG]   (COUNT small objects PREFIX<START>…, in parallel)
        s3_client.py ENDPOINT delete-many BUCKET KEY…        (one DeleteObject each)
+       s3_client.py ENDPOINT put-keys BUCKET JSON_FILE      (JSON_FILE: [[key, body text], …], any keys, in parallel)
        s3_client.py ENDPOINT notify BUCKET PUSH_URL NAME    (RGW: SNS topic NAME pushing to PUSH_URL, persistent, and the
                                                              bucket's notification configuration for ObjectCreated/ObjectRemoved)
 Credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
@@ -96,6 +97,15 @@ elif command == "put-many":
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(put, range(start, start + count)))
     print(json.dumps({"put": count}))
+elif command == "put-keys":
+    from concurrent.futures import ThreadPoolExecutor
+    with open(args[1], encoding="utf-8") as f:
+        pairs = json.load(f)
+    def put_pair(pair):
+        s3.put_object(Bucket=args[0], Key=pair[0], Body=pair[1].encode())
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(put_pair, pairs))
+    print(json.dumps({"put": len(pairs)}))
 elif command == "delete-many":
     for key in args[1:]:
         s3.delete_object(Bucket=args[0], Key=key)
