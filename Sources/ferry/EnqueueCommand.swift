@@ -16,6 +16,7 @@ struct EnqueueCommand: AsyncParsableCommand {
               ferry enqueue download --bucket photos --key cat.jpg --destination /srv/ferry/out/cat.jpg
               ferry enqueue delete --bucket photos --key cat.jpg --access-level private --identity-id alice
               ferry enqueue copy --bucket photos --key copy.jpg --source s3://photos/public/cat.jpg
+              ferry enqueue upload --bucket media --key raw.mov --source /srv/ferry/in/raw.mov --part-size 64MiB --part-concurrency 8
             Exit codes: 0 enqueued (or completed, with --wait); 1 ended failed/cancelled/rejected; 3 --timeout passed; 64 bad usage.
             """)
 
@@ -37,6 +38,7 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Option(name: .customLong("source-identity-id"), help: "Copy: the owner of a protected or private source.") var sourceIdentityId: String?
     @Option(name: .customLong("content-type"), help: "Content type (default from the file extension).") var contentType: String?
     @Option(name: .customLong("metadata"), parsing: .singleValue, help: "User metadata NAME=VALUE (repeatable).") var metadata: [String] = []
+    @OptionGroup(title: "Transfer options (the request's options object)") var transfer: RequestOptionFlags
     @Option(help: "Identity proof for workers with --auth-mode jwt (env FERRY_AUTH_TOKEN).") var auth: String?
     @Option(help: "Where the terminal status is also delivered: kafka:<topic> or an https URL (the worker signs the POST).")
     var callback: String?
@@ -112,7 +114,7 @@ struct EnqueueCommand: AsyncParsableCommand {
             id: id ?? UUID().uuidString.lowercased(), op: operation, bucket: bucket, key: key, accessLevel: level,
             identityId: identityId, targetIdentityId: targetIdentityId,
             source: source.map { operation == .copy || throughKafka ? $0 : Self.uri($0) }, destination: destination.map(Self.uri),
-            contentType: contentType, metadata: pairs.isEmpty ? nil : pairs,
+            contentType: contentType, metadata: pairs.isEmpty ? nil : pairs, options: try transfer.options(),
             auth: auth ?? environment("FERRY_AUTH_TOKEN"), sourceAccessLevel: sourceLevel, sourceIdentityId: sourceIdentityId,
             callback: callback)
     }

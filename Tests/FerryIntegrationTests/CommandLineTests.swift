@@ -42,6 +42,14 @@ import Testing
         (["enqueue", "explode", "--bucket", "b", "--key", "k", "--bootstrap-servers", "x"], "unknown operation"),
         (["enqueue", "upload", "--bucket", "bkt", "--key", "k", "--bootstrap-servers", "x"], "upload needs a source"),
         (["enqueue", "delete", "--bucket", "b", "--key", "k", "--bootstrap-servers", "x", "--metadata", "bad"], "NAME=VALUE"),
+        (["enqueue", "upload", "--bucket", "b", "--key", "k", "--source", "data:,x", "--bootstrap-servers", "x", "--part-size", "4MiB"],
+         "--part-size must be 5 MiB…5 GiB"),
+        (["enqueue", "upload", "--bucket", "b", "--key", "k", "--source", "data:,x", "--bootstrap-servers", "x", "--part-concurrency", "0"],
+         "--part-concurrency must be 1…64"),
+        (["enqueue", "upload", "--bucket", "b", "--key", "k", "--source", "data:,x", "--bootstrap-servers", "x", "--transfer-timeout", "nan"],
+         "--transfer-timeout must be 1…604800 seconds"),
+        (["enqueue", "upload", "--bucket", "b", "--key", "k", "--source", "data:,x", "--bootstrap-servers", "x", "--checksum", "md5"],
+         "--checksum must be CRC32C, CRC32, SHA256 or NONE, got 'md5'"),
     ])
     func badUsageExits64WithTheReason(arguments: [String], reason: String) async throws {
         let result = try await runCommand(ferry, arguments, environment: credentials)
@@ -74,6 +82,36 @@ import Testing
         })
         let metadata = try await runChecked("kcat", ["-L", "-b", bootstrap, "-t", "ferry.requests"])
         #expect(metadata.contains("2 partitions"), "\(metadata)")
+        #expect(await process.stop() == 0)
+    }
+
+    /// `ferry enqueue`'s transfer flags become the request's `options` object, as
+    /// the README's request JSON names it; without them the request has none.
+    @Test func enqueueFlagsBecomeTheRequestsOptions() async throws {
+        let dir = try TestPaths.temporaryDirectory("enqueue-options")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let process = try BackgroundProcess(name: "kafka-only", executable: ferry, arguments: ["dev", "--kafka-only", "--partitions", "1"],
+                                            logDirectory: dir)
+        var bootstrap = ""
+        #expect(await eventually(timeout: 20) {
+            bootstrap = process.log.split(separator: "\n").first { $0.hasPrefix("Kafka bootstrap: ") }.map { String($0.dropFirst(17)) } ?? ""
+            return !bootstrap.isEmpty
+        })
+        let common = ["enqueue", "upload", "--bucket", "bkt", "--key", "k", "--source", "data:,x", "--bootstrap-servers", bootstrap]
+        _ = try await runChecked(ferry, common + ["--id", "with", "--part-size", "16MiB", "--part-concurrency", "2", "--retry-limit", "0",
+                                                  "--transfer-timeout", "90", "--checksum", "crc32", "--accelerate"])
+        _ = try await runChecked(ferry, common + ["--id", "without"])
+        let records = try await Kcat(bootstrapServers: bootstrap).consumeAll(topic: "ferry.requests")
+        var options: [String: [String: Any]] = [:]
+        for record in records {
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(record.value.utf8)) as? [String: Any])
+            options[json["id"] as? String ?? ""] = json["options"] as? [String: Any] ?? [:]
+        }
+        let with = try #require(options["with"])
+        #expect(with["partSizeBytes"] as? Int == 16 << 20 && with["partConcurrency"] as? Int == 2 && with["retryLimit"] as? Int == 0)
+        #expect(with["timeoutSeconds"] as? Double == 90 && with["checksumAlgorithm"] as? String == "CRC32" && with["accelerate"] as? Bool == true,
+                "\(with)")
+        #expect(options["without"]?.isEmpty == true, "\(records.map(\.value))")
         #expect(await process.stop() == 0)
     }
 
