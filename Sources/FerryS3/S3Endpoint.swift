@@ -22,10 +22,10 @@ public struct S3Endpoint: Sendable, Hashable {
         self.style = style
     }
 
-    /// The AWS endpoint of a region.
-    public static func aws(region: String) -> S3Endpoint {
-        // Cannot fail: a fixed, well-formed URL.
-        try! S3Endpoint(url: "https://s3.\(region).amazonaws.com", style: .virtualHosted)
+    /// The AWS endpoint of a region; throws when the region makes no host name
+    /// (callers check it with `RegionRule` first, for a clearer message).
+    public static func aws(region: String) throws -> S3Endpoint {
+        try S3Endpoint(url: "https://s3.\(region).amazonaws.com", style: .virtualHosted)
     }
 
     /// Whether this is an AWS S3 endpoint (accelerate mode exists only there).

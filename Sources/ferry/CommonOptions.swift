@@ -101,15 +101,21 @@ struct S3Options: ParsableArguments {
 
     @OptionGroup var limits: TransferLimitOptions
 
-    var resolvedRegion: String { region ?? setting(.region) ?? "us-east-1" }
+    /// The signing region, checked: it goes into every signature's scope and,
+    /// without an endpoint, into the AWS host name.
+    func validRegion() throws -> String {
+        let region = region ?? setting(.region) ?? "us-east-1"
+        if let problem = RegionRule.violation(of: region) { throw ValidationError(problem.message) }
+        return region
+    }
 
     func configuration(transport: CurlTransport? = nil) throws -> S3Client.Configuration {
-        let region = resolvedRegion
+        let region = try validRegion()
         var endpoint: S3Endpoint
         if let url = self.endpoint ?? setting(.s3Endpoint) {
             endpoint = try S3Endpoint(url: url, style: .path)
         } else {
-            endpoint = .aws(region: region)
+            endpoint = try S3Endpoint.aws(region: region)
         }
         if let style = addressingStyle ?? setting(.addressingStyle) {
             guard let parsed = S3Endpoint.AddressingStyle(rawValue: style) else {
@@ -151,7 +157,7 @@ struct S3Options: ParsableArguments {
             throw ValidationError("an access key id needs its secret access key and the other way round")
         }
         return try configured {
-            try CredentialChain(region: resolvedRegion, transport: transport)
+            try CredentialChain(region: try validRegion(), transport: transport)
                 .provider(explicit: explicit, profile: profile ?? setting(.profile))
         }
     }

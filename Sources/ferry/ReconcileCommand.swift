@@ -47,7 +47,7 @@ struct ReconcileCommand: AsyncParsableCommand {
         let kafkaConfiguration = try kafka.configuration()
         let producer = try KafkaProducer(configuration: kafkaConfiguration, logger: logger)
         let reconciler = Reconciler(store: store, catalog: try ObjectCatalog(directory: URL(fileURLWithPath: stateDir)),
-                                    producer: producer, kafka: kafkaConfiguration, topics: kafka.topics, region: s3.resolvedRegion,
+                                    producer: producer, kafka: kafkaConfiguration, topics: kafka.topics, region: try s3.validRegion(),
                                     resolver: DefaultPrefixResolver(), logger: logger)
         repeat {
             let started = ContinuousClock.now

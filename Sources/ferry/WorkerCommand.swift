@@ -259,7 +259,7 @@ struct WorkerOptions: ParsableArguments {
             kafka: kafkaConfiguration, topics: kafka.topics, storage: storage, dataRoot: try DataRoot(root),
             stateDirectory: URL(fileURLWithPath: stateDir ?? ".ferry"),
             workerId: workerId ?? WorkerConfiguration.defaultWorkerId,
-            region: s3.resolvedRegion, engine: engine, roles: roles)
+            region: try s3.validRegion(), engine: engine, roles: roles)
         configuration.http = http
         configuration.callbacks = try callbackSettings()
         configuration.ingest.token = try IngestToken.load(file: ingestTokenFile, environment: environment("FERRY_INGEST_TOKEN"))

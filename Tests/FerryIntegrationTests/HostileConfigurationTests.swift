@@ -1,3 +1,4 @@
+import FerryCore
 import FerryTestSupport
 import Foundation
 import Testing
@@ -25,6 +26,12 @@ import Testing
                   "filters":[{"eventName":["INSERT"],"dynamodb":{"NewImage":{"size":{"N":[{"numeric":[">",1000000]}]}}}}]}]}
     """#
 
+    /// Every other variant starts from the file without `s3.endpoint`, so that
+    /// values reach the AWS paths too (the region becomes a host name there).
+    static func everyOther(_ index: Int, _ file: String) -> String {
+        index % 2 == 0 ? file : file.replacingOccurrences(of: #""endpoint":"http://127.0.0.1:9000","#, with: "")
+    }
+
     @Test func everyConfigurationIsValidOrRefusedWithAReason() async throws {
         let seed = FuzzReplay.seed, total = FuzzReplay.messages(default: 100)
         print("hostile configurations: seed \(seed), \(total) files (replay with FERRY_FUZZ_SEED=\(seed) FERRY_FUZZ_MESSAGES=\(total))")
@@ -42,7 +49,7 @@ import Testing
         var rng = HostileInput.rng(seed: seed)
         var outcomes: [Int32: Int] = [:]
         for index in 0..<total {
-            let variant = HostileJSON.variant(of: valid, &rng)
+            let variant = HostileJSON.variant(of: Self.everyOther(index, valid), &rng)
             try Data(variant.bytes).write(to: path)
             let result = try await runCommand(TestPaths.ferryBinary, ["config", "check", "--config", path.path], environment: environment, timeout: 60)
             outcomes[result.status, default: 0] += 1
@@ -54,6 +61,39 @@ import Testing
             #expect(!result.stderr.contains("Fatal error"), "seed \(seed), file \(index): a trap: \(result.stderr.suffix(1500))")
         }
         print("hostile configurations: seed \(seed): \(total) files; exit statuses \(outcomes.sorted { $0.key < $1.key })")
+    }
+
+    /// Without `s3.endpoint` the region becomes part of the AWS host name (and
+    /// it is always part of the signing scope): a region with a space trapped
+    /// `config check` and the worker (SIGILL, exit 132). Generated regions, in a
+    /// file without an endpoint: exit 0 exactly when `RegionRule` takes them,
+    /// else 64 with the reason.
+    @Test func everyRegionIsTakenOrRefusedWithAReason() async throws {
+        let seed = FuzzReplay.seed
+        print("hostile regions: seed \(seed) (replay with FERRY_FUZZ_SEED=\(seed))")
+        let base = try TestPaths.temporaryDirectory("fuzz-region")
+        defer { try? FileManager.default.removeItem(at: base) }
+        var rng = HostileInput.rng(seed: seed)
+        let plausible = ["us-east-1", "eu-central-003", "auto", "fr-par", "default", "US_WEST", "nyc3", "a.b", String(repeating: "r", count: 64)]
+        var regions = plausible + ["", " ", "us east", "us-east-1/", "a/b", "a?b", "[", "a#b", "a:b@c", String(repeating: "r", count: 65)]
+        for _ in 0..<30 {
+            regions.append((0..<Int.random(in: 1...3, using: &rng)).map { _ in
+                Bool.random(using: &rng) ? plausible.randomElement(using: &rng)! : HostileInput.pieces.randomElement(using: &rng)!
+            }.joined())
+        }
+        let environment = ["AWS_ACCESS_KEY_ID": "fuzz", "AWS_SECRET_ACCESS_KEY": "fuzz", "AWS_EC2_METADATA_DISABLED": "true"]
+        for (index, region) in regions.enumerated() {
+            let path = base.appendingPathComponent("region-\(index).yaml")
+            try Data("""
+                {"worker":{"dataRoot":\(HostileInput.jsonString(base.path))},"kafka":{"bootstrapServers":"127.0.0.1:9092"},
+                 "s3":{"region":\(HostileInput.jsonString(region))}}
+                """.utf8).write(to: path)
+            let result = try await runCommand(TestPaths.ferryBinary, ["config", "check", "--config", path.path], environment: environment, timeout: 60)
+            let expected: Int32 = RegionRule.violation(of: region) == nil ? 0 : 64
+            #expect(result.status == expected, "region \(region.debugDescription): exit \(result.status): \(result.stderr.suffix(800))")
+            #expect(!result.stderr.contains("Fatal error"), "region \(region.debugDescription): a trap")
+            if expected == 64 { #expect(result.stderr.contains("region"), "\(result.stderr.suffix(800))") }
+        }
     }
 
     /// Invariant: `ferry config check` and `ferry worker` give every file the
@@ -79,7 +119,7 @@ import Testing
             // The first is the valid file itself: both must accept it.
             var bytes = Array(valid.utf8), variant = "the file itself"
             if index > 0 {
-                let mutated = HostileJSON.variant(of: valid, &rng)
+                let mutated = HostileJSON.variant(of: Self.everyOther(index, valid), &rng)
                 (bytes, variant) = (mutated.bytes, mutated.description)
             }
             let path = base.appendingPathComponent("worker-\(index).yaml")

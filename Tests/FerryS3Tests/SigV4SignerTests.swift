@@ -153,7 +153,7 @@ import Testing
         #expect(local.hostHeader(bucket: "b") == "127.0.0.1:7480")
         #expect(local.path(bucket: "b", key: "a/b c") == "/b/a/b c")
         #expect(local.accelerated == nil)
-        let aws = S3Endpoint.aws(region: "eu-west-1")
+        let aws = try S3Endpoint.aws(region: "eu-west-1")
         #expect(aws.hostHeader(bucket: "photos") == "photos.s3.eu-west-1.amazonaws.com")
         #expect(aws.path(bucket: "photos", key: "k") == "/k")
         let fast = try #require(aws.accelerated)
