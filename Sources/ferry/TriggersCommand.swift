@@ -58,7 +58,8 @@ struct TriggersTestCommand: AsyncParsableCommand {
             receives them. Records the handler's filters do not match are reported and skipped; stream records are
             shown to the handler in its view type. Transfers the handler enqueues are printed, not sent.
             Example:
-              ferry triggers test audit-log --event Tests/events/put.json --data-root ./ferry-data
+              ferry triggers test audit-log --event triggers/events/s3-put.json --data-root ./ferry-data
+            triggers/events/ holds events as Ferry sends them: s3-put, s3-delete, objects-insert, objects-remove, posts-insert.
             Exit codes: 0 the handler succeeded; 1 it threw, timed out or reported failed records; 64 bad usage or an undecodable event.
             """)
 

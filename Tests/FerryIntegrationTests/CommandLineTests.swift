@@ -229,6 +229,20 @@ import Testing
         #expect(bad.status == 64 && bad.stderr.contains("is not an S3 event"))
     }
 
+    /// The sample events in triggers/events/ (captured from `ferry dev`; the
+    /// help and the guide point authors to them) decode, pass the handler's
+    /// filters and run a shipped handler each.
+    @Test(arguments: [("audit-log", "s3-put"), ("audit-log", "s3-delete"), ("object-index", "objects-insert"),
+                      ("object-index", "objects-remove"), ("post-feed", "posts-insert")])
+    func shippedSampleEventsRunAHandler(handler: String, sample: String) async throws {
+        let dir = try TestPaths.temporaryDirectory("triggers-samples")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = TestPaths.repositoryRoot.appendingPathComponent("triggers/events/\(sample).json")
+        let out = try await runChecked(TestPaths.ferryBinary, ["triggers", "test", handler, "--event", file.path, "--data-root", dir.path])
+        #expect(out.contains("\(handler) succeeded") && out.contains("with 1 record(s)"), "\(out)")
+        #expect(!out.contains("skipped"), "\(out)")
+    }
+
     @Test func testAStreamHandlerAndListConfiguredTargets() async throws {
         let dir = try TestPaths.temporaryDirectory("triggers-cli-streams")
         defer { try? FileManager.default.removeItem(at: dir) }
