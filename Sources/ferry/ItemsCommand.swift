@@ -60,8 +60,16 @@ struct ItemsCommand: AsyncParsableCommand {
     }
 
     static func attributes(_ json: String, option: String) throws -> AttributeMap {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else {
-            throw ValidationError("\(option) must be a JSON object")
+        let parsed: Any
+        do {
+            parsed = try JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed])
+        } catch {
+            // Foundation's reason (the offset, a number out of range) is in the underlying error's description.
+            let reason = ((error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String) ?? "\(error)"
+            throw ValidationError("\(option) is not valid JSON: \(reason)")
+        }
+        guard let object = parsed as? [String: Any] else {
+            throw ValidationError("\(option) must be a JSON object ({…}), got \(parsed is [Any] ? "an array" : "a single value")")
         }
         return try configured { try ItemJSON.map(object, field: option) }
     }
