@@ -36,7 +36,7 @@ public struct DataRoot: Sendable, Hashable {
     /// Where a `file://` destination will be written: its parent directory is
     /// created inside the root if needed, then resolved and checked.
     public func destinationPath(_ uri: String) throws(FerryError) -> String {
-        let raw = try Self.filePath(uri)
+        let raw = try Self.destinationFilePath(uri)
         let url = URL(fileURLWithPath: raw)
         let name = url.lastPathComponent
         guard !name.isEmpty, name != "/", name != ".", name != ".." else {
@@ -147,7 +147,7 @@ public struct DataRoot: Sendable, Hashable {
     /// existing ancestor, resolved, must be inside the root, and what remains
     /// below it may not climb with `..`.
     public func checkDestination(_ uri: String) throws(FerryError) {
-        let raw = try Self.filePath(uri)
+        let raw = try Self.destinationFilePath(uri)
         // Plain components, not URL.deletingLastPathComponent(): on a path that
         // ends in "..", that returns the same path, and a walk up never ends.
         var existing = raw.split(separator: "/").map(String.init)
@@ -191,6 +191,17 @@ public struct DataRoot: Sendable, Hashable {
         guard path.hasPrefix("/") else { throw FerryError(.invalidPath, "file URI \(uri) has no absolute path") }
         guard !path.utf8.contains(0) else { throw FerryError(.invalidPath, "file URI \(uri) contains a NUL byte") }
         return path
+    }
+
+    /// A destination's path. One that ends in `/` names a directory: it was
+    /// written as a file of the directory's name, which no one asking for
+    /// `…/dir/` meant; the request has to name the file.
+    static func destinationFilePath(_ uri: String) throws(FerryError) -> String {
+        let raw = try filePath(uri)
+        guard !raw.hasSuffix("/") else {
+            throw FerryError(.invalidPath, "destination \(uri) ends in '/' and so names a directory; name the file to write (…/dir/name)")
+        }
+        return raw
     }
 
     static func realpath(_ path: String) -> String? {

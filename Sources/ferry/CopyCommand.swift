@@ -83,8 +83,11 @@ struct CopyCommand: AsyncParsableCommand {
     func makeJob() throws -> (TransferJob, String) {
         let id = "cp-\(UUID().uuidString.lowercased())"
         let pairs = try NameValuePairs.parse(metadata, option: "--metadata")
+        guard !destination.isEmpty else { throw ValidationError("the destination is empty") }
+        let sourceName = CopyDestination.name(of: source.hasPrefix("s3://") ? String(source.dropFirst(5).drop { $0 != "/" }) : source)
         switch (source.hasPrefix("s3://"), destination.hasPrefix("s3://")) {
         case (false, true):
+            let destination = CopyDestination.object(destination, sourceName: sourceName)
             let target = try ObjectLocation(s3URI: destination)
             let request = TransferRequest(id: id, op: .upload, bucket: target.bucket, key: target.key,
                                           source: EnqueueCommand.uri(source), contentType: contentType,
@@ -92,10 +95,12 @@ struct CopyCommand: AsyncParsableCommand {
             return (TransferJob(request: request, objectKey: target.key), "upload \(source) → \(destination)")
         case (true, false):
             let object = try ObjectLocation(s3URI: source)
+            let destination = CopyDestination.path(destination, sourceName: sourceName, existingDirectory: true)
             let request = TransferRequest(id: id, op: .download, bucket: object.bucket, key: object.key,
                                           destination: EnqueueCommand.uri(destination))
             return (TransferJob(request: request, objectKey: object.key), "download \(source) → \(destination)")
         case (true, true):
+            let destination = CopyDestination.object(destination, sourceName: sourceName)
             let target = try ObjectLocation(s3URI: destination)
             let request = TransferRequest(id: id, op: .copy, bucket: target.bucket, key: target.key, source: source)
             return (TransferJob(request: request, objectKey: target.key), "copy \(source) → \(destination)")

@@ -113,7 +113,8 @@ struct EnqueueCommand: AsyncParsableCommand {
         return TransferRequest(
             id: id ?? UUID().uuidString.lowercased(), op: operation, bucket: bucket, key: key, accessLevel: level,
             identityId: identityId, targetIdentityId: targetIdentityId,
-            source: source.map { operation == .copy || throughKafka ? $0 : Self.uri($0) }, destination: destination.map(Self.uri),
+            source: source.map { operation == .copy || throughKafka ? $0 : Self.uri($0) },
+            destination: destination.map { Self.uri(CopyDestination.path($0, sourceName: CopyDestination.name(of: key), existingDirectory: false)) },
             contentType: contentType, metadata: pairs.isEmpty ? nil : pairs, options: try transfer.options(),
             auth: auth ?? environment("FERRY_AUTH_TOKEN"), sourceAccessLevel: sourceLevel, sourceIdentityId: sourceIdentityId,
             callback: callback)

@@ -53,7 +53,8 @@ import Testing
     /// bytes, existing and missing directories, links) is decided in bounded
     /// time, and an accepted one is inside the root. A walk up a path ending
     /// in ".." once looped for ever (URL.deletingLastPathComponent is a fixed
-    /// point there): the adversarial suite's seed 8916793287572810049.
+    /// point there): the adversarial suite's seed 8916793287572810049. One
+    /// ending in `/` is refused (`…/dir/` was written as a file named `dir`).
     @Test(.timeLimit(.minutes(1))) func everyDestinationIsDecidedAndConfined() throws {
         let base = try TestPaths.temporaryDirectory("dataroot-gen")
         defer { try? FileManager.default.removeItem(at: base) }
@@ -67,9 +68,15 @@ import Testing
             let count = Int.random(in: 1...7, using: &rng)
             let path = (0..<count).map { _ in segments.randomElement(using: &rng)! }.joined(separator: "/")
             let uri = "file://" + rootDir.path + "/" + path
-            if (try? root.checkDestination(uri)) != nil {
+            if uri.hasSuffix("/") {
+                // It names a directory: it was written as a file of that name.
+                #expect(throws: FerryError.self, "\(uri)") { try root.checkDestination(uri) }
+                #expect(throws: FerryError.self, "\(uri)") { try root.destinationPath(uri) }
+            } else if (try? root.checkDestination(uri)) != nil {
                 let resolved = try root.destinationPath(uri)
                 #expect(resolved.hasPrefix(rootDir.path + "/"), "\(uri) → \(resolved)")
+                // The file written is the one the URI names.
+                #expect(resolved.split(separator: "/").last == uri.split(separator: "/").last, "\(uri) → \(resolved)")
             }
         }
         #expect(throws: FerryError.self) { try root.checkDestination("file://\(rootDir.path)/out/alice//../\u{1b}[31m/'/..") }

@@ -91,6 +91,7 @@ import Testing
 
     /// `ferry enqueue`'s transfer flags become the request's `options` object, as
     /// the README's request JSON names it; without them the request has none.
+    /// A download's destination ending in `/` gets the key's name.
     @Test func enqueueFlagsBecomeTheRequestsOptions() async throws {
         let dir = try TestPaths.temporaryDirectory("enqueue-options")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -105,12 +106,18 @@ import Testing
         _ = try await runChecked(ferry, common + ["--id", "with", "--part-size", "16MiB", "--part-concurrency", "2", "--retry-limit", "0",
                                                   "--transfer-timeout", "90", "--checksum", "crc32", "--accelerate"])
         _ = try await runChecked(ferry, common + ["--id", "without"])
+        // A destination ending in `/` is a folder: the request names the file in it (the key's last segment).
+        _ = try await runChecked(ferry, ["enqueue", "download", "--bucket", "bkt", "--key", "photos/cat.jpg", "--destination", dir.path + "/out/",
+                                         "--bootstrap-servers", bootstrap, "--id", "folder"])
         let records = try await Kcat(bootstrapServers: bootstrap).consumeAll(topic: "ferry.requests")
         var options: [String: [String: Any]] = [:]
+        var destinations: [String: String] = [:]
         for record in records {
             let json = try #require(try JSONSerialization.jsonObject(with: Data(record.value.utf8)) as? [String: Any])
             options[json["id"] as? String ?? ""] = json["options"] as? [String: Any] ?? [:]
+            destinations[json["id"] as? String ?? ""] = json["destination"] as? String
         }
+        #expect(destinations["folder"] == URL(fileURLWithPath: dir.path + "/out/cat.jpg").absoluteString, "\(destinations)")
         let with = try #require(options["with"])
         #expect(with["partSizeBytes"] as? Int == 16 << 20 && with["partConcurrency"] as? Int == 2 && with["retryLimit"] as? Int == 0)
         #expect(with["timeoutSeconds"] as? Double == 90 && with["checksumAlgorithm"] as? String == "CRC32" && with["accelerate"] as? Bool == true,

@@ -138,6 +138,27 @@ import Testing
             for name in ["a.bin", "b.txt", "sub/c.bin"] {
                 #expect(try Data(contentsOf: back.appendingPathComponent(name)) == Data(contentsOf: tree.appendingPathComponent(name)), "\(name)")
             }
+
+            // `ferry cp` to a folder names the copy as cp and aws s3 cp do: `s3://bucket`,
+            // `s3://bucket/dir/`, an existing directory or a path ending in `/` receive the
+            // source under its own name (`dir/` had been written as a file named `dir`).
+            let b = tree.appendingPathComponent("b.txt")
+            let folders = base.appendingPathComponent("folders")
+            try FileManager.default.createDirectory(at: folders.appendingPathComponent("existing"), withIntermediateDirectories: true)
+            for (from, to, expected) in [(b.path, "s3://ops/into/", "s3://ops/into/b.txt"), (b.path, "s3://ops", "s3://ops/b.txt"),
+                                         ("s3://ops/tree/sub/c.bin", "s3://ops/copies/", "s3://ops/copies/c.bin"),
+                                         ("s3://ops/tree/b.txt", folders.appendingPathComponent("existing").path, "existing/b.txt"),
+                                         ("s3://ops/tree/b.txt", folders.path + "/new/", "new/b.txt"),
+                                         ("s3://ops/tree/b.txt", folders.path + "/named.txt", "named.txt")] {
+                let result = try await runCommand(TestPaths.ferryBinary, ["cp", from, to], environment: cpEnv)
+                #expect(result.status == 0 && result.stdout.contains("→ \(expected.hasPrefix("s3://") ? expected : folders.path + "/" + expected):"),
+                        "cp \(from) \(to): \(result.stdout) \(result.stderr)")
+            }
+            let stored = try await Boto3(moto)("sha256-all", "ops", "")
+            for key in ["into/b.txt", "b.txt", "copies/c.bin"] { #expect(stored.contains("\"\(key)\""), "\(key) in \(stored)") }
+            for name in ["existing/b.txt", "new/b.txt", "named.txt"] {
+                #expect(try Data(contentsOf: folders.appendingPathComponent(name)) == Data(contentsOf: b), "\(name)")
+            }
         } catch {
             await moto.stop()
             throw error

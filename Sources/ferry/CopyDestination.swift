@@ -1,0 +1,32 @@
+import Foundation
+
+/// What a copy is called when its destination names a folder, as `cp` and
+/// `aws s3 cp` have it: `s3://bucket`, `s3://bucket/dir/`, a path ending in
+/// `/` or an existing directory receive the source under its own name.
+enum CopyDestination {
+    /// The last segment of a key or a path; nil when there is none to use.
+    static func name(of keyOrPath: String) -> String? {
+        guard let last = keyOrPath.split(separator: "/").last.map(String.init), last != ".", last != ".." else { return nil }
+        return last
+    }
+
+    /// `s3://bucket` or `s3://bucket/dir/` with the source's name appended; any other URI as it is.
+    static func object(_ destination: String, sourceName: String?) -> String {
+        guard let sourceName, destination.count > 5 else { return destination }
+        if !destination.dropFirst(5).contains("/") { return destination + "/" + sourceName }
+        return destination.hasSuffix("/") ? destination + sourceName : destination
+    }
+
+    /// A path ending in `/` (or, with `existingDirectory`, naming one) with the
+    /// source's name appended; any other path as it is. The workers' file
+    /// system may not be this one, so `ferry enqueue` looks at the `/` only.
+    static func path(_ destination: String, sourceName: String?, existingDirectory: Bool) -> String {
+        guard let sourceName, !destination.hasPrefix("file:") || destination.hasSuffix("/") else { return destination }
+        if destination.hasSuffix("/") { return destination + sourceName }
+        var isDirectory: ObjCBool = false
+        if existingDirectory, FileManager.default.fileExists(atPath: destination, isDirectory: &isDirectory), isDirectory.boolValue {
+            return destination + "/" + sourceName
+        }
+        return destination
+    }
+}
