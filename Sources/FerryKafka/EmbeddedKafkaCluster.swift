@@ -17,7 +17,7 @@ public final class EmbeddedKafkaCluster: Sendable {
         // TCP_NODELAY a producer's pipelined requests (one per partition) got
         // their responses 44 ms late, Nagle's algorithm holding each small
         // response for the client's delayed ACK (a real broker disables Nagle).
-        let conf = try KafkaConfiguration(bootstrapServers: "", ["log_level": "3", "socket.nagle.disable": "true"]).makeNative()
+        let conf = try KafkaConfiguration(bootstrapServers: "", ["log_level": "3", "socket.nagle.disable": "true"]).makeNative(for: .producer)
         handle = try KafkaHandle(type: RD_KAFKA_PRODUCER, conf: conf, logger: logger)
         guard let cluster = rd_kafka_mock_cluster_new(handle.rk, Int32(brokers)) else {
             throw KafkaError(name: "MockCluster", message: "rd_kafka_mock_cluster_new failed")

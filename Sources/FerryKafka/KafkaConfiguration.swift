@@ -43,11 +43,38 @@ public struct KafkaConfiguration: Sendable {
         return configuration
     }
 
-    /// A new librdkafka configuration object; the caller owns it.
-    func makeNative() throws(KafkaError) -> OpaquePointer {
+    /// The kind of handle a configuration object is made for.
+    enum HandleKind { case producer, consumer }
+
+    /// What librdkafka's CONFIGURATION.md (2.0) marks as read by producers only
+    /// (`P`) and by consumers only (`C`). One property list (`--kafka-property`,
+    /// `kafka.properties`) serves all of a process's handles, and librdkafka warns
+    /// on each handle about a property only the other kind reads (`compression.type
+    /// is a producer property and will be ignored by this consumer instance`):
+    /// each kind is given only what it can read. Anything else goes to both.
+    static let producerOnly: Set<String> = [
+        "acks", "batch.num.messages", "batch.size", "compression.codec", "compression.level", "compression.type",
+        "delivery.report.only.error", "delivery.timeout.ms", "dr_cb", "dr_msg_cb", "enable.gapless.guarantee", "enable.idempotence",
+        "linger.ms", "message.send.max.retries", "message.timeout.ms", "msg_order_cmp", "partitioner", "partitioner_cb",
+        "produce.offset.report", "queue.buffering.backpressure.threshold", "queue.buffering.max.kbytes", "queue.buffering.max.messages",
+        "queue.buffering.max.ms", "queuing.strategy", "request.required.acks", "request.timeout.ms", "retries", "retry.backoff.ms",
+        "sticky.partitioning.linger.ms", "transaction.timeout.ms", "transactional.id",
+    ]
+    static let consumerOnly: Set<String> = [
+        "auto.commit.enable", "auto.commit.interval.ms", "auto.offset.reset", "check.crcs", "consume.callback.max.messages", "consume_cb",
+        "coordinator.query.interval.ms", "enable.auto.commit", "enable.auto.offset.store", "enable.partition.eof", "fetch.error.backoff.ms",
+        "fetch.max.bytes", "fetch.message.max.bytes", "fetch.min.bytes", "fetch.wait.max.ms", "group.id", "group.instance.id",
+        "group.protocol.type", "heartbeat.interval.ms", "isolation.level", "max.partition.fetch.bytes", "max.poll.interval.ms",
+        "offset.store.method", "offset.store.path", "offset.store.sync.interval.ms", "offset_commit_cb", "partition.assignment.strategy",
+        "queued.max.messages.kbytes", "queued.min.messages", "rebalance_cb", "session.timeout.ms",
+    ]
+
+    /// A new librdkafka configuration object for a `kind` handle; the caller owns it.
+    func makeNative(for kind: HandleKind) throws(KafkaError) -> OpaquePointer {
         let conf = rd_kafka_conf_new()!
         var errorText = [CChar](repeating: 0, count: 512)
-        for (key, value) in properties.sorted(by: { $0.key < $1.key }) {
+        let otherKinds = kind == .producer ? Self.consumerOnly : Self.producerOnly
+        for (key, value) in properties.sorted(by: { $0.key < $1.key }) where !otherKinds.contains(key) {
             if rd_kafka_conf_set(conf, key, value, &errorText, errorText.count) != RD_KAFKA_CONF_OK {
                 rd_kafka_conf_destroy(conf)
                 throw KafkaError(name: "InvalidConfiguration",

@@ -177,7 +177,7 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         if configuration["fetch.wait.max.ms"] == nil { configuration["fetch.wait.max.ms"] = "25" }
         if configuration["group.id"] == nil { configuration["group.id"] = "ferry-\(UUID().uuidString)" }
         cooperativeStrategy = configuration["partition.assignment.strategy"]?.contains("cooperative") ?? false
-        let conf = try configuration.makeNative()
+        let conf = try configuration.makeNative(for: .consumer)
         let buffer = MessageBuffer(capacity: bufferCapacity)
         let flow = FlowControl(logger: logger)
         let gaps = GapDetector(logger: logger)

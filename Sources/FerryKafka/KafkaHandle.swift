@@ -11,14 +11,15 @@ final class KafkaHandle: @unchecked Sendable {
     init(type: rd_kafka_type_t, conf: OpaquePointer, logger: Logger) throws(KafkaError) {
         var errorText = [CChar](repeating: 0, count: 512)
         rd_kafka_conf_set_log_cb(conf, kafkaLogCallback)
+        let sink = KafkaLogSink(logger: logger)
         // librdkafka takes ownership of conf on success only.
-        guard let rk = rd_kafka_new(type, conf, &errorText, errorText.count) else {
+        guard let rk = KafkaLogSink.creating(sink, { rd_kafka_new(type, conf, &errorText, errorText.count) }) else {
             rd_kafka_conf_destroy(conf)
             throw KafkaError(name: "ClientCreation",
                              message: String(decoding: errorText.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         self.rk = rk
-        log = KafkaLogSink.register(KafkaLogSink(logger: logger), for: rk)
+        log = KafkaLogSink.register(sink, for: rk)
     }
 
     /// Set when destroying the handle would hit a librdkafka bug; the handle
@@ -77,8 +78,26 @@ final class KafkaLogSink: Sendable {
 
     // The sinks of live handles, by handle address: librdkafka calls back from its own threads.
     private static let sinks = Mutex<[UInt: KafkaLogSink]>([:])
-    /// For lines logged while a handle is created, before its sink is known.
+    /// For lines no handle's sink can take (logged by a thread of a handle being created).
     private static let fallback = KafkaLogSink(logger: Logger(label: "ferry.kafka"))
+    /// The sink of the handle `rd_kafka_new` is creating on this thread: it logs
+    /// its configuration warnings there, before the handle is registered.
+    private static let creatingKey: pthread_key_t = {
+        var key = pthread_key_t()
+        precondition(pthread_key_create(&key, nil) == 0, "no thread-specific key left")
+        return key
+    }()
+
+    /// Runs `body` (which creates a handle) with `sink` taking the lines logged on this thread meanwhile.
+    static func creating<T>(_ sink: KafkaLogSink, _ body: () -> T) -> T {
+        let retained = Unmanaged.passRetained(sink)
+        pthread_setspecific(creatingKey, retained.toOpaque())
+        defer {
+            pthread_setspecific(creatingKey, nil)
+            retained.release()
+        }
+        return body()
+    }
 
     fileprivate static func register(_ sink: KafkaLogSink, for rk: OpaquePointer) -> KafkaLogSink {
         sinks.withLock { $0[UInt(bitPattern: rk)] = sink }
@@ -90,8 +109,9 @@ final class KafkaLogSink: Sendable {
     }
 
     static func sink(for rk: OpaquePointer?) -> KafkaLogSink {
-        guard let rk, let sink = sinks.withLock({ $0[UInt(bitPattern: rk)] }) else { return fallback }
-        return sink
+        if let rk, let sink = sinks.withLock({ $0[UInt(bitPattern: rk)] }) { return sink }
+        if let creating = pthread_getspecific(creatingKey) { return Unmanaged<KafkaLogSink>.fromOpaque(creating).takeUnretainedValue() }
+        return fallback
     }
 }
 

@@ -17,7 +17,7 @@ public final class KafkaProducer: Sendable {
         if configuration["enable.idempotence"] == nil { configuration["enable.idempotence"] = "true" }
         if configuration["linger.ms"] == nil { configuration["linger.ms"] = "2" }
         bootstrapServers = configuration["bootstrap.servers"] ?? ""
-        let conf = try configuration.makeNative()
+        let conf = try configuration.makeNative(for: .producer)
         rd_kafka_conf_set_dr_msg_cb(conf, deliveryReportCallback)
         handle = try KafkaHandle(type: RD_KAFKA_PRODUCER, conf: conf, logger: logger)
         let handle = self.handle
