@@ -58,13 +58,15 @@ import Testing
         await onThread { Self.closedByServer(fd, within: seconds) }
     }
 
-    /// The whole answer to `GET path` ("" when the connection is closed unanswered).
-    func get(_ port: Int, _ path: String) async -> String {
+    /// The whole answer to `GET path` ("" when the connection is closed unanswered);
+    /// `halfClose` ends the client's side once the request is sent, as `nc -N` does.
+    func get(_ port: Int, _ path: String, method: String = "GET", halfClose: Bool = false) async -> String {
         await onThread {
             guard let fd = try? Self.connect(port) else { return "" }
             defer { close(fd) }
-            let request = Array("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+            let request = Array("\(method) \(path) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
             _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if halfClose { shutdown(fd, Int32(SHUT_WR)) }
             var answer: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 4096)
             var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
@@ -75,6 +77,24 @@ import Testing
             }
             return String(decoding: answer, as: UTF8.self)
         }
+    }
+
+    /// A client that ends its side after its request (`printf … | nc -N`) is
+    /// answered (it used to be closed unanswered), and HEAD answers as GET does
+    /// without the body (it was 405), for probes that ask either way.
+    @Test func halfClosedRequestsAndHeadAreAnswered() async throws {
+        let server = try await server(requestTimeout: .seconds(30))
+        let closed = await get(server.port, "/healthz", halfClose: true)
+        #expect(closed.hasPrefix("HTTP/1.1 200 OK") && closed.contains(#""worker":"w-1"}"#), "\(closed)")
+        let full = await get(server.port, "/metrics")
+        let head = await get(server.port, "/metrics", method: "HEAD")
+        let headHalfClosed = await get(server.port, "/metrics", method: "HEAD", halfClose: true)
+        #expect(full.hasPrefix("HTTP/1.1 200 OK"), "\(full)")
+        for answer in [head, headHalfClosed] {
+            #expect(answer.hasPrefix("HTTP/1.1 200 OK") && answer.hasSuffix("\r\n\r\n"), "\(answer)")
+            #expect(answer == String(full.prefix(answer.count)), "HEAD's headers are GET's: \(answer) against \(full)")
+        }
+        await server.stop()
     }
 
     @Test func aSilentOrTricklingClientIsCutOffAtTheDeadline() async throws {

@@ -36,6 +36,9 @@ public final class AdminServer: Sendable {
             // left to the kernel (0) goes without it, so it is never one that another
             // socket still holds (such as a stopped embedded broker's: BrokerDownUpTests).
             .serverChannelOption(.socketOption(.so_reuseaddr), value: port == 0 ? 0 : 1)
+            // A client may end its side once its request is sent (`printf … | nc -N`, some probes):
+            // the request is still answered (NIO's pipeline handler closes once the answer is out).
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
                 // Failing the set-up closes the accepted connection at once.
                 guard gate.admit() else { return channel.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
@@ -74,6 +77,8 @@ private final class AdminHTTPHandler: ChannelInboundHandler {
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var tooLarge = false
+    /// Set once the request is whole and its answer is on the way (which closes the connection).
+    private var answering = false
     /// The largest request body taken (notifications); beyond it the answer is 413.
     static let maxBodyBytes = 1 << 20
 
@@ -111,6 +116,7 @@ private final class AdminHTTPHandler: ChannelInboundHandler {
         case .end:
             guard let head else { return }
             self.head = nil
+            answering = true
             deadline?.cancel()
             if tooLarge {
                 write(.error(413, "request body larger than \(Self.maxBodyBytes) bytes"), version: head.version, context: context)
@@ -121,17 +127,19 @@ private final class AdminHTTPHandler: ChannelInboundHandler {
             body = []
             let peer = context.remoteAddress?.description ?? "unknown"
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            // HEAD is GET without the body (RFC 9110 §9.3.2), for probes that ask that way.
+            let isHead = head.method == .HEAD
             context.eventLoop.makeFutureWithTask {
-                await router.respond(method: head.method.rawValue, path: head.uri,
+                await router.respond(method: isHead ? "GET" : head.method.rawValue, path: head.uri,
                                      authorization: head.headers.first(name: "authorization"), body: requestBody, peer: peer)
             }.whenSuccess { response in
                 let (handler, context) = bound.value
-                handler.write(response, version: head.version, context: context)
+                handler.write(response, version: head.version, withBody: !isHead, context: context)
             }
         }
     }
 
-    private func write(_ response: AdminRouter.Response, version: HTTPVersion, context: ChannelHandlerContext) {
+    private func write(_ response: AdminRouter.Response, version: HTTPVersion, withBody: Bool = true, context: ChannelHandlerContext) {
         var headers = HTTPHeaders()
         headers.add(name: "content-type", value: response.contentType)
         headers.add(name: "content-length", value: String(response.body.count))
@@ -139,8 +147,20 @@ private final class AdminHTTPHandler: ChannelInboundHandler {
         for (name, value) in response.headers.sorted(by: { $0.key < $1.key }) { headers.add(name: name, value: value) }
         let head = HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
         context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
+        if withBody {
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
+        }
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+    }
+
+    /// The client ended its side: answer a whole request, else close (half-closure
+    /// is allowed only so that a request sent that way is still answered).
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case ChannelEvent.inputClosed = event {
+            if !answering { context.close(promise: nil) }
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
