@@ -88,7 +88,7 @@ let package = Package(
         // Users' trigger handlers and their registration.
         .target(name: "Triggers", dependencies: ["FerryCore", "FerryS3", "FerryTriggers",
                                                  .product(name: "GRDB", package: "GRDB.swift")], path: "triggers",
-                exclude: ["README.md"]),
+                exclude: ["README.md", "events"]),
         // The pipeline: consume requests, run transfers, publish outcomes.
         .target(name: "FerryWorker", dependencies: [
             "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggers", "FerryTables", "CFerryProcess",

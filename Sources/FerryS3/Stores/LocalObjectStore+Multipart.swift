@@ -153,7 +153,7 @@ extension LocalObjectStore {
     /// Concatenates the listed parts into a blob, fsyncs it and commits it like a single PUT (`commitObject`). Returns the ETag.
     private func assemble(_ location: ObjectLocation, uploadId: String, parts: [CompletedPart]) throws(FerryError) -> String {
         let dir = try uploadDirectory(location, uploadId: uploadId)
-        let stored = Dictionary(try storedParts(in: dir).map { ($0.partNumber, $0) }) { a, _ in a }
+        let stored = Dictionary(storedParts(in: dir).map { ($0.partNumber, $0) }) { a, _ in a }
         let ordered = parts.sorted { $0.partNumber < $1.partNumber }
         guard !ordered.isEmpty else { throw FerryError(.invalidRequest, "CompleteMultipartUpload needs at least one part") }
         for part in ordered {
