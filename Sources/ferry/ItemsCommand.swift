@@ -84,7 +84,8 @@ struct ItemsCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("timed out after \(write.timeout.clampedInt()) s waiting for \(id)\n".utf8))
             throw ExitCode(FerryExit.timedOut)
         }
-        print("\(status.state.rawValue)\(status.error.map { ": \($0.code) \($0.message)" } ?? "")")
+        let shown = status.visible
+        print("\(shown.state.rawValue)\(shown.error.map { ": \($0.code) \($0.message)" } ?? "")")
         if status.state != .completed { throw ExitCode(FerryExit.transferNotCompleted) }
     }
 
@@ -201,7 +202,8 @@ struct ItemsCommand: AsyncParsableCommand {
             } catch TransferClientError.invalidRequest(let error) {
                 throw ValidationError(error.message)
             }
-            print("\(status.state.rawValue) \(status.object.map { "s3://\($0.bucket)/\($0.key)" } ?? "") -> \(to)\(status.error.map { ": \($0.code) \($0.message)" } ?? "")")
+            let shown = status.visible
+            print("\(shown.state.rawValue) \(shown.object.map { "s3://\($0.bucket)/\($0.key)" } ?? "") -> \(to)\(shown.error.map { ": \($0.code) \($0.message)" } ?? "")")
             if status.state != .completed { throw ExitCode(FerryExit.transferNotCompleted) }
         }
 

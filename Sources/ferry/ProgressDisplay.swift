@@ -32,10 +32,12 @@ final class ProgressDisplay: Sendable {
 
     func finish(message: String) {
         let newline = barShown.withLock { $0 } ? "\n" : ""
-        print(newline + message)
+        // The message may carry a store's words (an error): never its control characters.
+        print(newline + TerminalText.visible(message))
     }
 
-    static func line(_ s: TransferStatus) -> String {
+    static func line(_ status: TransferStatus) -> String {
+        let s = status.visible
         var parts = ["\(s.time) \(s.id) \(s.state.rawValue)"]
         if let done = s.bytesTransferred {
             parts.append(s.totalBytes.map { "\(bytes(done))/\(bytes($0))" } ?? bytes(done))

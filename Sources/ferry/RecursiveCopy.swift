@@ -123,7 +123,7 @@ struct RecursiveCopy {
         print(String(format: "%d objects%@, %@ in %.2f s (%.1f objects/s, %.1f MiB/s)%@", copied,
                      folders == 0 ? "" : " and \(folders) folder\(folders == 1 ? "" : "s")", ProgressDisplay.bytes(moved), seconds, Double(copied) / seconds,
                      Double(moved) / 1_048_576 / seconds, failed.count == 0 ? "" : ", \(failed.count) failed"))
-        for failure in failed.shown { FileHandle.standardError.write(Data("failed: \(failure)\n".utf8)) }
+        for failure in failed.shown { FileHandle.standardError.write(Data("failed: \(TerminalText.visible(failure))\n".utf8)) }
         if let reason = breaker.reason {
             let left = tally.notCopied.load(ordering: .relaxed)
             FileHandle.standardError.write(Data("""

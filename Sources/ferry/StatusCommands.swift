@@ -124,7 +124,7 @@ struct TransfersCommand: AsyncParsableCommand {
             return
         }
         print("ID".padding(toLength: 28, withPad: " ", startingAt: 0) + " STATE      OP        BYTES             WORKER               TIME")
-        for status in transfers {
+        for status in transfers.map(\.visible) {
             let bytes = status.totalBytes.map { "\(status.bytesTransferred ?? 0)/\($0)" } ?? "\(status.bytesTransferred ?? 0)"
             let line = [status.id.padding(toLength: 28, withPad: " ", startingAt: 0),
                         status.state.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0),
@@ -167,7 +167,7 @@ final class TransferTable: Sendable {
         let shown = rows.withLock { Array($0.values) }.sorted { ($0.time, $0.id) > ($1.time, $1.id) }.prefix(40)
         var text = "\u{1B}[H\u{1B}[2J"
         text += Self.row("ID", "OP", "STATE", "PROGRESS", "WORKER", "OBJECT / ERROR") + "\n"
-        for s in shown {
+        for s in shown.map(\.visible) {
             let progress: String
             if let done = s.bytesTransferred {
                 let pct = s.totalBytes.flatMap { $0 > 0 ? String(format: " %3.0f%%", Double(done) * 100 / Double($0)) : nil } ?? ""

@@ -127,6 +127,47 @@ import Testing
         #expect(await process.stop() == 0)
     }
 
+    /// The status topic can be written by any producer with access, and error
+    /// messages carry stores' words: `ferry transfers` and `ferry status` print
+    /// no control character or bidirectional override from them (an escape
+    /// sequence could clear the screen, retitle the terminal or fake lines),
+    /// on generated statuses (seeded) with hostile text in every text field.
+    @Test func statusesPrintNoControlCharacters() async throws {
+        let dir = try TestPaths.temporaryDirectory("status-terminal")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let process = try BackgroundProcess(name: "kafka-only", executable: ferry, arguments: ["dev", "--kafka-only", "--partitions", "1"],
+                                            logDirectory: dir)
+        var bootstrap = ""
+        #expect(await eventually(timeout: 20) {
+            bootstrap = process.log.split(separator: "\n").first { $0.hasPrefix("Kafka bootstrap: ") }.map { String($0.dropFirst(17)) } ?? ""
+            return !bootstrap.isEmpty
+        })
+        var rng = SeededGenerator(seed: 0x7E47)
+        let nasty = ["\u{1B}[2J", "\u{1B}]0;pwned\u{7}", "\r\nfake line", "\u{9B}31m", "\u{7F}", "\u{202E}txt.exe", "\u{2066}", "\u{0}", "\t", "ok"]
+        func text() -> String { (0..<Int.random(in: 1...4, using: &rng)).map { _ in nasty.randomElement(using: &rng)! }.joined() }
+        var messages: [(key: String, value: String)] = []
+        for index in 0..<30 {
+            let status: [String: Any] = ["id": "t-\(index)" + (index % 3 == 0 ? text() : ""), "op": "upload", "state": "failed", "worker": text(),
+                                         "time": "2026-11-28T04:03:07.850Z", "error": ["code": text(), "message": text()],
+                                         "object": ["bucket": "b", "key": "k" + text(), "eTag": text()]]
+            let json = String(decoding: try JSONSerialization.data(withJSONObject: status), as: UTF8.self)
+            messages.append((key: "t-\(index)", value: json))
+        }
+        try await Kcat(bootstrapServers: bootstrap).produceMany(topic: "ferry.status", messages)
+        let list = try await runChecked(ferry, ["transfers", "--bootstrap-servers", bootstrap])
+        // Exit 1: the transfer failed; the line is what matters.
+        let one = try await runCommand(ferry, ["status", "t-1", "--bootstrap-servers", bootstrap]).stdout
+        #expect(list.contains("30 transfer(s)"), "\(list)")
+        for output in [list, one] {
+            let unsafe = output.unicodeScalars.filter {
+                ($0.properties.generalCategory == .control && $0 != "\n") || (0x202A...0x202E).contains($0.value) || (0x2066...0x2069).contains($0.value)
+            }
+            #expect(unsafe.isEmpty, "\(unsafe.map { String($0.value, radix: 16) }) in \(output.debugDescription)")
+            #expect(output.contains("\\u{1B}"), "the escapes are shown as text: \(output)")
+        }
+        #expect(await process.stop() == 0)
+    }
+
     /// `ferry config check`: file < FERRY_* variables < flags, secrets redacted,
     /// an unknown key named with its path, exit 64 for what the worker would refuse.
     @Test func configCheckShowsTheEffectiveConfigurationAndItsSources() async throws {

@@ -1,0 +1,51 @@
+import FerryCore
+
+/// Text that others wrote (statuses on the status topic, which any producer
+/// with access can write; a store's error message), made safe to print.
+/// Control characters (C0, DEL, C1) and bidirectional overrides would let
+/// whoever wrote it move the cursor, clear the screen, retitle the terminal,
+/// fake lines or reorder what is shown; they are printed as `\u{…}` instead.
+enum TerminalText {
+    static func visible(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isUnsafe) else { return text }
+        var shown = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            if isUnsafe(scalar) {
+                shown.append(contentsOf: "\\u{\(String(scalar.value, radix: 16, uppercase: true))}".unicodeScalars)
+            } else {
+                shown.append(scalar)
+            }
+        }
+        return String(shown)
+    }
+
+    static func isUnsafe(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.properties.generalCategory == .control
+            || (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value)
+            || scalar.value == 0x200E || scalar.value == 0x200F
+    }
+}
+
+extension TransferStatus {
+    /// This status with every text field made safe to print (`TerminalText`).
+    var visible: TransferStatus {
+        var status = self
+        status.id = TerminalText.visible(id)
+        status.op = op.map(TerminalText.visible)
+        status.worker = worker.map(TerminalText.visible)
+        status.time = TerminalText.visible(time)
+        if var object {
+            object.bucket = TerminalText.visible(object.bucket)
+            object.key = TerminalText.visible(object.key)
+            object.eTag = object.eTag.map(TerminalText.visible)
+            object.versionId = object.versionId.map(TerminalText.visible)
+            status.object = object
+        }
+        if var error {
+            error.code = TerminalText.visible(error.code)
+            error.message = TerminalText.visible(error.message)
+            status.error = error
+        }
+        return status
+    }
+}
