@@ -214,7 +214,7 @@ struct LogOptions: ParsableArguments {
                 handler.logLevel = level
                 return handler
             }
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = VisibleTextLogHandler(label: label)
             handler.logLevel = level
             return handler
         }

@@ -168,6 +168,24 @@ import Testing
         #expect(await process.stop() == 0)
     }
 
+    /// A store's error message reaches the log (retry lines) and the failure
+    /// line: in text format neither carries its control characters, so it
+    /// cannot fake log lines or drive the terminal of whoever reads them.
+    @Test func aStoresErrorTextIsShownWithoutItsControlCharacters() async throws {
+        let server = try HTTPAnswerer { _ in
+            ("HTTP/1.1 503 Service Unavailable", .fixed(Array(
+                "<Error><Code>SlowDown</Code><Message>wait\u{1B}[2J\u{1B}]0;pwned\u{7}\r\n2026-01-01T00:00:00+0000 info forged line</Message></Error>".utf8)))
+        }
+        let result = try await runCommand(ferry, ["cp", "/etc/hostname", "s3://bkt/k", "--s3-endpoint", "http://127.0.0.1:\(server.port)",
+                                                  "--retry-limit", "1", "--log-level", "warning"], environment: credentials)
+        #expect(result.status == 1, "\(result.stderr)")
+        let output = result.stdout + result.stderr
+        #expect(output.contains("forged line"), "the message is shown: \(output)")
+        let unsafe = output.unicodeScalars.filter { $0.properties.generalCategory == .control && $0 != "\n" }
+        #expect(unsafe.isEmpty, "\(unsafe.map { String($0.value, radix: 16) }) in \(output.debugDescription)")
+        #expect(!output.split(separator: "\n").contains { $0.hasPrefix("2026-01-01T00:00:00+0000 info forged") }, "\(output)")
+    }
+
     /// `ferry config check`: file < FERRY_* variables < flags, secrets redacted,
     /// an unknown key named with its path, exit 64 for what the worker would refuse.
     @Test func configCheckShowsTheEffectiveConfigurationAndItsSources() async throws {
