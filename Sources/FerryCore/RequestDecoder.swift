@@ -144,6 +144,12 @@ public enum RequestDecoder {
         (1...maxIdLength).contains(id.utf8.count) && id.utf8.allSatisfy(isIdByte)
     }
 
+    /// Why `id` can be no transfer's id (nil when it can be): for commands
+    /// that name a transfer, which could never reach one with it.
+    public static func idProblem(_ id: String) -> FerryError? {
+        isValidId(id) ? nil : FerryError(.invalidRequest, "'\(id.prefix(200))' is no transfer id: ids are 1-\(maxIdLength) characters of [A-Za-z0-9._:-]")
+    }
+
     private static func path(_ context: DecodingError.Context) -> String {
         context.codingPath.map(\.stringValue).joined(separator: ".")
     }

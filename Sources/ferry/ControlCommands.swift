@@ -8,6 +8,7 @@ import Logging
 /// every worker reads; the one running the transfer applies it.
 struct ControlCommand {
     static func send(_ action: ControlMessage.Action, id: String, kafka: KafkaOptions, log: LogOptions) async throws {
+        if let problem = RequestDecoder.idProblem(id) { throw ValidationError(problem.message) }
         let logger = try log.bootstrap(label: "ferry.control")
         let producer = try KafkaProducer(configuration: try kafka.commandConfiguration(), logger: logger)
         let value = Array(try JSONEncoder().encode(ControlMessage(id: id, action: action)))
