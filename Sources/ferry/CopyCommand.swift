@@ -84,6 +84,14 @@ struct CopyCommand: AsyncParsableCommand {
         let id = "cp-\(UUID().uuidString.lowercased())"
         let pairs = try NameValuePairs.parse(metadata, option: "--metadata")
         guard !destination.isEmpty else { throw ValidationError("the destination is empty") }
+        // What only --recursive copies, said before anything is tried.
+        var isDirectory: ObjCBool = false
+        if !source.hasPrefix("s3://"), FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw ValidationError("'\(source)' is a directory: copy it with --recursive")
+        }
+        if source.hasPrefix("s3://"), source.hasSuffix("/") {
+            throw ValidationError("'\(source)' names a prefix, not an object: copy it with --recursive")
+        }
         let sourceName = CopyDestination.name(of: source.hasPrefix("s3://") ? String(source.dropFirst(5).drop { $0 != "/" }) : source)
         switch (source.hasPrefix("s3://"), destination.hasPrefix("s3://")) {
         case (false, true):

@@ -39,6 +39,8 @@ import Testing
         (["cp", "/etc/hostname", "s3://"], "names no bucket and key"),
         (["cp", "/etc/hostname", "s3:///key"], "names no bucket and key"),
         (["cp", "a", "b"], "one side must be s3://"),
+        (["cp", "/etc", "s3://bkt/etc/"], "'/etc' is a directory: copy it with --recursive"),
+        (["cp", "s3://bkt/photos/", "/tmp"], "names a prefix, not an object: copy it with --recursive"),
         (["presign", "delete", "s3://b/k"], "get or put"),
         (["enqueue", "explode", "--bucket", "b", "--key", "k", "--bootstrap-servers", "x"], "unknown operation"),
         (["enqueue", "upload", "--bucket", "bkt", "--key", "k", "--bootstrap-servers", "x"], "upload needs a source"),
