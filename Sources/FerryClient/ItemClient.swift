@@ -124,6 +124,7 @@ public final class ItemClient: Sendable {
     /// `path`: a name, or names and list indexes) to `destination` under the
     /// workers' data root, as a download request through the workers, so the
     /// access rules apply: the level and owner come from the stored key's layout.
+    /// A `destination` ending in `/` receives the file under its key's last segment.
     public func download(table: String, partitionKey: String, sortKey: String? = nil, attribute path: [FileInput.PathElement],
                          to destination: String, identityId: String? = nil, auth: String? = nil,
                          resolver: any PrefixResolver = DefaultPrefixResolver(), timeout: Double = 3600) async throws -> TransferStatus {
@@ -138,9 +139,11 @@ public final class ItemClient: Sendable {
             throw TransferClientError.invalidRequest(FerryError(.accessDenied, "\(key) lies in no access level's area"))
         }
         let prefix = try resolver.prefix(for: area.level, owner: area.owner)
+        // A destination ending in `/` is a folder (workers refuse it as a file): the file keeps its key's name there.
+        let file = destination.hasSuffix("/") ? destination + (key.split(separator: "/").last.map(String.init) ?? "") : destination
         let request = TransferRequest(id: UUID().uuidString.lowercased(), op: .download, bucket: bucket, key: String(key.dropFirst(prefix.count)),
                                       accessLevel: area.level, identityId: identityId ?? area.owner,
-                                      targetIdentityId: area.level == .protected ? area.owner : nil, destination: destination, auth: auth)
+                                      targetIdentityId: area.level == .protected ? area.owner : nil, destination: file, auth: auth)
         return try await transfers.run(request, timeout: timeout)
     }
 

@@ -159,6 +159,10 @@ import Testing
             let target = setup.env.dataRoot.appendingPathComponent("out/post-7.bin")
             _ = try await setup.env.ferry(["items", "download", "--table", "posts", "--key", "post-7", "--attribute", "picture", "--to", target.path])
             #expect(hex(Digest.sha256(Array(try Data(contentsOf: target)))) == sources["public/posts/7/picture.bin"])
+            // A folder (a trailing `/`) receives the file under its key's name.
+            let folder = setup.env.dataRoot.appendingPathComponent("out/post-8").path + "/"
+            _ = try await setup.env.ferry(["items", "download", "--table", "posts", "--key", "post-8", "--attribute", "picture", "--to", folder])
+            #expect(hex(Digest.sha256(Array(try Data(contentsOf: URL(fileURLWithPath: folder + "picture.bin"))))) == sources["public/posts/8/picture.bin"])
 
             // 10 updates: a new title; posts 0–4 also get a new picture, so their old one goes.
             ids = []
