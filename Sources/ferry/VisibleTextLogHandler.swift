@@ -30,10 +30,11 @@ struct VisibleTextLogHandler: LogHandler {
         set { inner[metadataKey: key] = newValue.map(Self.visible) }
     }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
-             function: String, line: UInt) {
-        inner.log(level: level, message: "\(TerminalText.visible(message.description))", metadata: metadata.map(Self.visible),
-                  source: source, file: file, function: function, line: line)
+    func log(event: LogEvent) {
+        var event = event
+        event.message = "\(TerminalText.visible(event.message.description))"
+        event.metadata = event.metadata.map(Self.visible)
+        inner.log(event: event)
     }
 
     static func visible(_ metadata: Logger.Metadata) -> Logger.Metadata {

@@ -29,7 +29,7 @@ import Testing
     @Test(arguments: cases.indices)
     func defaultsKeepTheOriginalRules(index: Int) {
         let c = Self.cases[index]
-        var request = TransferRequest(id: "a\(index)", op: c.op, bucket: "photos", key: "k", accessLevel: c.level,
+        let request = TransferRequest(id: "a\(index)", op: c.op, bucket: "photos", key: "k", accessLevel: c.level,
                                       identityId: c.actor, targetIdentityId: c.target,
                                       source: c.op == .upload ? "file:///x" : nil, destination: c.op == .download ? "file:///y" : nil)
         let caller = Caller(role: c.actor == nil ? .guest : .authenticated, identityId: c.actor)
@@ -243,7 +243,7 @@ import Testing
     @Test func exposedFiles() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("secret-\(UUID().uuidString)").path
         defer { unlink(path) }
-        FileManager.default.createFile(atPath: path, contents: Data("s".utf8), attributes: [.posixPermissions: 0o644])
+        _ = FileManager.default.createFile(atPath: path, contents: Data("s".utf8), attributes: [.posixPermissions: 0o644])
         #expect(SecretRedaction.isExposed(path))
         chmod(path, 0o600)
         #expect(!SecretRedaction.isExposed(path))

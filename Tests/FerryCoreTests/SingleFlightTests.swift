@@ -90,7 +90,7 @@ import Testing
             let runs = trace.runs.withLock { $0 }
             #expect(trace.mostAtOnce.load(ordering: .sequentiallyConsistent) == 1, "round \(round): runs overlapped")
             #expect(runs.count <= calls.count)
-            for (began, run, returned) in seen {
+            for (_, run, returned) in seen {
                 #expect(runs[run].start <= returned, "round \(round): run \(run) started after its caller returned")
                 for (otherBegan, otherRun, _) in seen where otherBegan > returned {
                     #expect(otherRun != run, "round \(round): a call that began after run \(run) was returned got it too")

@@ -117,7 +117,7 @@ import Testing
         var rng = SeededGenerator(seed: 0x5CA1)
         for _ in 0..<300 {
             let value = Scalars(
-                d: [0, -0.0, 1, 0.1, 1e21, 1e-7, 5e-324, .greatestFiniteMagnitude, Double.random(in: -1e300...1e300, using: &rng)].randomElement(using: &rng)!,
+                d: [0, -0.0, 1, 0.1, 1e21, 1e-7, .leastNonzeroMagnitude, .greatestFiniteMagnitude, Double.random(in: -1e300...1e300, using: &rng)].randomElement(using: &rng)!,
                 f: Float.random(in: -1e30...1e30, using: &rng), i8: .random(in: .min ... .max, using: &rng), i16: .random(in: .min ... .max, using: &rng),
                 i32: .random(in: .min ... .max, using: &rng), u: .random(in: .min ... .max, using: &rng), u8: .random(in: .min ... .max, using: &rng),
                 u16: .random(in: .min ... .max, using: &rng), u32: .random(in: .min ... .max, using: &rng), u64: .random(in: .min ... .max, using: &rng),

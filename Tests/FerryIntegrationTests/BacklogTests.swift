@@ -137,7 +137,7 @@ import Testing
         let bucket = setup.store.appendingPathComponent("demo")
         func leftover(_ relative: String, _ content: String, hoursOld: Double, create: Bool = true) -> String {
             let path = bucket.appendingPathComponent(relative).path
-            if create { FileManager.default.createFile(atPath: path, contents: Data(content.utf8)) }
+            if create { _ = FileManager.default.createFile(atPath: path, contents: Data(content.utf8)) }
             TestPaths.age(path, seconds: hoursOld * 3600)
             return path
         }

@@ -59,7 +59,7 @@ import Testing
             let second = try worker("profile", ["AWS_CONFIG_FILE": config.path, "AWS_PROFILE": "ferry"],
                                     extra: ["--bandwidth-limit", "4MiB", "--part-size", "8MiB"])
             let big = env.dataRoot.appendingPathComponent("big.bin")
-            FileManager.default.createFile(atPath: big.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: big.path, contents: nil)
             let handle = try FileHandle(forWritingTo: big)
             try handle.truncate(atOffset: 200 << 20)
             try handle.close()

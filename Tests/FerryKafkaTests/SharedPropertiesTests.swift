@@ -22,9 +22,8 @@ import Testing
             get { metadata[key] }
             set { metadata[key] = newValue }
         }
-        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
-                 function: String, line: UInt) {
-            sink.lines.withLock { $0.append("\(level) \(message)") }
+        func log(event: LogEvent) {
+            sink.lines.withLock { $0.append("\(event.level) \(event.message)") }
         }
     }
 

@@ -148,7 +148,7 @@ import Testing
         let up = ContinuousClock.now - started
         #expect(up >= .milliseconds(2500) && up < .seconds(60), "3 MiB up at 1 MiB/s took \(up)")
         let file = logs.appendingPathComponent("down.bin")
-        FileManager.default.createFile(atPath: file.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: file.path, contents: nil)
         let fd = open(file.path, O_RDWR)
         defer { close(fd) }
         started = ContinuousClock.now

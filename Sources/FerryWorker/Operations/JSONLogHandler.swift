@@ -22,17 +22,16 @@ public struct JSONLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    public func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?,
-                    source: String, file: String, function: String, line: UInt) {
+    public func log(event: LogEvent) {
         var fields: [String: String] = [:]
-        let merged = (metadataProvider?.get() ?? [:]).merging(metadata) { $1 }.merging(explicit ?? [:]) { $1 }
+        let merged = (metadataProvider?.get() ?? [:]).merging(metadata) { $1 }.merging(event.metadata ?? [:]) { $1 }
         for (key, value) in merged { fields[key] = "\(value)" }
         fields["time"] = ISO8601DateFormatter.string(from: Date(), timeZone: .gmt,
                                                      formatOptions: [.withInternetDateTime, .withFractionalSeconds])
-        fields["level"] = level.rawValue
+        fields["level"] = event.level.rawValue
         fields["label"] = label
-        fields["message"] = message.description
-        fields["source"] = source
+        fields["message"] = event.message.description
+        fields["source"] = event.source
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         guard let data = try? encoder.encode(fields) else { return }
