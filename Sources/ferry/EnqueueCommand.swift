@@ -111,13 +111,33 @@ struct EnqueueCommand: AsyncParsableCommand {
             sourceLevel = parsed
         }
         return TransferRequest(
-            id: id ?? UUID().uuidString.lowercased(), op: operation, bucket: bucket, key: key, accessLevel: level,
+            id: id ?? UUID().uuidString.lowercased(), op: operation, bucket: bucket, key: Self.objectKey(key, source: source, operation),
+            accessLevel: level,
             identityId: identityId, targetIdentityId: targetIdentityId,
             source: source.map { operation == .copy || throughKafka ? $0 : Self.uri($0) },
             destination: destination.map { Self.uri(CopyDestination.path($0, sourceName: CopyDestination.name(of: key), existingDirectory: false)) },
             contentType: contentType, metadata: pairs.isEmpty ? nil : pairs, options: try transfer.options(),
             auth: auth ?? environment("FERRY_AUTH_TOKEN"), sourceAccessLevel: sourceLevel, sourceIdentityId: sourceIdentityId,
             callback: callback)
+    }
+
+    /// A key ending in `/` names a folder: an upload of a local file or a copy
+    /// of an object lands there under the source's own name, as with `ferry cp`.
+    /// Other sources (`data:`, `https://`) have no name to take; such a key is
+    /// then refused by the key rule, with its reason.
+    static func objectKey(_ key: String, source: String?, _ operation: TransferOperation) -> String {
+        guard key.hasSuffix("/"), let source, operation == .upload || operation == .copy else { return key }
+        let path: String
+        if source.hasPrefix("s3://") {
+            path = String(source.dropFirst(5).drop { $0 != "/" })
+        } else if source.hasPrefix("file://") {
+            path = URL(string: source)?.path ?? ""
+        } else if !source.contains(":") || source.hasPrefix("/") || source.hasPrefix(".") {
+            path = source
+        } else {
+            return key
+        }
+        return CopyDestination.name(of: path).map { key + $0 } ?? key
     }
 
     /// A local path becomes an absolute file:// URI; URIs pass unchanged.

@@ -112,6 +112,9 @@ import Testing
         _ = try await runChecked(ferry, common + ["--id", "with", "--part-size", "16MiB", "--part-concurrency", "2", "--retry-limit", "0",
                                                   "--transfer-timeout", "90", "--checksum", "crc32", "--accelerate"])
         _ = try await runChecked(ferry, common + ["--id", "without"])
+        // A key ending in `/` is a folder: the upload lands there under the file's name.
+        _ = try await runChecked(ferry, ["enqueue", "upload", "--bucket", "bkt", "--key", "photos/", "--source", "/srv/in/cat.jpg",
+                                         "--bootstrap-servers", bootstrap, "--id", "into-folder"])
         // A destination ending in `/` is a folder: the request names the file in it (the key's last segment).
         _ = try await runChecked(ferry, ["enqueue", "download", "--bucket", "bkt", "--key", "photos/cat.jpg", "--destination", dir.path + "/out/",
                                          "--bootstrap-servers", bootstrap, "--id", "folder"])
@@ -122,7 +125,9 @@ import Testing
             let json = try #require(try JSONSerialization.jsonObject(with: Data(record.value.utf8)) as? [String: Any])
             options[json["id"] as? String ?? ""] = json["options"] as? [String: Any] ?? [:]
             destinations[json["id"] as? String ?? ""] = json["destination"] as? String
+            if json["id"] as? String == "into-folder" { #expect(json["key"] as? String == "photos/cat.jpg", "\(json)") }
         }
+        #expect(options.keys.contains("into-folder"))
         #expect(destinations["folder"] == URL(fileURLWithPath: dir.path + "/out/cat.jpg").absoluteString, "\(destinations)")
         let with = try #require(options["with"])
         #expect(with["partSizeBytes"] as? Int == 16 << 20 && with["partConcurrency"] as? Int == 2 && with["retryLimit"] as? Int == 0)
