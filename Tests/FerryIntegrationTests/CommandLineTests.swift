@@ -79,17 +79,24 @@ import Testing
         #expect(result.stdout.contains(#""eventName":"ObjectCreated:Put""#))
     }
 
+    /// `ferry dev --kafka-only` started, and its bootstrap address once it printed it.
+    func kafkaOnly(partitions: Int, logs dir: URL) async throws -> (BackgroundProcess, String) {
+        let process = try BackgroundProcess(name: "kafka-only", executable: ferry, arguments: ["dev", "--kafka-only", "--partitions", "\(partitions)"],
+                                            logDirectory: dir)
+        var bootstrap = ""
+        let started = await eventually(timeout: 20) {
+            bootstrap = process.log.split(separator: "\n").first { $0.hasPrefix("Kafka bootstrap: ") }.map { String($0.dropFirst(17)) } ?? ""
+            return !bootstrap.isEmpty
+        }
+        try #require(started, "ferry dev --kafka-only printed no bootstrap address: \(process.log.suffix(1500))")
+        return (process, bootstrap)
+    }
+
     /// `ferry dev --kafka-only`: just the embedded cluster, reachable by kcat, stopped by SIGTERM.
     @Test func kafkaOnlyServesTheEmbeddedCluster() async throws {
         let dir = try TestPaths.temporaryDirectory("kafka-only")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let process = try BackgroundProcess(name: "kafka-only", executable: ferry, arguments: ["dev", "--kafka-only", "--partitions", "2"],
-                                            logDirectory: dir)
-        var bootstrap = ""
-        #expect(await eventually(timeout: 20) {
-            bootstrap = process.log.split(separator: "\n").first { $0.hasPrefix("Kafka bootstrap: ") }.map { String($0.dropFirst(17)) } ?? ""
-            return !bootstrap.isEmpty
-        })
+        let (process, bootstrap) = try await kafkaOnly(partitions: 2, logs: dir)
         let metadata = try await runChecked("kcat", ["-L", "-b", bootstrap, "-t", "ferry.requests"])
         #expect(metadata.contains("2 partitions"), "\(metadata)")
         #expect(await process.stop() == 0)
@@ -101,13 +108,7 @@ import Testing
     @Test func enqueueFlagsBecomeTheRequestsOptions() async throws {
         let dir = try TestPaths.temporaryDirectory("enqueue-options")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let process = try BackgroundProcess(name: "kafka-only", executable: ferry, arguments: ["dev", "--kafka-only", "--partitions", "1"],
-                                            logDirectory: dir)
-        var bootstrap = ""
-        #expect(await eventually(timeout: 20) {
-            bootstrap = process.log.split(separator: "\n").first { $0.hasPrefix("Kafka bootstrap: ") }.map { String($0.dropFirst(17)) } ?? ""
-            return !bootstrap.isEmpty
-        })
+        let (process, bootstrap) = try await kafkaOnly(partitions: 1, logs: dir)
         let common = ["enqueue", "upload", "--bucket", "bkt", "--key", "k", "--source", "data:,x", "--bootstrap-servers", bootstrap]
         _ = try await runChecked(ferry, common + ["--id", "with", "--part-size", "16MiB", "--part-concurrency", "2", "--retry-limit", "0",
                                                   "--transfer-timeout", "90", "--checksum", "crc32", "--accelerate"])
@@ -145,13 +146,7 @@ import Testing
     @Test func statusesPrintNoControlCharacters() async throws {
         let dir = try TestPaths.temporaryDirectory("status-terminal")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let process = try BackgroundProcess(name: "kafka-only", executable: ferry, arguments: ["dev", "--kafka-only", "--partitions", "1"],
-                                            logDirectory: dir)
-        var bootstrap = ""
-        #expect(await eventually(timeout: 20) {
-            bootstrap = process.log.split(separator: "\n").first { $0.hasPrefix("Kafka bootstrap: ") }.map { String($0.dropFirst(17)) } ?? ""
-            return !bootstrap.isEmpty
-        })
+        let (process, bootstrap) = try await kafkaOnly(partitions: 1, logs: dir)
         var rng = SeededGenerator(seed: 0x7E47)
         let nasty = ["\u{1B}[2J", "\u{1B}]0;pwned\u{7}", "\r\nfake line", "\u{9B}31m", "\u{7F}", "\u{202E}txt.exe", "\u{2066}", "\u{0}", "\t", "ok"]
         func text() -> String { (0..<Int.random(in: 1...4, using: &rng)).map { _ in nasty.randomElement(using: &rng)! }.joined() }
