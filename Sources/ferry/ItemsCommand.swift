@@ -93,7 +93,7 @@ struct ItemsCommand: AsyncParsableCommand {
         let plain: [String: Any] = ["table": record.table, "version": record.version, "item": ItemJSON.plain(.map(record.item)),
                                     "owner": record.owner ?? NSNull(), "updatedAt": record.updatedAt]
         let data = (try? JSONSerialization.data(withJSONObject: plain, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
-        print(String(decoding: data, as: UTF8.self))
+        print(TerminalText.visibleJSON(String(decoding: data, as: UTF8.self)))
     }
 
     struct Put: AsyncParsableCommand {

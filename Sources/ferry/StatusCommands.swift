@@ -33,7 +33,7 @@ struct StatusCommand: AsyncParsableCommand {
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            print(String(decoding: try encoder.encode(status), as: UTF8.self))
+            print(TerminalText.visibleJSON(String(decoding: try encoder.encode(status), as: UTF8.self)))
         } else {
             print(ProgressDisplay.line(status))
         }
@@ -121,7 +121,7 @@ struct TransfersCommand: AsyncParsableCommand {
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            for status in transfers { print(String(decoding: try encoder.encode(status), as: UTF8.self)) }
+            for status in transfers { print(TerminalText.visibleJSON(String(decoding: try encoder.encode(status), as: UTF8.self))) }
             return
         }
         print("ID".padding(toLength: 28, withPad: " ", startingAt: 0) + " STATE      OP        BYTES             WORKER               TIME")

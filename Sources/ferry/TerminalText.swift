@@ -19,6 +19,23 @@ enum TerminalText {
         return String(shown)
     }
 
+    /// JSON text with the same characters written as JSON escapes (`\u009b`):
+    /// JSON encoders escape C0 but may leave DEL, C1 and bidirectional
+    /// overrides as they are; escaped, the text still parses to the same value.
+    static func visibleJSON(_ json: String) -> String {
+        guard json.unicodeScalars.contains(where: isUnsafe) else { return json }
+        var shown = String.UnicodeScalarView()
+        for scalar in json.unicodeScalars {
+            if isUnsafe(scalar) {
+                let hex = String(scalar.value, radix: 16)
+                shown.append(contentsOf: ("\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex).unicodeScalars)
+            } else {
+                shown.append(scalar)
+            }
+        }
+        return String(shown)
+    }
+
     static func isUnsafe(_ scalar: Unicode.Scalar) -> Bool {
         scalar.properties.generalCategory == .control
             || (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value)

@@ -163,12 +163,23 @@ import Testing
         // Exit 1: the transfer failed; the line is what matters.
         let one = try await runCommand(ferry, ["status", "t-1", "--bootstrap-servers", bootstrap]).stdout
         #expect(list.contains("30 transfer(s)"), "\(list)")
-        for output in [list, one] {
+        // --json escapes them as JSON (C1 and bidirectional overrides too), so each line still parses to what was sent.
+        let json = try await runChecked(ferry, ["transfers", "--json", "--bootstrap-servers", bootstrap])
+        var workers: [String: String] = [:]
+        for line in json.split(separator: "\n") {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(line)")
+            workers[object["id"] as? String ?? ""] = object["worker"] as? String
+        }
+        for message in messages {
+            let sent = try #require(try JSONSerialization.jsonObject(with: Data(message.value.utf8)) as? [String: Any])
+            #expect(workers[sent["id"] as? String ?? ""] == sent["worker"] as? String, "\(message.value)")
+        }
+        for output in [list, one, json] {
             let unsafe = output.unicodeScalars.filter {
                 ($0.properties.generalCategory == .control && $0 != "\n") || (0x202A...0x202E).contains($0.value) || (0x2066...0x2069).contains($0.value)
             }
             #expect(unsafe.isEmpty, "\(unsafe.map { String($0.value, radix: 16) }) in \(output.debugDescription)")
-            #expect(output.contains("\\u{1B}"), "the escapes are shown as text: \(output)")
+            #expect(output.contains("\\u{1B}") || output.contains("\\u001b"), "the escapes are shown as text: \(output)")
         }
         #expect(await process.stop() == 0)
     }
