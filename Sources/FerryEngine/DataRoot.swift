@@ -33,6 +33,18 @@ public struct DataRoot: Sendable, Hashable {
         return resolved
     }
 
+    /// Whether `candidate` (absolute or relative to the working directory; it
+    /// need not exist yet) lies inside the root, the links of its existing
+    /// part resolved: a request could then read or replace it.
+    public func contains(_ candidate: String) -> Bool {
+        var existing = URL(fileURLWithPath: candidate).standardizedFileURL.path.split(separator: "/").map(String.init)
+        var rest: [String] = []
+        while !existing.isEmpty, Self.realpath("/" + existing.joined(separator: "/")) == nil { rest.insert(existing.removeLast(), at: 0) }
+        guard let resolved = Self.realpath("/" + existing.joined(separator: "/")) else { return false }
+        let full = rest.isEmpty ? resolved : (resolved == "/" ? "" : resolved) + "/" + rest.joined(separator: "/")
+        return full == path || full.hasPrefix(path.hasSuffix("/") ? path : path + "/")
+    }
+
     /// Where a `file://` destination will be written: its parent directory is
     /// created inside the root if needed, then resolved and checked.
     public func destinationPath(_ uri: String) throws(FerryError) -> String {

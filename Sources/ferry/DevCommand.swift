@@ -80,6 +80,9 @@ struct DevCommand: AsyncParsableCommand {
         }
 
         let root = try configured { try DataRoot(dataRoot) }
+        if let problem = DataRootExposure.problem(dataRoot: root, paths: [("--state-dir", stateDir), ("--store-dir", storeDir)]) {
+            throw ValidationError(problem)
+        }
         var devConfiguration = WorkerConfiguration(
             // Its consumer groups get EmbeddedKafkaCluster.groupSessionTimeoutMs (FerryRuntime asks the cluster's id).
             kafka: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), topics: topics,

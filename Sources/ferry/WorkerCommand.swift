@@ -309,6 +309,17 @@ struct WorkerOptions: ParsableArguments {
             }
             configuration.copySourceBuckets = Set(copySourceBuckets)
         }
+        // Last, so that a more specific mistake is named first.
+        var guarded: [(option: String, path: String)] = [("--state-dir", configuration.stateDirectory.path)]
+        if case .local(let store) = configuration.storage { guarded.append(("--local-store", store.path)) }
+        for (option, file) in [("--admin-token-file", adminTokenFile), ("--ingest-token-file", ingestTokenFile),
+                               ("--jwt-secret-file", jwtSecretFile), ("--callback-secret-file", callbackSecretFile)] {
+            if let file { guarded.append((option, file)) }
+        }
+        let home = ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()
+        let credentials = environment("AWS_SHARED_CREDENTIALS_FILE") ?? "\(home)/.aws/credentials"
+        if FileManager.default.fileExists(atPath: credentials) { guarded.append(("the AWS credentials file", credentials)) }
+        if let problem = DataRootExposure.problem(dataRoot: configuration.dataRoot, paths: guarded) { throw ValidationError(problem) }
         return configuration
     }
 

@@ -49,6 +49,27 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: base.appendingPathComponent("x").path))
     }
 
+    /// What lies inside the root, for the worker's refusal of its own state,
+    /// store and secret files there: paths that do not exist yet, dot
+    /// segments and links are resolved; a sibling sharing the root's name as a
+    /// prefix is outside.
+    @Test func containsResolvesDotsAndLinks() throws {
+        let base = try TestPaths.temporaryDirectory("dataroot-contains")
+        defer { try? FileManager.default.removeItem(at: base) }
+        let rootDir = base.appendingPathComponent("root")
+        try FileManager.default.createDirectory(at: rootDir.appendingPathComponent("a"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: base.appendingPathComponent("rootx"), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: base.appendingPathComponent("link"), withDestinationURL: rootDir)
+        let root = try DataRoot(rootDir.path)
+        for inside in [rootDir.path, rootDir.path + "/a", rootDir.path + "/missing/deeper", rootDir.path + "/a/../b",
+                       base.path + "/link/state", base.path + "/rootx/../root/x"] {
+            #expect(root.contains(inside), "\(inside)")
+        }
+        for outside in [base.path, base.path + "/rootx/state", "/", base.path + "/root/../elsewhere", base.path + "/missing/root"] {
+            #expect(!root.contains(outside), "\(outside)")
+        }
+    }
+
     /// Any generated destination (dot segments anywhere, empty segments, odd
     /// bytes, existing and missing directories, links) is decided in bounded
     /// time, and an accepted one is inside the root. A walk up a path ending

@@ -34,6 +34,9 @@ import Testing
         (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--http-address", "999.1.1.1:80"], "is not an IPv4 address"),
         (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--state-dir", "/etc/hostname"], "exists and is not a directory"),
         (["config", "check", "--bootstrap-servers", "x", "--data-root", "/tmp", "--log-level", "loud"], "unknown log level 'loud'"),
+        (["config", "check", "--bootstrap-servers", "x", "--data-root", "/tmp", "--state-dir", "/tmp/ferry-state-inside"],
+         "--state-dir /tmp/ferry-state-inside lies inside the data root /tmp"),
+        (["worker", "--bootstrap-servers", "x", "--data-root", "/", "--state-dir", "/var/lib/ferry-test-state"], "lies inside the data root /"),
         (["config", "check", "--bootstrap-servers", "x", "--data-root", "/tmp", "--local-store", "/etc/hostname/store"], "Not a directory"),
         (["dev", "--kafka-only", "--http-address", "nonsense"], "is not HOST:PORT"),
         (["cp", "/etc/hostname", "s3://"], "names no bucket and key"),
@@ -208,12 +211,14 @@ import Testing
         let dir = try TestPaths.temporaryDirectory("config")
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appendingPathComponent("worker.yaml")
+        // The data root apart from the HOME made below: the worker refuses a credentials file inside it.
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("data"), withIntermediateDirectories: true)
         try """
             kafka:
               bootstrapServers: kafka:9092
               properties: {security.protocol: SASL_SSL, sasl.mechanism: PLAIN}
             worker:
-              dataRoot: \(dir.path)
+              dataRoot: \(dir.path)/data
               maxTransfers: 4
               shutdownGrace: 12
             transfers:
@@ -240,7 +245,7 @@ import Testing
         try FileManager.default.createDirectory(at: home.appendingPathComponent(".aws"), withIntermediateDirectories: true)
         try "[ops]\naws_access_key_id = AKIAOPS\naws_secret_access_key = ops-secret\n"
             .write(to: home.appendingPathComponent(".aws/credentials"), atomically: true, encoding: .utf8)
-        try "kafka: {bootstrapServers: 'k:9092'}\nworker: {dataRoot: \(dir.path)}\n".write(to: file, atomically: true, encoding: .utf8)
+        try "kafka: {bootstrapServers: 'k:9092'}\nworker: {dataRoot: \(dir.path)/data}\n".write(to: file, atomically: true, encoding: .utf8)
         let profiled = try await runChecked(ferry, ["config", "check", "--config", file.path, "--guest-permission", "guest=read"],
                                             environment: ["HOME": home.path, "AWS_PROFILE": "ops", "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""])
         #expect(profiled.contains("S3 credentials: profile ops, access key AKIAOPS") && !profiled.contains("ops-secret"), "\(profiled)")
@@ -253,7 +258,7 @@ import Testing
               bootstrapServers: kafka:9092
               properties: {security.protocol: SASL_SSL, sasl.mechanism: PLAIN}
             worker:
-              dataRoot: \(dir.path)
+              dataRoot: \(dir.path)/data
               maxTransfers: 4
               shutdownGrace: 12
             transfers:
