@@ -72,8 +72,11 @@ import Testing
         let base = try TestPaths.temporaryDirectory("unreachable-broker")
         defer { try? FileManager.default.removeItem(at: base) }
         let broker = "127.0.0.1:\(TestPaths.freePort())"
+        // The data root apart from the state dirs and the store, which the worker refuses inside it.
+        let data = base.appendingPathComponent("data")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         func worker(_ extra: [String]) async throws -> CommandResult {
-            try await runCommand(ferry, ["worker", "--bootstrap-servers", broker, "--data-root", base.path,
+            try await runCommand(ferry, ["worker", "--bootstrap-servers", broker, "--data-root", data.path,
                                          "--state-dir", base.appendingPathComponent("state-\(UUID().uuidString)").path,
                                          "--local-store", base.appendingPathComponent("store").path] + extra,
                                  environment: credentials, timeout: 120)
