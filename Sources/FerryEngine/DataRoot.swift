@@ -37,10 +37,8 @@ public struct DataRoot: Sendable, Hashable {
     /// need not exist yet) lies inside the root, the links of its existing
     /// part resolved: a request could then read or replace it.
     public func contains(_ candidate: String) -> Bool {
-        var existing = URL(fileURLWithPath: candidate).standardizedFileURL.path.split(separator: "/").map(String.init)
-        var rest: [String] = []
-        while !existing.isEmpty, Self.realpath("/" + existing.joined(separator: "/")) == nil { rest.insert(existing.removeLast(), at: 0) }
-        guard let resolved = Self.realpath("/" + existing.joined(separator: "/")) else { return false }
+        let components = URL(fileURLWithPath: candidate).standardizedFileURL.path.split(separator: "/").map(String.init)
+        guard let (resolved, rest) = Self.resolvingExisting(components) else { return false }
         let full = rest.isEmpty ? resolved : (resolved == "/" ? "" : resolved) + "/" + rest.joined(separator: "/")
         return full == path || full.hasPrefix(path.hasSuffix("/") ? path : path + "/")
     }
@@ -166,13 +164,10 @@ public struct DataRoot: Sendable, Hashable {
         guard let name = existing.popLast(), name != ".", name != ".." else {
             throw FerryError(.invalidPath, "\(uri) names no file")
         }
-        var rest = [name]
-        while !existing.isEmpty, Self.realpath("/" + existing.joined(separator: "/")) == nil {
-            rest.insert(existing.removeLast(), at: 0)
-        }
-        guard let resolved = Self.realpath("/" + existing.joined(separator: "/")) else {
+        guard let (resolved, above) = Self.resolvingExisting(existing) else {
             throw FerryError(.invalidPath, "\(uri) is outside the data root")
         }
+        let rest = above + [name]
         try requireInside(resolved, uri: uri)
         guard !rest.contains("..") else {
             throw FerryError(.invalidPath, "\(uri) is outside the data root or names no file")
@@ -214,6 +209,15 @@ public struct DataRoot: Sendable, Hashable {
             throw FerryError(.invalidPath, "destination \(uri) ends in '/' and so names a directory; name the file to write (…/dir/name)")
         }
         return raw
+    }
+
+    /// The nearest existing ancestor of an absolute path given as components,
+    /// resolved, and the components below it that do not exist (yet).
+    static func resolvingExisting(_ components: [String]) -> (resolved: String, rest: [String])? {
+        var existing = components
+        var rest: [String] = []
+        while !existing.isEmpty, realpath("/" + existing.joined(separator: "/")) == nil { rest.insert(existing.removeLast(), at: 0) }
+        return realpath("/" + existing.joined(separator: "/")).map { ($0, rest) }
     }
 
     static func realpath(_ path: String) -> String? {

@@ -92,7 +92,7 @@ struct CopyCommand: AsyncParsableCommand {
         if source.hasPrefix("s3://"), source.hasSuffix("/") {
             throw ValidationError("'\(source)' names a prefix, not an object: copy it with --recursive")
         }
-        let sourceName = CopyDestination.name(of: source.hasPrefix("s3://") ? String(source.dropFirst(5).drop { $0 != "/" }) : source)
+        let sourceName = CopyDestination.name(ofSource: source)
         switch (source.hasPrefix("s3://"), destination.hasPrefix("s3://")) {
         case (false, true):
             let destination = CopyDestination.object(destination, sourceName: sourceName)

@@ -127,17 +127,7 @@ struct EnqueueCommand: AsyncParsableCommand {
     /// then refused by the key rule, with its reason.
     static func objectKey(_ key: String, source: String?, _ operation: TransferOperation) -> String {
         guard key.hasSuffix("/"), let source, operation == .upload || operation == .copy else { return key }
-        let path: String
-        if source.hasPrefix("s3://") {
-            path = String(source.dropFirst(5).drop { $0 != "/" })
-        } else if source.hasPrefix("file://") {
-            path = URL(string: source)?.path ?? ""
-        } else if !source.contains(":") || source.hasPrefix("/") || source.hasPrefix(".") {
-            path = source
-        } else {
-            return key
-        }
-        return CopyDestination.name(of: path).map { key + $0 } ?? key
+        return CopyDestination.name(ofSource: source).map { key + $0 } ?? key
     }
 
     /// A local path becomes an absolute file:// URI; URIs pass unchanged.

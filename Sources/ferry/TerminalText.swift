@@ -7,31 +7,24 @@ import FerryCore
 /// fake lines or reorder what is shown; they are printed as `\u{…}` instead.
 enum TerminalText {
     static func visible(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: isUnsafe) else { return text }
-        var shown = String.UnicodeScalarView()
-        for scalar in text.unicodeScalars {
-            if isUnsafe(scalar) {
-                shown.append(contentsOf: "\\u{\(String(scalar.value, radix: 16, uppercase: true))}".unicodeScalars)
-            } else {
-                shown.append(scalar)
-            }
-        }
-        return String(shown)
+        escapingUnsafe(text) { "\\u{\(String($0.value, radix: 16, uppercase: true))}" }
     }
 
     /// JSON text with the same characters written as JSON escapes (`\u009b`):
     /// JSON encoders escape C0 but may leave DEL, C1 and bidirectional
     /// overrides as they are; escaped, the text still parses to the same value.
     static func visibleJSON(_ json: String) -> String {
-        guard json.unicodeScalars.contains(where: isUnsafe) else { return json }
+        escapingUnsafe(json) { scalar in
+            let hex = String(scalar.value, radix: 16)
+            return "\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+        }
+    }
+
+    private static func escapingUnsafe(_ text: String, _ escape: (Unicode.Scalar) -> String) -> String {
+        guard text.unicodeScalars.contains(where: isUnsafe) else { return text }
         var shown = String.UnicodeScalarView()
-        for scalar in json.unicodeScalars {
-            if isUnsafe(scalar) {
-                let hex = String(scalar.value, radix: 16)
-                shown.append(contentsOf: ("\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex).unicodeScalars)
-            } else {
-                shown.append(scalar)
-            }
+        for scalar in text.unicodeScalars {
+            if isUnsafe(scalar) { shown.append(contentsOf: escape(scalar).unicodeScalars) } else { shown.append(scalar) }
         }
         return String(shown)
     }
