@@ -6,8 +6,15 @@ public enum Timestamp {
     /// Written digit by digit: every status and record carries one, and
     /// `String(format:)` made this 2 % of a worker's CPU (S7 profile).
     public static func iso8601(_ date: Date) -> String {
-        var t = time_t(date.timeIntervalSince1970.rounded(.down))
-        let ms = min(999, max(0, Int((date.timeIntervalSince1970 - Double(t)) * 1000)))
+        let seconds = date.timeIntervalSince1970
+        var t = time_t(seconds.rounded(.down))
+        // Milliseconds, cut (not rounded) as `%03d` of the fraction would, with
+        // a grace of a few units in the last place (at least a microsecond): a
+        // time read from text (`.123`) comes back as `.12299999…` after the
+        // Double arithmetic of parsing, and must be written as it was read.
+        let grace = max(1e-6, 4 * seconds.magnitude.ulp)
+        var ms = max(0, Int(((seconds - Double(t) + grace) * 1000).rounded(.down)))
+        if ms > 999 { t += 1; ms = 0 }
         var parts = tm()
         gmtime_r(&t, &parts)
         var out = [UInt8]()
@@ -39,7 +46,8 @@ public enum Timestamp {
 }
 
 extension Timestamp {
-    /// Parses `2026-11-21T05:00:00.123Z` (fractional seconds optional); nil when it is not that.
+    /// Parses `2026-11-21T05:00:00.123Z` (fractional seconds optional); nil when
+    /// it is not that, or names a day the month does not have.
     public static func parse(_ text: String) -> Date? {
         let b = Array(text.utf8)
         func number(_ from: Int, _ count: Int) -> Int? {
@@ -54,7 +62,7 @@ extension Timestamp {
         guard b.count >= 20, b[4] == 45, b[7] == 45, b[10] == 84, b[13] == 58, b[16] == 58, b.last == 90,
               let year = number(0, 4), let month = number(5, 2), let day = number(8, 2),
               let hour = number(11, 2), let minute = number(14, 2), let second = number(17, 2),
-              (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61 else { return nil }
+              (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year), hour < 24, minute < 60, second < 61 else { return nil }
         var fraction = 0.0
         if b.count > 20 {
             // Digits past the ninth (nanoseconds) are checked but not used: they could overflow an Int.
@@ -63,13 +71,37 @@ extension Timestamp {
                   let digits = number(20, min(count, 9)) else { return nil }
             fraction = Double(digits) / pow(10, Double(min(count, 9)))
         }
-        // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+        let days = daysSinceEpoch(year: year, month: month, day: day)
+        return Date(timeIntervalSince1970: Double(days * 86_400 + hour * 3600 + minute * 60 + second) + fraction)
+    }
+
+    /// Any ISO 8601 internet date-time (an offset instead of `Z`, fractions or
+    /// none): the form stores write is read by `parse`, others by Foundation's
+    /// formatter, made only then (making one costs about 0.1 ms).
+    public static func parseInternetDateTime(_ text: String) -> Date? {
+        if let date = parse(text) { return date }
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return fractional.date(from: text) ?? ISO8601DateFormatter().date(from: text)
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+    /// days_from_civil); `month` 1...12, `day` as given (not checked against the month).
+    public static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400
         let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
         let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        let days = era * 146_097 + doe - 719_468
-        return Date(timeIntervalSince1970: Double(days * 86_400 + hour * 3600 + minute * 60 + second) + fraction)
+        return era * 146_097 + doe - 719_468
+    }
+
+    /// Days in `month` (1...12) of `year`, Gregorian leap years.
+    public static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: return year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
     }
 }

@@ -141,7 +141,7 @@ extension S3Client {
                                                  operation: "ListMultipartUploads of \(bucket)/\(prefix)")
             for record in document.records {
                 guard let key = record["Key"], let id = record["UploadId"] else { continue }
-                let initiated = record["Initiated"].flatMap { ISO8601DateFormatter.withFractions.date(from: $0) }
+                let initiated = record["Initiated"].flatMap(Timestamp.parseInternetDateTime)
                 uploads.append(MultipartUploadSummary(key: key, uploadId: id, initiated: initiated))
             }
             let fields = document.fields
@@ -159,12 +159,4 @@ extension S3Client {
         s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "\"", with: "&quot;")
             .replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
     }
-}
-
-extension ISO8601DateFormatter {
-    nonisolated(unsafe) static let withFractions: ISO8601DateFormatter = {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return f
-    }()
 }

@@ -47,6 +47,27 @@ import Testing
         #expect(try decode(#"{"Service":"Amazon S3","Event":"s3:TestEvent","Bucket":"photos"}"#).isEmpty)
     }
 
+    /// A store's event time keeps its milliseconds (Ceph's microseconds are
+    /// cut to them): before `Timestamp.iso8601` had its grace, about half of
+    /// generated times came out a millisecond early.
+    @Test func eventTimesKeepTheirMilliseconds() throws {
+        var rng = SeededGenerator(seed: FuzzReplay.seed)
+        for _ in 0..<1_000 {
+            let whole = String(Timestamp.iso8601(Date(timeIntervalSince1970: Double(Int.random(in: 0...4_102_444_800, using: &rng)))).dropLast(5))
+            let ms = String(1000 + Int.random(in: 0...999, using: &rng)).dropFirst()
+            let micro = String(1000 + Int.random(in: 0...999, using: &rng)).dropFirst()
+            let aws = Self.aws.replacingOccurrences(of: "2026-01-02T03:04:05.678Z", with: "\(whole).\(ms)Z")
+            #expect(try decode(aws).first?.eventTime == "\(whole).\(ms)Z")
+            let ceph = Self.ceph.replacingOccurrences(of: "2026-11-24T12:34:20.921655Z", with: "\(whole).\(ms)\(micro)Z")
+            #expect(try decode(ceph).first?.eventTime == "\(whole).\(ms)Z")
+        }
+        // An offset instead of Z, and no fraction: Foundation's formatter reads them.
+        let offset = Self.aws.replacingOccurrences(of: "2026-01-02T03:04:05.678Z", with: "2026-01-02T04:04:05.678+01:00")
+        #expect(try decode(offset).first?.eventTime == "2026-01-02T03:04:05.678Z")
+        let whole = Self.aws.replacingOccurrences(of: "2026-01-02T03:04:05.678Z", with: "2026-01-02T03:04:05Z")
+        #expect(try decode(whole).first?.eventTime == "2026-01-02T03:04:05.000Z")
+    }
+
     @Test func eventBridgeMapsReasonsToEventNames() throws {
         let bridge = NotificationSamples.eventBridge
         #expect(try decode(bridge("Object Created", "PutObject")).first?.eventName == "ObjectCreated:Put")

@@ -18,7 +18,9 @@ import Testing
     @Test func sameAsStringFormatAndReadBack() {
         var rng = SeededGenerator(seed: 0x7153)
         // From before the year 1 to past 9999, with every millisecond value.
-        let edges: [Double] = [0, 0.999, 59.9995, 946_684_799.999, 253_402_300_799.999, 253_402_300_800, -62_135_596_800, -62_198_755_200]
+        // (Fractions of whole milliseconds are checked below: `String(format:)` cut
+        // 0.999, stored as 0.99899…, to 998.)
+        let edges: [Double] = [0, 59.9995, 253_402_300_800, -62_135_596_800, -62_198_755_200]
         for n in 0..<5_000 {
             let seconds = n < edges.count ? edges[n] : Double.random(in: -70_000_000_000...400_000_000_000, using: &rng).rounded(.down)
                 + Double(Int.random(in: 0...999, using: &rng)) / 1000 + 0.0002
@@ -31,5 +33,29 @@ import Testing
                 Issue.record("\(text) does not parse")
             }
         }
+    }
+
+    /// A time read from text is written back as that text: every millisecond
+    /// of generated seconds from 1970 to 9999, read by `parse` and by
+    /// Foundation's ISO 8601 formatter (store notifications, listings).
+    /// Without the grace in `iso8601`, about half lost a millisecond.
+    @Test func textReadIsWrittenBackAsItWas() throws {
+        var rng = SeededGenerator(seed: FuzzReplay.seed)
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        for _ in 0..<200 {
+            let second = Int.random(in: 0...253_402_300_799, using: &rng)
+            let whole = String(Timestamp.iso8601(Date(timeIntervalSince1970: Double(second))).dropLast(5))
+            for ms in 0..<1000 where ms < 20 || ms > 980 || ms % 7 == 0 {
+                let text = whole + "." + String(1000 + ms).dropFirst() + "Z"
+                #expect(Timestamp.parse(text).map(Timestamp.iso8601) == text)
+                if second < 4_102_444_800, ms % 49 == 0 {
+                    #expect(formatter.date(from: text).map(Timestamp.iso8601) == text)
+                }
+            }
+        }
+        #expect(Timestamp.iso8601(Date(timeIntervalSince1970: 0.999)) == "1970-01-01T00:00:00.999Z")
+        #expect(Timestamp.iso8601(Date(timeIntervalSince1970: 946_684_799.999)) == "1999-12-31T23:59:59.999Z")
+        #expect(Timestamp.iso8601(Date(timeIntervalSince1970: 946_684_799.9999999)) == "2000-01-01T00:00:00.000Z")
     }
 }

@@ -30,7 +30,7 @@ extension EventBuilder {
 
     /// When the change happened (now, when its time cannot be read).
     static func eventDate(_ change: StoreNotification) -> Date {
-        ISO8601DateFormatter.fractional.date(from: change.eventTime) ?? Date()
+        Timestamp.parseInternetDateTime(change.eventTime) ?? Date()
     }
 
     /// Microseconds since 1970, never negative and never past Int.max, whatever the date.
@@ -66,14 +66,5 @@ extension StreamRecordBuilder {
         image["metadata"] = .map(entry.metadata.filter { !TransferMarker.isMarker($0.key) }.mapValues { .string($0) })
         image["lastModified"] = entry.lastModified.map { .string($0) }
         return image
-    }
-}
-
-extension ISO8601DateFormatter {
-    /// Reads times with or without fractional seconds.
-    static var fractional: ISO8601DateFormatter {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter
     }
 }
