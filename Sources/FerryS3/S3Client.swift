@@ -168,8 +168,6 @@ public final class S3Client: ObjectStore {
                                          ("prefix", prefix)]
         if let continuation { query.append(("continuation-token", continuation)) }
         let response = try await send("ListObjectsV2", method: "GET", bucket: bucket, key: nil, query: query.sorted { $0.0 < $1.0 })
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         let document = try S3Document.expect(response, root: "ListBucketResult", record: "Contents",
                                              wanted: ["IsTruncated", "NextContinuationToken"], operation: "ListObjectsV2 of \(bucket)/\(prefix)")
         var items: [ObjectListing.Item] = []
@@ -179,7 +177,7 @@ public final class S3Client: ObjectStore {
             let key = FormURLEncoding.decode(encoded)
             let eTag = record["ETag"].map { $0.count >= 2 && $0.hasPrefix("\"") && $0.hasSuffix("\"") ? String($0.dropFirst().dropLast()) : $0 }
             items.append(ObjectListing.Item(key: key, size: Int64(record["Size"] ?? "") ?? 0, eTag: eTag,
-                                            lastModified: record["LastModified"].flatMap { formatter.date(from: $0) ?? ISO8601DateFormatter().date(from: $0) }))
+                                            lastModified: record["LastModified"].flatMap(Timestamp.parseInternetDateTime)))
         }
         let fields = document.fields
         guard fields["IsTruncated"] == "true" else { return ObjectListing(items: items, next: nil) }
@@ -361,16 +359,5 @@ struct BodyDigests: Sendable {
             checksum?.update(chunk)
         }
         return BodyDigests(md5: md5.finish(), checksum: checksum?.finish())
-    }
-}
-
-/// RFC 7231 dates (`Last-Modified`).
-enum HTTPDate {
-    static func parse(_ s: String) -> Date? {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return formatter.date(from: s)
     }
 }
