@@ -212,7 +212,7 @@ import Testing
 
     @Test func metricsAreInPrometheusTextFormat() async {
         let registry = PrometheusCollectorRegistry()
-        registry.makeCounter(name: "ferry_transfers_total", labels: [("op", "upload"), ("outcome", "completed")]).increment(by: Int64(3))
+        registry.makeCounter(descriptor: MetricNameDescriptor(metricName: "ferry_transfers", unitName: "total", helpText: ""), labels: [("op", "upload"), ("outcome", "completed")]).increment(by: Int64(3))
         let r = AdminRouter(workerId: "w", health: WorkerHealth(), metrics: registry, inFlight: nil, engine: nil, state: nil)
         let response = await r.respond(method: "GET", path: "/metrics")
         #expect(response.contentType.hasPrefix("text/plain; version=0.0.4"))
