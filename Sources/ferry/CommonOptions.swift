@@ -281,7 +281,7 @@ struct TransferLimitOptions: ParsableArguments {
                 partConcurrency: partConcurrency, retryLimit: retryLimit, timeoutSeconds: transferTimeout,
                 checksumAlgorithm: checksum))
         } catch let error as FerryError {
-            throw ValidationError(error.message)
+            throw ValidationError(RequestOptionFlags.namingFlags(error.message))
         }
         if let multipartThreshold {
             let threshold = try ByteSize.parse(multipartThreshold, option: "--multipart-threshold")
@@ -313,6 +313,9 @@ enum ByteSize {
 }
 
 /// Refuses a numeric setting outside its documented range (or not a number, NaN).
+/// How long a command may wait (`--timeout`, `--for`): a tenth of a second to 30 days.
+let waitSeconds: ClosedRange<Double> = 0.1...2_592_000
+
 func requireRange<T: Comparable>(_ value: T?, _ range: ClosedRange<T>, _ option: String) throws {
     guard let value else { return }
     guard range.contains(value) else {

@@ -48,6 +48,8 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Flag(help: "Follow the transfer's statuses until it ends.") var wait = false
     @Option(help: "With --wait: give up after this many seconds (default 600).") var timeout: Double = 600
 
+    func validate() throws { try requireRange(timeout, waitSeconds, "--timeout") }
+
     func run() async throws {
         let logger = try log.bootstrap(label: "ferry.enqueue")
         guard let operation = TransferOperation(rawValue: op) else {
@@ -77,7 +79,9 @@ struct EnqueueCommand: AsyncParsableCommand {
             print(request.id)
             return
         }
+        // Out at once, not when the wait ends: the id is what cancels or follows the transfer.
         print(request.id)
+        flushStandardOutput()
         let display = ProgressDisplay(label: "\(op) \(bucket)/\(key)")
         let final: TransferStatus
         do {

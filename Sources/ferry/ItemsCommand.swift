@@ -33,6 +33,8 @@ struct ItemsCommand: AsyncParsableCommand {
         @Flag(help: "Wait for the request's terminal status.") var wait = false
         @Option(help: "With --wait: give up after this many seconds (default 600).") var timeout: Double = 600
 
+        func validate() throws { try requireRange(timeout, waitSeconds, "--timeout") }
+
         func definition() throws -> TableDefinition { try configured { try TableDefinition(parsing: table) } }
         var requestId: String { id ?? UUID().uuidString.lowercased() }
         var authToken: String? { auth ?? environment("FERRY_AUTH_TOKEN") }
@@ -77,6 +79,7 @@ struct ItemsCommand: AsyncParsableCommand {
     static func finish(_ id: String, client: ItemClient, write: WriteOptions) async throws {
         print(id)
         guard write.wait else { return }
+        flushStandardOutput()  // the id now, not when the wait ends
         let status: TransferStatus
         do {
             status = try await client.result(of: id, timeout: write.timeout)
@@ -191,6 +194,8 @@ struct ItemsCommand: AsyncParsableCommand {
         @Option(name: .customLong("identity-id"), help: "Who acts.") var identityId: String?
         @Option(help: "Identity proof for workers with --auth-mode jwt (env FERRY_AUTH_TOKEN).") var auth: String?
         @Option(help: "Give up after this many seconds (default 600).") var timeout: Double = 600
+
+        func validate() throws { try requireRange(timeout, waitSeconds, "--timeout") }
 
         func run() async throws {
             let client = try ItemsCommand.client(kafka, log)

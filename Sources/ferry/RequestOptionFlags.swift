@@ -31,15 +31,17 @@ struct RequestOptionFlags: ParsableArguments {
             accelerate: accelerate ? true : nil, checksumAlgorithm: checksum)
         guard options != TransferOptions() else { return nil }
         // The worker checks the same ranges; said here, the mistake costs no round trip.
-        if let problem = TransferOptionRanges.violation(of: options) {
-            throw ValidationError(problem.message.replacingOccurrences(of: "partSizeBytes", with: "--part-size")
-                .replacingOccurrences(of: "partConcurrency", with: "--part-concurrency")
-                .replacingOccurrences(of: "retryLimit", with: "--retry-limit")
-                .replacingOccurrences(of: "timeoutSeconds", with: "--transfer-timeout")
-                .replacingOccurrences(of: "checksumAlgorithm", with: "--checksum"))
-        }
+        if let problem = TransferOptionRanges.violation(of: options) { throw ValidationError(Self.namingFlags(problem.message)) }
         var canonical = options
         canonical.checksumAlgorithm = checksum?.uppercased()
         return canonical
+    }
+
+    /// A `TransferOptionRanges` message with the request's field names replaced by
+    /// the flags that set them (`ferry enqueue`'s and `ferry cp`'s alike).
+    static func namingFlags(_ message: String) -> String {
+        [("partSizeBytes", "--part-size"), ("partConcurrency", "--part-concurrency"), ("retryLimit", "--retry-limit"),
+         ("timeoutSeconds", "--transfer-timeout"), ("checksumAlgorithm", "--checksum")]
+            .reduce(message) { $0.replacingOccurrences(of: $1.0, with: $1.1) }
     }
 }

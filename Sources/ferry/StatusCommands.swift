@@ -59,6 +59,8 @@ struct WatchCommand: AsyncParsableCommand {
     @OptionGroup var kafka: KafkaOptions
     @OptionGroup var log: LogOptions
 
+    func validate() throws { try requireRange(duration, waitSeconds, "--for") }
+
     func run() async throws {
         let client = try statusClient(kafka: kafka, log: log, label: "ferry.watch")
         let statuses = try await client.allStatuses(fromBeginning: fromBeginning)

@@ -27,7 +27,8 @@ import Testing
         (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--s3-endpoint", "ftp://x"], "http(s) URL"),
         (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--role", "boss"], "--role"),
         (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--conditional-writes", "maybe"], "--conditional-writes must be auto, on or off"),
-        (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--part-size", "1MiB"], "partSizeBytes"),
+        (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--part-size", "1MiB"], "--part-size must be 5 MiB…5 GiB"),
+        (["cp", "/etc/hostname", "s3://bkt/k", "--transfer-timeout", "nan"], "--transfer-timeout must be 1…604800 seconds, got nan"),
         (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--https-sources", "--https-source-allow-range", "nope"], "address range"),
         (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--admin-token-file", "/proc/sys/kernel/ostype"], "at least 16 printable"),
         (["worker", "--bootstrap-servers", "x", "--data-root", "/tmp", "--admin-token-file", "/nonexistent-token"], "cannot read the admin token"),
@@ -63,6 +64,15 @@ import Testing
          "--transfer-timeout must be 1…604800 seconds"),
         (["enqueue", "upload", "--bucket", "b", "--key", "k", "--source", "data:,x", "--bootstrap-servers", "x", "--checksum", "md5"],
          "--checksum must be CRC32C, CRC32, SHA256 or NONE, got 'md5'"),
+        // How long to wait: refused before anything is sent (a NaN waited no time and printed Int.min seconds).
+        (["enqueue", "delete", "--bucket", "bkt", "--key", "k", "--bootstrap-servers", "x", "--wait", "--timeout", "nan"],
+         "--timeout must be 0.1…2592000.0, got nan"),
+        (["enqueue", "delete", "--bucket", "bkt", "--key", "k", "--bootstrap-servers", "x", "--wait", "--timeout=-5"], "--timeout must be"),
+        (["watch", "--bootstrap-servers", "x", "--for", "inf"], "--for must be 0.1…2592000.0, got inf"),
+        (["items", "put", "--table", "posts:id", "--bootstrap-servers", "x", "--item", #"{"id":"p"}"#, "--wait", "--timeout", "0"],
+         "--timeout must be"),
+        (["items", "download", "--table", "posts:id", "--bootstrap-servers", "x", "--key", #"{"id":"p"}"#, "--attribute", "a",
+          "--to", "/tmp/x", "--timeout", "1e99"], "--timeout must be"),
     ])
     func badUsageExits64WithTheReason(arguments: [String], reason: String) async throws {
         let result = try await runCommand(ferry, arguments, environment: credentials)
@@ -103,6 +113,24 @@ import Testing
         let metadata = try await runChecked("kcat", ["-L", "-b", bootstrap, "-t", "ferry.requests"])
         #expect(metadata.contains("2 partitions"), "\(metadata)")
         #expect(await process.stop() == 0)
+    }
+
+    /// `ferry enqueue --wait` prints the id when the request is sent, not when
+    /// the wait ends, also into a pipe or file (stdout is then block-buffered):
+    /// it is what a second shell cancels or follows the transfer by.
+    @Test func enqueueWaitPrintsTheIdAtOnce() async throws {
+        let dir = try TestPaths.temporaryDirectory("enqueue-id-at-once")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (kafka, bootstrap) = try await kafkaOnly(partitions: 1, logs: dir)
+        defer { Task { await kafka.stop() } }
+        // No worker runs: the wait lasts until stopped.
+        let enqueue = try BackgroundProcess(name: "enqueue", executable: ferry,
+                                            arguments: ["enqueue", "delete", "--bucket", "bkt", "--key", "k", "--id", "id-at-once-1",
+                                                        "--bootstrap-servers", bootstrap, "--wait", "--timeout", "120"],
+                                            logDirectory: dir)
+        let printed = await eventually(timeout: 20) { enqueue.log.contains("id-at-once-1") }
+        #expect(printed && enqueue.isRunning, "no id while waiting: \(enqueue.log)")
+        await enqueue.stop(signal: SIGKILL)
     }
 
     /// `ferry enqueue`'s transfer flags become the request's `options` object, as
