@@ -113,14 +113,23 @@ class Bench:
         self.settle()
         server_before = server_cpu_seconds()
         start = time.perf_counter()
-        proc = subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", out.name] + command, env=env or self.env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # A session of its own: a run that outlives its limit is stopped with every process it started
+        # (s5cmd's wrapper and binary, say) and counted as a failure of that tool, not a hung benchmark.
+        proc = subprocess.Popen(["/usr/bin/time", "-f", "%U %S %M", "-o", out.name] + command, env=env or self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            _, stderr = proc.communicate(timeout=self.args.run_limit)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.communicate()
+            os.unlink(out.name)
+            raise RuntimeError(f"{command[0]} gave no result within {self.args.run_limit:g} s (stopped; --run-limit)")
         wall = time.perf_counter() - start
         with open(out.name) as f:
             fields = f.read().strip().splitlines()[-1].split()
         os.unlink(out.name)
         if proc.returncode != 0:
-            raise RuntimeError(f"{command[0]} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+            raise RuntimeError(f"{command[0]} failed ({proc.returncode}): {stderr[-2000:]}")
         user, system, rss_kib = float(fields[0]), float(fields[1]), int(fields[2])
         return {"wall": wall, "cpu": user + system, "rss_mib": rss_kib / 1024, "server_cpu": server_cpu_seconds() - server_before}
 
@@ -885,6 +894,8 @@ def keep_other_scenarios(data, path, ran):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--run-limit", type=float, default=600,
+                        help="seconds one tool's run of S1-S4 may take before it is stopped and counted as failed")
     parser.add_argument("--scenarios", default="S1,S2,S3,S4,S5,S6,S7")
     parser.add_argument("--big-gib", type=float, default=1.0)
     parser.add_argument("--small-count", type=int, default=5000)
