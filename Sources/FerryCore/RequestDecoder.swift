@@ -29,7 +29,10 @@ public enum RequestDecoder {
     /// The transfer request in `data`, already parsed loosely (`loose`, nil when not a JSON object).
     static func decodeTransfer(_ data: Data, loose: [String: Any]?) -> Result<TransferRequest, Failure> {
         let id = loose?["id"] as? String
-        let op = loose?["op"] as? String
+        let named = loose?["op"] as? String
+        // Only an operation Ferry has goes on with the failure (into the status and the
+        // metrics' op label): any other string would make one label value per message sent.
+        let op = named.flatMap { TransferOperation(rawValue: $0) != nil || ItemOperation(rawValue: $0) != nil ? $0 : nil }
         func fail(_ code: FerryError.Code, _ message: String) -> Result<TransferRequest, Failure> {
             .failure(Failure(error: FerryError(code, message), id: id.flatMap(isValidId) == true ? id : nil, op: op))
         }
@@ -37,7 +40,7 @@ public enum RequestDecoder {
             return fail(.malformedRequest, "message is not a JSON object")
         }
         if let op = loose["op"] as? String, TransferOperation(rawValue: op) == nil {
-            return fail(.unsupportedOperation, "unknown op '\(op)'; expected one of upload, download, delete, copy")
+            return fail(.unsupportedOperation, "unknown op '\(TextClip.clipped(op, toUTF8: 64))'; expected one of upload, download, delete, copy")
         }
         let request: TransferRequest
         do {

@@ -33,6 +33,12 @@ import Testing
                 #expect(!failure.error.code.rawValue.isEmpty)
                 if let id = failure.id { #expect(RequestDecoder.idHint(Array("{\"id\":\"\(id)\"}".utf8)) == id) }
             }
+            // What a rejection carries on (the status's op, the metrics' op label) is an
+            // operation Ferry has, never a producer's string: one label value per message
+            // would grow the worker's memory and /metrics without end.
+            if case .failure(let failure) = RequestDecoder.decodeAny(message.value), let op = failure.op {
+                #expect(TransferOperation(rawValue: op) != nil || ItemOperation(rawValue: op) != nil, "op \(op.prefix(80))")
+            }
         }
     }
 

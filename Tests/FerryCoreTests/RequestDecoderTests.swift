@@ -46,6 +46,24 @@ import Testing
         #expect(!failure.error.message.isEmpty)
     }
 
+    /// An unknown op is neither carried on nor quoted whole: a 300,000-byte op
+    /// made a 308 KB `rejected` status and a metrics series of its own.
+    @Test func anUnknownOpIsClippedAndNotCarriedOn() throws {
+        let huge = String(repeating: "x", count: 300_000)
+        for op in [huge, "upload-2", "Upload", "evil\"} 1\nfake 42"] {
+            let json = String(decoding: try JSONSerialization.data(withJSONObject: ["id": "t-1", "op": op, "bucket": "bkt", "key": "k"]), as: UTF8.self)
+            guard case .failure(let failure) = RequestDecoder.decodeAny(Array(json.utf8)) else {
+                Issue.record("op \(op.prefix(20)) was accepted"); continue
+            }
+            #expect(failure.op == nil && failure.id == "t-1" && failure.error.code == .unsupportedOperation)
+            #expect(failure.error.message.utf8.count < 200, "\(failure.error.message.prefix(200))")
+        }
+        guard case .failure(let failure) = decode(#"{"id":"t-2","op":"copy","bucket":"bkt","key":"k"}"#) else {
+            Issue.record("a copy without a source was accepted"); return
+        }
+        #expect(failure.op == "copy", "a known op still names the rejected request's op")
+    }
+
     @Test func idLimits() {
         let longest = String(repeating: "a", count: 128)
         #expect((try? decode(#"{"id":"\#(longest)","op":"delete","bucket":"bkt","key":"k"}"#).get()) != nil)
