@@ -10,6 +10,11 @@ import Synchronization
 /// request is reached until they end, so a decision reaches them whether it
 /// came before their request (a cancel of a queued request, a pause that
 /// outlived a crash or a rebalance) or while they wait or run.
+///
+/// Bounded: decisions past the retention are pruned as the book grows, and at
+/// most `capacity` are kept; beyond that the oldest go first (`evicted`
+/// counts them). Anyone who may write the topic could otherwise grow every
+/// worker's memory with each message naming a new id.
 final class ControlBook: Sendable {
     struct Decision: Sendable {
         var action: ControlMessage.Action
@@ -19,11 +24,19 @@ final class ControlBook: Sendable {
     private struct State {
         var decisions: [String: Decision] = [:]
         var attached: [String: TransferControl] = [:]
+        /// The count at which the next prune runs (twice what the last one left).
+        var pruneAt = ControlBook.firstPrune
+        var evicted = 0
     }
     private let state = Mutex(State())
     let retention: Double
+    let capacity: Int
+    static let firstPrune = 1024
 
-    init(retention: Double) { self.retention = retention }
+    init(retention: Double, capacity: Int = 100_000) {
+        self.retention = retention
+        self.capacity = max(1, capacity)
+    }
 
     /// Records a decision and applies it to the transfer if it is attached
     /// here; returns the transfer's state after it, or nil when not attached.
@@ -33,12 +46,29 @@ final class ControlBook: Sendable {
             guard now.timeIntervalSince(at) < retention else { return nil }
             if let current = s.decisions[message.id], current.at > at { return s.attached[message.id]?.state }
             s.decisions[message.id] = Decision(action: message.action, at: at)
+            if s.decisions.count >= min(s.pruneAt, capacity + 1) { bound(&s, now: now) }
             guard let control = s.attached[message.id] else { return nil }
             // Applied under the lock, so decisions reach a transfer in the order they were made.
             Self.apply(message.action, to: control)
             return control.state
         }
     }
+
+    /// Drops expired decisions; over `capacity`, the oldest tenth more. Each
+    /// prune at least halves the work per decision that follows (`pruneAt`).
+    private func bound(_ s: inout State, now: Date) {
+        s.decisions = s.decisions.filter { now.timeIntervalSince($0.value.at) < retention }
+        if s.decisions.count > capacity {
+            let keep = capacity - capacity / 10
+            let oldest = s.decisions.sorted { $0.value.at < $1.value.at }.prefix(s.decisions.count - keep)
+            for (id, _) in oldest { s.decisions[id] = nil }
+            s.evicted += oldest.count
+        }
+        s.pruneAt = max(Self.firstPrune, 2 * s.decisions.count)
+    }
+
+    /// Decisions dropped while still in force because the book was full.
+    var evicted: Int { state.withLock { $0.evicted } }
 
     /// The decision in force for `id`, if any.
     func decision(for id: String, now: Date = Date()) -> Decision? {
@@ -58,11 +88,6 @@ final class ControlBook: Sendable {
 
     func detach(_ id: String, _ control: TransferControl) {
         state.withLock { s in if s.attached[id] === control { s.attached[id] = nil } }
-    }
-
-    /// Forgets decisions older than the retention.
-    func prune(now: Date = Date()) {
-        state.withLock { s in s.decisions = s.decisions.filter { now.timeIntervalSince($0.value.at) < retention } }
     }
 
     var count: Int { state.withLock { $0.decisions.count } }

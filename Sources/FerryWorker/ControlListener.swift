@@ -4,6 +4,7 @@ import FerryKafka
 import FerryStore
 import Foundation
 import Logging
+import Metrics
 import Synchronization
 
 /// Reads `<prefix>.control` from its beginning (every worker reads all of it,
@@ -68,8 +69,22 @@ final class ControlListener: Sendable {
                            metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
             return
         }
+        // An id no request can carry names no transfer; kept, it would only take memory.
+        if let problem = RequestDecoder.idProblem(command.id) {
+            logger.warning("ignoring control message: \(TextClip.clipped(problem.message, toUTF8: 300))",
+                           metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
+            return
+        }
         let sent = message.timestampMs.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? Date()
+        let evictedBefore = book.evicted
         let after = book.record(command, at: sent)
+        if case let evicted = book.evicted - evictedBefore, evicted > 0 {
+            Counter(label: "ferry_control_decisions_evicted_total").increment(by: evicted)
+            logger.warning("""
+                control decisions: the book holds at most \(book.capacity); dropped the \(evicted) oldest still in force \
+                (a transfer they named and that has not started runs without its pause or cancel)
+                """)
+        }
         guard live else { return }
         if let after {
             logger.info("control \(command.action.rawValue) applied (now \(after.rawValue))", metadata: ["transfer": "\(command.id)"])

@@ -123,6 +123,7 @@ import Testing
 
         let controlLines = await eventually(timeout: 30) {
             worker.log.components(separatedBy: "ignoring undecodable control message").count - 1
+                + worker.log.components(separatedBy: "ignoring control message: ").count - 1
                 + worker.log.components(separatedBy: "not running on this worker").count - 1 == controlMessages
         }
         #expect(controlLines, "seed \(seed): not every one of \(controlMessages) control messages has its log line")
