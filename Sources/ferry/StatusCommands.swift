@@ -152,17 +152,27 @@ private func statusClient(kafka: KafkaOptions, log: LogOptions, label: String) t
 }
 
 /// The latest status of each transfer seen; a terminal redraws it as a table.
+/// It keeps the newest `kept` (the table shows 40), so a watch that runs for
+/// days over a busy fleet holds no more than that; off a terminal, where each
+/// status is a line, it keeps none.
 final class TransferTable: Sendable {
     let live: Bool
     private let rows = Mutex<[String: TransferStatus]>([:])
+    static let kept = 1000
 
     init(live: Bool) { self.live = live }
 
     func update(_ status: TransferStatus) {
-        rows.withLock { $0[status.id] = status }
-        if !live {
+        guard live else {
             print(ProgressDisplay.line(status))
             flushStandardOutput()
+            return
+        }
+        rows.withLock { rows in
+            rows[status.id] = status
+            guard rows.count > 2 * Self.kept else { return }
+            let newest = rows.values.sorted { ($0.time, $0.id) > ($1.time, $1.id) }.prefix(Self.kept)
+            rows = Dictionary(uniqueKeysWithValues: newest.map { ($0.id, $0) })
         }
     }
 
