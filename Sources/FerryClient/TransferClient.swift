@@ -157,10 +157,14 @@ public final class TransferClient: Sendable {
 
     /// The latest status of `id` on `<prefix>.status` (the topic is read to its end), or nil.
     public func status(of id: String, timeout: Double = 30) async throws(KafkaError) -> TransferStatus? {
-        let messages = try await KafkaConsumer.snapshot(topic: topics.status, configuration: kafka, timeout: timeout, logger: logger)
-        let decoder = JSONDecoder()
-        // One id's statuses share a partition (keyed by id), so the last one read is the latest.
-        return messages.last { $0.keyString == id }.flatMap { try? decoder.decode(TransferStatus.self, from: Data($0.value)) }
+        // One id's statuses share a partition (keyed by id), so the last one read is the latest;
+        // only that one is kept while the topic is read.
+        var last: KafkaMessage?
+        let key = Array(id.utf8)
+        try await KafkaConsumer.scan(topic: topics.status, configuration: kafka, timeout: timeout, logger: logger) { message in
+            if message.key == key { last = message }
+        }
+        return last.flatMap { try? JSONDecoder().decode(TransferStatus.self, from: Data($0.value)) }
     }
 
     /// Every transfer's statuses as they arrive: from now on, or with

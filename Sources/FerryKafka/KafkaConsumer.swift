@@ -125,22 +125,31 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     /// or as many as arrive within `timeout` seconds.
     public static func snapshot(topic: String, configuration: KafkaConfiguration, timeout: Double = 30,
                                 logger: Logger) async throws(KafkaError) -> [KafkaMessage] {
+        var messages: [KafkaMessage] = []
+        try await scan(topic: topic, configuration: configuration, timeout: timeout, logger: logger) { messages.append($0) }
+        return messages
+    }
+
+    /// Hands each message of `topic` up to its current end (read without a
+    /// group) to `body`, in each partition's order, holding none of them: a
+    /// reader that folds (the latest status of an id) needs memory for what it
+    /// keeps, not for the topic. Ends early after `timeout` seconds.
+    public static func scan(topic: String, configuration: KafkaConfiguration, timeout: Double = 30, logger: Logger,
+                            _ body: (KafkaMessage) -> Void) async throws(KafkaError) {
         let consumer = try KafkaConsumer(configuration: configuration, bufferCapacity: 4096, rebalance: nil, logger: logger)
         defer { consumer.close() }
         var remaining = try await consumer.assignAll(topic, from: Int64(RD_KAFKA_OFFSET_BEGINNING)).filter { $0.value > 0 }
-        var messages: [KafkaMessage] = []
-        guard !remaining.isEmpty else { return [] }
+        guard !remaining.isEmpty else { return }
         let timer = Task {
             try? await Task.sleep(for: .seconds(timeout))
             consumer.stopFetching()
         }
         defer { timer.cancel() }
         for await message in consumer {
-            messages.append(message)
+            body(message)
             if let end = remaining[message.partition], message.offset >= end - 1 { remaining[message.partition] = nil }
             if remaining.isEmpty { break }
         }
-        return messages
     }
 
     /// Assigns every partition of `topic` (no group) from `offset`, a librdkafka
