@@ -218,23 +218,45 @@ final class IngestProcessor: Sendable {
 }
 
 /// Writes and removals workers announced lately, by key (ten minutes).
+///
+/// Its size follows the fleet's writes in the window: a key's older changes go
+/// when it changes again, and keys with none left go in a sweep that runs when
+/// the count doubles since the last one. (A sweep on every change past 10,000
+/// keys made each change cost the whole map once the window held more:
+/// 100,000 keys in ten minutes, 170 writes a second, already did.)
 final class RecentFerryChanges: Sendable {
     private struct Change { var removal: Bool; var eTag: String?; var at: Date }
-    private let changes = Mutex<[String: [Change]]>([:])
+    private struct State {
+        var changes: [String: [Change]] = [:]
+        var sweepAt = RecentFerryChanges.firstSweep
+        var sweeps = 0
+    }
+    private let state = Mutex(State())
+    static let window: TimeInterval = 600
+    static let firstSweep = 10_000
 
-    func note(bucket: String, key: String, removal: Bool, eTag: String?) {
-        let now = Date()
-        changes.withLock { c in
-            c["\(bucket)/\(key)", default: []].append(Change(removal: removal, eTag: eTag.map(EventBuilder.unquoted), at: now))
-            if c.count > 10_000 { c = c.filter { $0.value.contains { now.timeIntervalSince($0.at) < 600 } } }
+    func note(bucket: String, key: String, removal: Bool, eTag: String?, now: Date = Date()) {
+        state.withLock { s in
+            let change = Change(removal: removal, eTag: eTag.map(EventBuilder.unquoted), at: now)
+            s.changes["\(bucket)/\(key)", default: []].removeAll { now.timeIntervalSince($0.at) >= Self.window }
+            s.changes["\(bucket)/\(key)", default: []].append(change)
+            guard s.changes.count >= s.sweepAt else { return }
+            s.changes = s.changes.filter { $0.value.contains { now.timeIntervalSince($0.at) < Self.window } }
+            s.sweepAt = max(Self.firstSweep, 2 * s.changes.count)
+            s.sweeps += 1
         }
     }
 
+    /// Keys held, changes held, and sweeps made so far.
+    var size: (keys: Int, changes: Int, sweeps: Int) {
+        state.withLock { s in (s.changes.count, s.changes.values.reduce(0) { $0 + $1.count }, s.sweeps) }
+    }
+
     func removed(bucket: String, key: String, since: Date) -> Bool {
-        changes.withLock { $0["\(bucket)/\(key)"]?.contains { $0.removal && $0.at >= since } ?? false }
+        state.withLock { $0.changes["\(bucket)/\(key)"]?.contains { $0.removal && $0.at >= since } ?? false }
     }
 
     func created(bucket: String, key: String, eTag: String?) -> Bool {
-        changes.withLock { $0["\(bucket)/\(key)"]?.contains { !$0.removal && $0.eTag == eTag.map(EventBuilder.unquoted) } ?? false }
+        state.withLock { $0.changes["\(bucket)/\(key)"]?.contains { !$0.removal && $0.eTag == eTag.map(EventBuilder.unquoted) } ?? false }
     }
 }
