@@ -47,7 +47,7 @@ public enum FerryRuntime {
                 engineConfiguration.acceleratedStore = S3Client(fast, transport: configuration.http)
             }
             // Claim-checked uploads (`kafka-chunks://`) are read from this worker's Kafka.
-            engineConfiguration.chunks = KafkaChunkFetcher(kafka: configuration.kafka, logger: logger)
+            engineConfiguration.chunks = KafkaChunkFetcher(kafka: configuration.kafka, topic: configuration.topics.uploads, logger: logger)
             let engine = TransferEngine(store: try makeStore(configuration.storage, http: configuration.http), dataRoot: configuration.dataRoot,
                                         configuration: engineConfiguration, logger: logger)
             let state = try WorkerStateStore(directory: configuration.stateDirectory)

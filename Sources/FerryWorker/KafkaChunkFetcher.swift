@@ -11,12 +11,19 @@ import Logging
 /// error, never a wait.
 struct KafkaChunkFetcher: ChunkFetcher {
     let kafka: KafkaConfiguration
+    /// The one topic claim checks are read from (`<prefix>.uploads`): a request
+    /// must not have the worker read its chunks from any other topic it can
+    /// read (statuses, item tables, another prefix's uploads).
+    let topic: String
     let logger: Logger
     /// The longest a fetch waits for its chunks.
     static let timeoutSeconds: Double = 120
 
     func fetch(_ source: ChunkedSource, transferId: String, into descriptor: Int32,
                progress: TransferMeter) async throws(FerryError) -> Int64 {
+        guard source.topic == topic else {
+            throw FerryError(.forbiddenSource, "claim checks are read from \(topic) only; this one names \(source.topic)")
+        }
         var wanted: [Int32: [Int64: Int]] = [:]
         for (index, position) in source.positions.enumerated() { wanted[position.partition, default: [:]][position.offset] = index }
         if !wanted.isEmpty {

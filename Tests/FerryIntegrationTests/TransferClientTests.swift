@@ -1,4 +1,4 @@
-import FerryClient
+@testable import FerryClient
 import FerryCore
 import FerryKafka
 import FerryTestSupport
@@ -220,7 +220,17 @@ import Testing
                 #expect(failed.state == .failed && failed.error?.code == "NoSuchKey" && failed.error?.message.contains(says) == true, "\(failed)")
                 #expect(clock.now - started < .seconds(60), "\(id) took \(clock.now - started); the fetch's timeout is 120 s")
             }
-            for key in ["borrowed.bin", "forged.bin", "claim-5.bin", "claim-6.bin"] {
+            // A claim check on another topic the worker reads (here the statuses), even with the
+            // right digest and key: refused, the worker reads claim checks from its uploads topic only.
+            let elsewhere = try await producer.sendReturningPosition(topic: "ferry.status", key: Array("claim-7/0".utf8),
+                                                                     value: Array("status".utf8))
+            let offTopic = ChunkedSource(topic: "ferry.status", size: 6, sha256: SHA256Hex.of(Array("status".utf8)), chunkSize: 512 << 10,
+                                         positions: [.init(partition: elsewhere.partition, offset: elsewhere.offset)])
+            try await s.client.enqueue(.upload(id: "claim-7", from: offTopic.uri, to: "cli", key: "claim-7.bin"))
+            let offTopicResult = try await s.client.result(of: "claim-7", timeout: 60)
+            #expect(offTopicResult.state == .failed && offTopicResult.error?.code == "ForbiddenSource"
+                    && offTopicResult.error?.message.contains("read from ferry.uploads only") == true, "\(offTopicResult)")
+            for key in ["borrowed.bin", "forged.bin", "claim-5.bin", "claim-6.bin", "claim-7.bin"] {
                 #expect((try? await Boto3(s.env.server)("head", "cli", "public/\(key)")) == nil)
             }
             await worker.stop()
