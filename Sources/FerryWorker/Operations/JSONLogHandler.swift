@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 import Logging
 
@@ -26,8 +27,8 @@ public struct JSONLogHandler: LogHandler {
         var fields: [String: String] = [:]
         let merged = (metadataProvider?.get() ?? [:]).merging(metadata) { $1 }.merging(event.metadata ?? [:]) { $1 }
         for (key, value) in merged { fields[key] = "\(value)" }
-        fields["time"] = ISO8601DateFormatter.string(from: Date(), timeZone: .gmt,
-                                                     formatOptions: [.withInternetDateTime, .withFractionalSeconds])
+        // Digit by digit: Foundation's ISO 8601 formatter took 70 µs a line (two lines a request at info).
+        fields["time"] = Timestamp.iso8601(Date())
         fields["level"] = event.level.rawValue
         fields["label"] = label
         fields["message"] = event.message.description
