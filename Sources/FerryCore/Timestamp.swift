@@ -75,6 +75,20 @@ extension Timestamp {
         return Date(timeIntervalSince1970: Double(days * 86_400 + hour * 3600 + minute * 60 + second) + fraction)
     }
 
+    /// A time `parse` reads, as `iso8601` writes it: its fraction cut (not
+    /// rounded) to milliseconds as text, so that no Double rounds a microsecond
+    /// count across a millisecond. Nil when `parse` refuses it, and for a leap
+    /// second (`:60`), which `iso8601` would write as the next minute.
+    public static func cutToMilliseconds(_ text: String) -> String? {
+        guard parse(text) != nil else { return nil }
+        let bytes = Array(text.utf8)
+        guard !(bytes[17] == UInt8(ascii: "6") && bytes[18] == UInt8(ascii: "0")) else { return nil }
+        // `YYYY-MM-DDTHH:MM:SS`, then the first three digits after the dot (zeros for those missing), then `Z`.
+        let digits = bytes.count > 20 ? bytes[20..<(bytes.count - 1)].prefix(3) : []
+        let fraction = Array(digits) + Array(repeating: UInt8(ascii: "0"), count: 3 - digits.count)
+        return String(decoding: bytes[0..<19] + [UInt8(ascii: ".")] + fraction + [UInt8(ascii: "Z")], as: UTF8.self)
+    }
+
     /// Any ISO 8601 internet date-time (an offset instead of `Z`, fractions or
     /// none): the form stores write is read by `parse`, others by Foundation's
     /// formatter, made only then (making one costs about 0.1 ms).

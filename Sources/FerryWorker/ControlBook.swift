@@ -24,8 +24,7 @@ final class ControlBook: Sendable {
     private struct State {
         var decisions: [String: Decision] = [:]
         var attached: [String: TransferControl] = [:]
-        /// The count at which the next prune runs (twice what the last one left).
-        var pruneAt = ControlBook.firstPrune
+        var prune = DoublingSweep(floor: ControlBook.firstPrune)
         var evicted = 0
     }
     private let state = Mutex(State())
@@ -46,7 +45,7 @@ final class ControlBook: Sendable {
             guard now.timeIntervalSince(at) < retention else { return nil }
             if let current = s.decisions[message.id], current.at > at { return s.attached[message.id]?.state }
             s.decisions[message.id] = Decision(action: message.action, at: at)
-            if s.decisions.count >= min(s.pruneAt, capacity + 1) { bound(&s, now: now) }
+            if s.prune.isDue(s.decisions.count) || s.decisions.count > capacity { bound(&s, now: now) }
             guard let control = s.attached[message.id] else { return nil }
             // Applied under the lock, so decisions reach a transfer in the order they were made.
             Self.apply(message.action, to: control)
@@ -54,8 +53,7 @@ final class ControlBook: Sendable {
         }
     }
 
-    /// Drops expired decisions; over `capacity`, the oldest tenth more. Each
-    /// prune at least halves the work per decision that follows (`pruneAt`).
+    /// Drops expired decisions; over `capacity`, the oldest tenth more.
     private func bound(_ s: inout State, now: Date) {
         s.decisions = s.decisions.filter { now.timeIntervalSince($0.value.at) < retention }
         if s.decisions.count > capacity {
@@ -64,7 +62,7 @@ final class ControlBook: Sendable {
             for (id, _) in oldest { s.decisions[id] = nil }
             s.evicted += oldest.count
         }
-        s.pruneAt = max(Self.firstPrune, 2 * s.decisions.count)
+        s.prune.swept(leaving: s.decisions.count)
     }
 
     /// Decisions dropped while still in force because the book was full.

@@ -312,10 +312,10 @@ enum ByteSize {
     }
 }
 
-/// Refuses a numeric setting outside its documented range (or not a number, NaN).
 /// How long a command may wait (`--timeout`, `--for`): a tenth of a second to 30 days.
 let waitSeconds: ClosedRange<Double> = 0.1...2_592_000
 
+/// Refuses a numeric setting outside its documented range (or not a number, NaN).
 func requireRange<T: Comparable>(_ value: T?, _ range: ClosedRange<T>, _ option: String) throws {
     guard let value else { return }
     guard range.contains(value) else {

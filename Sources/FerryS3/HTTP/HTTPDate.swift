@@ -24,8 +24,9 @@ enum HTTPDate {
                 // RFC 850: "06-Nov-94 08:49:37 GMT"; a two-digit year more than 50 years ahead is of the century before.
                 guard let day = reader.digits(2), reader.skip("-"), let month = reader.month(), reader.skip("-"),
                       let twoDigits = reader.digits(2), reader.skip(" "), let time = reader.time(), reader.skip(" "), reader.zone() else { return nil }
-                var year = Self.currentYear / 100 * 100 + twoDigits
-                if year > Self.currentYear + 50 { year -= 100 }
+                let thisYear = Self.currentYear
+                var year = thisYear / 100 * 100 + twoDigits
+                if year > thisYear + 50 { year -= 100 }
                 f = (year, month, day, time.0, time.1, time.2)
             }
         } else if short, reader.skip(" ") {

@@ -220,15 +220,12 @@ final class IngestProcessor: Sendable {
 /// Writes and removals workers announced lately, by key (ten minutes).
 ///
 /// Its size follows the fleet's writes in the window: a key's older changes go
-/// when it changes again, and keys with none left go in a sweep that runs when
-/// the count doubles since the last one. (A sweep on every change past 10,000
-/// keys made each change cost the whole map once the window held more:
-/// 100,000 keys in ten minutes, 170 writes a second, already did.)
+/// when it changes again, and keys with none left go in a `DoublingSweep`.
 final class RecentFerryChanges: Sendable {
     private struct Change { var removal: Bool; var eTag: String?; var at: Date }
     private struct State {
         var changes: [String: [Change]] = [:]
-        var sweepAt = RecentFerryChanges.firstSweep
+        var sweep = DoublingSweep(floor: RecentFerryChanges.firstSweep)
         var sweeps = 0
     }
     private let state = Mutex(State())
@@ -237,12 +234,13 @@ final class RecentFerryChanges: Sendable {
 
     func note(bucket: String, key: String, removal: Bool, eTag: String?, now: Date = Date()) {
         state.withLock { s in
-            let change = Change(removal: removal, eTag: eTag.map(EventBuilder.unquoted), at: now)
-            s.changes["\(bucket)/\(key)", default: []].removeAll { now.timeIntervalSince($0.at) >= Self.window }
-            s.changes["\(bucket)/\(key)", default: []].append(change)
-            guard s.changes.count >= s.sweepAt else { return }
+            var kept = s.changes.removeValue(forKey: "\(bucket)/\(key)") ?? []
+            kept.removeAll { now.timeIntervalSince($0.at) >= Self.window }
+            kept.append(Change(removal: removal, eTag: eTag.map(EventBuilder.unquoted), at: now))
+            s.changes["\(bucket)/\(key)"] = kept
+            guard s.sweep.isDue(s.changes.count) else { return }
             s.changes = s.changes.filter { $0.value.contains { now.timeIntervalSince($0.at) < Self.window } }
-            s.sweepAt = max(Self.firstSweep, 2 * s.changes.count)
+            s.sweep.swept(leaving: s.changes.count)
             s.sweeps += 1
         }
     }

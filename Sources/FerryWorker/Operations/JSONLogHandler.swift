@@ -27,7 +27,7 @@ public struct JSONLogHandler: LogHandler {
         var fields: [String: String] = [:]
         let merged = (metadataProvider?.get() ?? [:]).merging(metadata) { $1 }.merging(event.metadata ?? [:]) { $1 }
         for (key, value) in merged { fields[key] = "\(value)" }
-        // Digit by digit: Foundation's ISO 8601 formatter took 70 µs a line (two lines a request at info).
+        // Digit by digit: Foundation's ISO 8601 formatter took 70 µs a line (three lines a request at info).
         fields["time"] = Timestamp.iso8601(Date())
         fields["level"] = event.level.rawValue
         fields["label"] = label
