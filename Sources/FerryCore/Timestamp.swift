@@ -6,13 +6,17 @@ public enum Timestamp {
     /// Written digit by digit: every status and record carries one, and
     /// `String(format:)` made this 2 % of a worker's CPU (S7 profile).
     public static func iso8601(_ date: Date) -> String {
-        let seconds = date.timeIntervalSince1970
+        // Total: a date from elsewhere (a stored index, a store's listing) may be
+        // infinite, NaN or beyond what time_t and gmtime can hold, and must not trap.
+        let raw = date.timeIntervalSince1970
+        let seconds = raw.isNaN ? 0 : min(max(raw, -Self.writableSeconds), Self.writableSeconds)
         var t = time_t(seconds.rounded(.down))
         // Milliseconds, cut (not rounded) as `%03d` of the fraction would, with
-        // a grace of a few units in the last place (at least a microsecond): a
+        // a grace of a few units in the last place (at least a microsecond, at
+        // most a tenth of a millisecond, which far-off dates' ulps exceed): a
         // time read from text (`.123`) comes back as `.12299999…` after the
         // Double arithmetic of parsing, and must be written as it was read.
-        let grace = max(1e-6, 4 * seconds.magnitude.ulp)
+        let grace = min(1e-4, max(1e-6, 4 * seconds.magnitude.ulp))
         var ms = max(0, Int(((seconds - Double(t) + grace) * 1000).rounded(.down)))
         if ms > 999 { t += 1; ms = 0 }
         var parts = tm()
@@ -46,6 +50,10 @@ public enum Timestamp {
 }
 
 extension Timestamp {
+    /// The most seconds from 1970 either way `iso8601` writes as they are (some
+    /// 31 million years); beyond, it writes this bound.
+    static let writableSeconds: Double = 1e15
+
     /// Parses `2026-11-21T05:00:00.123Z` (fractional seconds optional); nil when
     /// it is not that, or names a day the month does not have.
     public static func parse(_ text: String) -> Date? {

@@ -40,8 +40,11 @@ final class ControlBook: Sendable {
     /// Records a decision and applies it to the transfer if it is attached
     /// here; returns the transfer's state after it, or nil when not attached.
     @discardableResult
-    func record(_ message: ControlMessage, at: Date, now: Date = Date()) -> TransferControl.State? {
-        state.withLock { s in
+    func record(_ message: ControlMessage, at sent: Date, now: Date = Date()) -> TransferControl.State? {
+        // The time is the producer's (Kafka's CreateTime): one from the future would never
+        // expire and, never the oldest, would pin its place in a full book.
+        let at = min(sent, now)
+        return state.withLock { s in
             guard now.timeIntervalSince(at) < retention else { return nil }
             if let current = s.decisions[message.id], current.at > at { return s.attached[message.id]?.state }
             s.decisions[message.id] = Decision(action: message.action, at: at)

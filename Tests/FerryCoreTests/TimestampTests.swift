@@ -35,6 +35,18 @@ import Testing
         }
     }
 
+    /// Any date is written, none traps: dates from elsewhere (a stored index, a
+    /// listing) may be infinite, NaN or past what time_t holds.
+    @Test func everyDateIsWritten() {
+        let bound = Timestamp.iso8601(Date(timeIntervalSince1970: 1e15))
+        let lowest = Timestamp.iso8601(Date(timeIntervalSince1970: -1e15))
+        #expect(Timestamp.iso8601(Date(timeIntervalSince1970: .infinity)) == bound)
+        #expect(Timestamp.iso8601(Date(timeIntervalSince1970: 1e300)) == bound)
+        #expect(Timestamp.iso8601(Date(timeIntervalSince1970: -.infinity)) == lowest)
+        #expect(Timestamp.iso8601(Date(timeIntervalSince1970: .nan)) == "1970-01-01T00:00:00.000Z")
+        #expect(bound.hasSuffix("T01:46:40.000Z") && lowest.hasSuffix("Z"), "\(bound) \(lowest)")
+    }
+
     /// A time read from text is written back as that text: every millisecond
     /// of generated seconds from 1970 to 9999, read by `parse` and by
     /// Foundation's ISO 8601 formatter (store notifications, listings).

@@ -37,7 +37,8 @@ import Testing
         book.attach("attached-1", control, now: now)
         var most = 0
         for i in 0..<20_000 {
-            book.record(ControlMessage(id: "flood-\(i)", action: .cancel), at: now.addingTimeInterval(Double(i) / 1000), now: now)
+            let at = now.addingTimeInterval(Double(i) / 1000)
+            book.record(ControlMessage(id: "flood-\(i)", action: .cancel), at: at, now: at)
             most = max(most, book.count)
         }
         #expect(most <= 1000, "the book held \(most) decisions")
@@ -45,5 +46,19 @@ import Testing
         #expect(book.decision(for: "flood-19999", now: now)?.action == .cancel)
         #expect(book.decision(for: "flood-0", now: now) == nil)
         #expect(book.record(ControlMessage(id: "attached-1", action: .pause), at: now.addingTimeInterval(30), now: now) == .paused)
+    }
+
+    /// A decision's time is its producer's (Kafka's CreateTime). One dated a
+    /// year ahead counts from when it was read: it expires with the retention
+    /// like any other, instead of staying in force (and in the book) for a year.
+    @Test func aDecisionFromTheFutureExpiresLikeAnyOther() {
+        let book = ControlBook(retention: 60)
+        let now = Date()
+        book.record(ControlMessage(id: "ahead", action: .pause), at: now.addingTimeInterval(365 * 86_400), now: now)
+        #expect(book.decision(for: "ahead", now: now.addingTimeInterval(30))?.action == .pause)
+        #expect(book.decision(for: "ahead", now: now.addingTimeInterval(61)) == nil)
+        // A resume read later still wins over it.
+        book.record(ControlMessage(id: "ahead", action: .resume), at: now.addingTimeInterval(10), now: now.addingTimeInterval(10))
+        #expect(book.decision(for: "ahead", now: now.addingTimeInterval(20))?.action == .resume)
     }
 }
