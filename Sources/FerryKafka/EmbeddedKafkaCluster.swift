@@ -84,13 +84,25 @@ public final class EmbeddedKafkaCluster: Sendable {
     /// 89 s before its first request (S7), with 6 s about 11 s.
     public static let groupSessionTimeoutMs = 6000
 
+    /// How often a member on the embedded cluster tells its coordinator it is
+    /// alive. The mock names a member by its memory address, and an address
+    /// freed when a live member's session expires is soon another member's:
+    /// the first member, joining again under its old id while the new one's
+    /// join is pending, makes the mock abort the process
+    /// (`rdkafka_mock_cgrp.c:567`; reproduced with six consumers and 7 s
+    /// coordinator outages, the seventh outage). librdkafka's default of 3 s
+    /// left a member 3 s of delay before the 6 s session ran out; at 1 s, 5.
+    public static let groupHeartbeatIntervalMs = 1000
+
     /// `configuration` for a consumer group member on the cluster named
-    /// `clusterId`: on the embedded cluster, `groupSessionTimeoutMs` unless the
-    /// session timeout is set already; elsewhere unchanged.
+    /// `clusterId`: on the embedded cluster, `groupSessionTimeoutMs` and
+    /// `groupHeartbeatIntervalMs` unless the session timeout is set already;
+    /// elsewhere unchanged.
     public static func groupConfiguration(_ configuration: KafkaConfiguration, clusterId: String?) -> KafkaConfiguration {
         guard let clusterId, isEmbedded(clusterId: clusterId), configuration["session.timeout.ms"] == nil else { return configuration }
         var tuned = configuration
         tuned["session.timeout.ms"] = "\(groupSessionTimeoutMs)"
+        if tuned["heartbeat.interval.ms"] == nil { tuned["heartbeat.interval.ms"] = "\(groupHeartbeatIntervalMs)" }
         return tuned
     }
 

@@ -31,7 +31,7 @@ public enum FerryRuntime {
         var configuration = given
         configuration.kafka = EmbeddedKafkaCluster.groupConfiguration(given.kafka, clusterId: await producer.clusterId())
         if configuration.kafka["session.timeout.ms"] != given.kafka["session.timeout.ms"] {
-            logger.info("the broker is Ferry's embedded cluster: consumer groups use session.timeout.ms=\(EmbeddedKafkaCluster.groupSessionTimeoutMs), so that a worker joining takes seconds (set it with --kafka-property to override)")
+            logger.info("the broker is Ferry's embedded cluster: consumer groups use session.timeout.ms=\(EmbeddedKafkaCluster.groupSessionTimeoutMs) and heartbeat.interval.ms=\(configuration.kafka["heartbeat.interval.ms"] ?? "3000"), so that a worker joining takes seconds (set it with --kafka-property to override)")
         }
         let health = WorkerHealth(transfers: configuration.roles.transfers)
         if !configuration.roles.transfers { health.storage(reachable: true) }

@@ -4,7 +4,7 @@ import Glibc
 import Logging
 import Testing
 
-/// Consumer groups on the embedded cluster get its short session timeout;
+/// Consumer groups on the embedded cluster get its short session timeout and heartbeat;
 /// on any other cluster, and wherever the operator set one, nothing changes.
 /// Its brokers answer without Nagle's delay, as a real broker does.
 @Suite struct EmbeddedClusterSettingsTests {
@@ -16,6 +16,7 @@ import Testing
         #expect(EmbeddedKafkaCluster.isEmbedded(clusterId: id), "cluster id \(id)")
         let tuned = EmbeddedKafkaCluster.groupConfiguration(KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), clusterId: id)
         #expect(tuned["session.timeout.ms"] == "\(EmbeddedKafkaCluster.groupSessionTimeoutMs)")
+        #expect(tuned["heartbeat.interval.ms"] == "\(EmbeddedKafkaCluster.groupHeartbeatIntervalMs)")
     }
 
     @Test func otherClustersAndExplicitSettingsAreLeftAlone() {
@@ -26,6 +27,10 @@ import Testing
         var explicit = plain
         explicit["session.timeout.ms"] = "45000"
         #expect(EmbeddedKafkaCluster.groupConfiguration(explicit, clusterId: "mockCluster1a2b")["session.timeout.ms"] == "45000")
+        #expect(EmbeddedKafkaCluster.groupConfiguration(explicit, clusterId: "mockCluster1a2b")["heartbeat.interval.ms"] == nil)
+        var heartbeat = plain
+        heartbeat["heartbeat.interval.ms"] = "2500"
+        #expect(EmbeddedKafkaCluster.groupConfiguration(heartbeat, clusterId: "mockCluster1a2b")["heartbeat.interval.ms"] == "2500")
     }
 
     @Test func noBrokerMeansNoClusterId() async throws {
