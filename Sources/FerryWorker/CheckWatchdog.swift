@@ -1,6 +1,7 @@
 import FerryCore
 import Foundation
 import Logging
+import Synchronization
 
 /// Guards the checks every message passes before its transfer (decoding,
 /// identity, access rules, preflight): they are quick, synchronous work, so
@@ -14,16 +15,38 @@ final class CheckWatchdog: Sendable {
     /// Generous: the checks take milliseconds; a worker under heavy load is still far below it.
     static let limitSeconds: Double = TestTrap.checkLimitSeconds ?? 60
 
-    private let timer: DeadlineTimer
+    private let position: String
+    private let logger: Logger
+    /// nil once disarmed.
+    private let timer: Mutex<DeadlineTimer?>
 
     init(_ position: String, logger: Logger) {
-        timer = DeadlineTimer.start(after: Self.limitSeconds) {
-            let limit = Int(Self.limitSeconds)
+        self.position = position
+        self.logger = logger
+        timer = Mutex(Self.arm(position, logger: logger))
+    }
+
+    private static func arm(_ position: String, logger: Logger) -> DeadlineTimer {
+        DeadlineTimer.start(after: limitSeconds) {
+            let limit = Int(limitSeconds)
             logger.critical("the checks of message \(position) have run for \(limit) s: stuck where nothing can stop them; exiting so that the crash-loop breaker counts this start (the message is quarantined after --max-starts)")
             exit(70)
         }
     }
 
     /// The checks are over (accepted or refused).
-    func disarm() { timer.cancel() }
+    func disarm() { timer.withLock { $0?.cancel(); $0 = nil } }
+
+    /// Waits for `body` off the clock (a wait for another message, which may
+    /// rightly take hours), then gives the checks their whole limit again.
+    func pause(during body: () async -> Void) async {
+        let wasArmed = timer.withLock { t -> Bool in
+            defer { t?.cancel(); t = nil }
+            return t != nil
+        }
+        await body()
+        guard wasArmed else { return }
+        let next = Self.arm(position, logger: logger)
+        timer.withLock { $0 = next }
+    }
 }

@@ -32,6 +32,11 @@ struct RequestPipeline: Sendable {
     let storage: StorageGate
     /// Declared record tables (item requests).
     var tables: ItemTables = .none
+    /// One transfer per id at a time: a request sent twice (a producer's retry)
+    /// arrives as two messages, which this worker would otherwise run side by side.
+    var sameId = KeyedTurns()
+    /// Whether the message's partition is still this worker's (checked after a wait).
+    var owns: @Sendable (KafkaMessage) -> Bool = { _ in true }
     let logger: Logger
 
     func process(_ message: KafkaMessage) async -> Bool {
@@ -72,7 +77,22 @@ struct RequestPipeline: Sendable {
     }
 
     private func run(_ received: TransferRequest, message: KafkaMessage, watchdog: CheckWatchdog, log: Logger) async -> Bool {
+        // A twin (same id) already running here is waited for; its outcome then answers this message too.
+        let turn = sameId.take(received.id)
+        defer { turn.finish() }
+        let twinRunning = turn.mustWait
+        if twinRunning {
+            log.info("transfer \(received.id) is already running on this worker; this message waits for its outcome")
+            await watchdog.pause { await turn.wait() }
+        } else {
+            await turn.wait()
+        }
         if let answered = await answerIfFinished(received.id, message: message, watchdog: watchdog, log: log) { return answered }
+        if twinRunning && (Task.isCancelled || !owns(message)) {
+            // The twin ended without an outcome because the worker stops or the partition went: so does this one.
+            watchdog.disarm()
+            return false
+        }
         var request = received
         let sequencer = EventBuilder.sequencer(for: message)
         // Before any byte moves: identity proof, the access rules, the S3 key, S3's limits.

@@ -18,14 +18,14 @@ import Testing
         var proxy: FaultProxy
         var base: URL
 
-        func worker(_ name: String, state: String? = nil, extra: [String] = []) throws -> BackgroundProcess {
+        func worker(_ name: String, state: String? = nil, extra: [String] = [], environment: [String: String] = [:]) throws -> BackgroundProcess {
             try BackgroundProcess(
                 name: name, executable: TestPaths.ferryBinary,
                 arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", proxy.endpoint,
                             "--region", "us-east-1", "--data-root", env.dataRoot.path, "--worker-id", name,
                             "--state-dir", base.appendingPathComponent(state ?? "state-\(name)").path,
                             "--log-level", "debug"] + extra,
-                environment: env.server.clientEnvironment, logDirectory: base)
+                environment: env.server.clientEnvironment.merging(environment) { $1 }, logDirectory: base)
         }
 
         func file(_ name: String, mebibytes: Int) throws -> URL {
@@ -182,6 +182,46 @@ import Testing
             }
             #expect(try await s.statuses(of: "q-1").last?.state == .completed, "a cancel after the end changes nothing")
             #expect(worker.log.contains("control cancel for q-1: already finished here (completed); no effect"), "\(worker.log.suffix(2000))")
+            await worker.stop()
+        }
+    }
+
+    /// One request sent twice (a producer's retry: same id, same Kafka key)
+    /// reaches one worker as two messages it takes side by side. The id is
+    /// the request's idempotency key: one upload goes to the store, one
+    /// ObjectCreated event is announced, the second message is answered from
+    /// the finished set, and a cancel reaches the transfer, not a twin. The
+    /// wait is not the checks' time: their watchdog (2 s here) does not fire.
+    @Test func aRequestSentTwiceAtOnceRunsOnce() async throws {
+        try await withSetup("twice") { s in
+            let worker = try s.worker("w-twice", extra: ["--bandwidth-limit", "1MiB"],
+                                      environment: ["FERRY_TEST_CHECK_LIMIT_SECONDS": "2"])
+            let source = try s.file("twice.bin", mebibytes: 4)
+            try await s.upload("twice-1", source, key: "twice.bin")
+            try await s.upload("twice-1", source, key: "twice.bin")
+            let final = try await s.env.terminalStatus(of: "twice-1", timeout: 60)
+            #expect(final?.state == .completed, "\(worker.log.suffix(2000))")
+            // Both messages have their outcome (the second from the finished set) before the count.
+            #expect(await eventually(timeout: 30) { (try? await s.statuses(of: "twice-1").filter { $0.state == .completed }.count) == 2 },
+                    "\(worker.log.suffix(2000))")
+            let puts = s.wire("twice.bin").filter { $0.hasPrefix("PUT ") }
+            #expect(puts.count == 1, "\(puts)")
+            let events = try await s.env.kcat.consumeAll(topic: Topics().events).filter { $0.value.contains("public/twice.bin") }
+            #expect(events.count == 1, "\(events.map(\.value))")
+
+            // Cancelled while its twin waits: neither stores anything.
+            try await s.upload("twice-2", source, key: "twice-2.bin")
+            try await s.upload("twice-2", source, key: "twice-2.bin")
+            #expect(await eventually(timeout: 30) {
+                (try? await s.statuses(of: "twice-2").contains { $0.state == .running && ($0.bytesTransferred ?? 0) > 0 }) == true
+            })
+            _ = try await s.env.ferry(["cancel", "twice-2"])
+            #expect(try await s.env.terminalStatus(of: "twice-2")?.state == .cancelled)
+            try await Task.sleep(for: .seconds(5))
+            #expect(try await s.statuses(of: "twice-2").filter { $0.state.isTerminal }.allSatisfy { $0.state == .cancelled })
+            #expect((try? await Boto3(s.env.server)("head", "ctl", "public/twice-2.bin")) == nil, "twice-2.bin was written")
+            #expect(worker.log.contains("transfer twice-1 is already running on this worker"), "\(worker.log.suffix(2000))")
+            #expect(worker.isRunning, "\(worker.log.suffix(2000))")
             await worker.stop()
         }
     }

@@ -27,6 +27,21 @@ import Testing
         #expect(turns.keysInUse == 0)
     }
 
+    /// `mustWait` tells whether an earlier turn of the key is outstanding, before the wait.
+    @Test func aTurnKnowsWhetherItMustWait() async {
+        let turns = KeyedTurns()
+        let first = turns.take("k"), second = turns.take("k"), other = turns.take("j")
+        #expect(!first.mustWait && second.mustWait && !other.mustWait)
+        await first.wait()
+        #expect(!first.mustWait && second.mustWait, "the running head does not wait; the one behind it does")
+        first.finish()
+        #expect(!second.mustWait)
+        await second.wait()
+        second.finish()
+        other.finish()
+        #expect(turns.keysInUse == 0)
+    }
+
     @Test func aTurnFinishedWithoutWaitingLetsTheNextGo() async {
         let turns = KeyedTurns()
         let first = turns.take("k"), second = turns.take("k"), third = turns.take("k")

@@ -24,6 +24,9 @@ final class KeyedTurns: Sendable {
 
         /// Returns when all earlier turns of the key have finished.
         func wait() async { await owner.wait(self) }
+        /// Whether `wait()` will have to wait: an earlier turn of the key is
+        /// outstanding. Once false it stays false (only the first turn runs).
+        var mustWait: Bool { owner.mustWait(self) }
         /// Lets the next turn of the key go; idempotent.
         func finish() {
             guard !finished.exchange(true, ordering: .acquiringAndReleasing) else { return }
@@ -43,6 +46,13 @@ final class KeyedTurns: Sendable {
 
     /// Number of keys with turns outstanding (for tests).
     var keysInUse: Int { state.withLock { $0.queues.count } }
+
+    private func mustWait(_ turn: Turn) -> Bool {
+        state.withLock { s in
+            guard let queue = s.queues[turn.key], let index = queue.waiting.firstIndex(where: { $0.id == turn.id }) else { return false }
+            return index != 0  // the head runs, or goes as soon as it asks
+        }
+    }
 
     private func wait(_ turn: Turn) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
