@@ -34,7 +34,7 @@ struct RequestPipeline: Sendable {
     var tables: ItemTables = .none
     /// One transfer per id at a time: a request sent twice (a producer's retry)
     /// arrives as two messages, which this worker would otherwise run side by side.
-    var sameId = KeyedTurns()
+    var turnsById = KeyedTurns()
     /// Whether the message's partition is still this worker's (checked after a wait).
     var owns: @Sendable (KafkaMessage) -> Bool = { _ in true }
     let logger: Logger
@@ -78,7 +78,7 @@ struct RequestPipeline: Sendable {
 
     private func run(_ received: TransferRequest, message: KafkaMessage, watchdog: CheckWatchdog, log: Logger) async -> Bool {
         // A twin (same id) already running here is waited for; its outcome then answers this message too.
-        let turn = sameId.take(received.id)
+        let turn = turnsById.take(received.id)
         defer { turn.finish() }
         let twinRunning = turn.mustWait
         if twinRunning {

@@ -3,7 +3,7 @@ import Synchronization
 /// First come, first served per key: a turn taken (synchronously, in the
 /// order messages are read) waits until every earlier turn of its key has
 /// finished. One item's requests thus run one at a time and in offset order,
-/// while other items' run side by side.
+/// and one transfer id's messages one at a time, while others run side by side.
 final class KeyedTurns: Sendable {
     private struct Queue {
         var running = false
