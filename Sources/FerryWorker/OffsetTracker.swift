@@ -33,6 +33,8 @@ final class OffsetTracker: Sendable {
         /// Whether the start records of earlier owners were read: until then
         /// nothing is committed, so their records are never overwritten unread.
         var seeded = false
+        /// A rebalance is taking the partition: no work on it starts any more.
+        var releasing = false
     }
     private let state = Mutex<[TopicPartition: Progress]>([:])
     private let watermark: OutboxWatermark
@@ -51,7 +53,7 @@ final class OffsetTracker: Sendable {
     func begin(_ message: KafkaMessage) -> Bool {
         state.withLock { s in
             let key = message.topicPartition
-            guard s[key] != nil else { return false }
+            guard let progress = s[key], !progress.releasing else { return false }
             s[key]!.inFlight[message.offset] = ""
             if s[key]!.base == nil { s[key]!.base = message.offset }
             return true
@@ -68,9 +70,19 @@ final class OffsetTracker: Sendable {
         }
     }
 
-    /// Whether the message's partition is still owned (checked again just before work starts).
+    /// Whether the message's partition is still owned, and not being released
+    /// (checked again just before work starts).
     func owns(_ message: KafkaMessage) -> Bool {
-        state.withLock { $0[message.topicPartition] != nil }
+        state.withLock { $0[message.topicPartition].map { !$0.releasing } ?? false }
+    }
+
+    /// A rebalance takes `partitions`: from now on no work on them starts,
+    /// while the work in flight goes on until it ends or is handed off. Without
+    /// this, a message that got past its checks while the rebalance waited (a
+    /// twin released by its hand-off, one that just got a slot) started a
+    /// transfer no hand-off would reach, beside the partition's next owner.
+    func stopStarting(_ partitions: Set<TopicPartition>) {
+        state.withLock { s in for p in partitions { s[p]?.releasing = true } }
     }
 
     /// Call when a message's outcome is durable (committed to the outbox): it

@@ -265,6 +265,7 @@ public final class TransferWorker: Sendable {
     private static func release(_ partitions: [TopicPartition], tracker: OffsetTracker, watermark: OutboxWatermark,
                                 engine: TransferEngine, storage: StorageGate, grace: Double, logger: Logger) -> [TopicPartitionOffset] {
         let set = Set(partitions)
+        tracker.stopStarting(set)
         let inFlight = tracker.inFlightCount(on: set)
         if inFlight > 0 {
             if storage.isReachable {

@@ -104,6 +104,26 @@ import Testing
         #expect(StartRecords.decode(text)[1_000_001_234] == 5)
     }
 
+    /// While a rebalance releases a partition nothing new starts on it (the
+    /// work in flight still ends as before), and other partitions carry on.
+    @Test func aPartitionBeingReleasedStartsNothing() {
+        let p = TopicPartition(topic: "ferry.requests", partition: 4)
+        let q = TopicPartition(topic: "ferry.requests", partition: 5)
+        let tracker = owned(p, q)
+        #expect(tracker.begin(message(4, 1)))
+        tracker.label(message(4, 1), transferId: "running")
+        tracker.stopStarting([p])
+        #expect(!tracker.owns(message(4, 1)) && !tracker.owns(message(4, 2)))
+        #expect(!tracker.begin(message(4, 2)))
+        #expect(tracker.owns(message(5, 1)) && tracker.begin(message(5, 1)))
+        #expect(tracker.transfersInFlight(on: [p]) == ["running"])
+        tracker.finish(message(4, 1))
+        outboxDelivers()
+        #expect(tracker.revoke([p]) == [TopicPartitionOffset(topic: "ferry.requests", partition: 4, offset: 2)])
+        tracker.assign([p])  // given back later: it starts work again
+        #expect(tracker.owns(message(4, 2)))
+    }
+
     @Test func revokingReturnsTheFinishedPrefixAndForgetsThePartition() {
         let p = TopicPartition(topic: "ferry.requests", partition: 3)
         let tracker = owned(p)
