@@ -157,6 +157,47 @@ import Testing
         }
     }
 
+    /// Twins through a rebalance: the partition that moves hands its running
+    /// transfer off, and the twin waiting behind it must not start one of its
+    /// own on the worker the partition leaves (the new owner runs the request).
+    /// One twin pair per partition, so whichever partition moves has one.
+    @Test func aTwinWaitingOnAPartitionThatMovesStartsNothing() async throws {
+        try await withSetup("twin-move") { s in
+            // 512 KiB/s shared by two uploads of 12 MiB: 48 s each, far longer than a join takes.
+            let first = try s.worker("w-stay", extra: ["--bandwidth-limit", "512KiB", "--rebalance-grace", "1"])
+            var sources: [String: URL] = [:]
+            for partition in 0..<2 {
+                let id = "move-\(partition)"
+                let source = try s.file("\(id).bin", mebibytes: 12 + partition)
+                sources[id] = source
+                for _ in 0..<2 {
+                    try await s.env.kcat.produce(topic: "ferry.requests", key: "ctl/\(id).bin", value: """
+                        {"id":"\(id)","op":"upload","bucket":"ctl","key":"\(id).bin","source":"\(source.absoluteString)"}
+                        """, partition: partition)
+                }
+            }
+            #expect(await eventually(timeout: 60) {
+                first.log.contains("transfer move-0 is already running") && first.log.contains("transfer move-1 is already running")
+            }, "\(first.log.suffix(2000))")
+            let second = try s.worker("w-join", extra: ["--bandwidth-limit", "8MiB"])
+            for id in sources.keys.sorted() {
+                let final = try await s.env.terminalStatus(of: id, timeout: 120)
+                #expect(final?.state == .completed, "\(id): \(first.log.suffix(2000)) \(second.log.suffix(2000))")
+            }
+            try await Task.sleep(for: .seconds(3))
+            for (id, source) in sources {
+                // One PUT stored it (the handed-off one was cut short): nothing ran it a second time.
+                let stored = s.wire("\(id).bin").filter { $0.hasPrefix("PUT ") && $0.hasSuffix(" 200") }
+                #expect(stored.count == 1, "\(id): \(s.wire("\(id).bin"))")
+                let sha = try await Boto3(s.env.server)("sha256-all", "ctl", "public/\(id).bin")
+                #expect(sha.contains(try await sha256(source.path)), "\(id)")
+            }
+            #expect(second.log.contains("accepted"), "the partition that moved was run by the joining worker: \(second.log.suffix(2000))")
+            await first.stop()
+            await second.stop()
+        }
+    }
+
     /// Cancels of requests the worker has not reached (queued behind 20 others
     /// in its partition), of one waiting for a transfer slot, and of one that
     /// already finished (no effect, a log line).
