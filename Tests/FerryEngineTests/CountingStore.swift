@@ -32,11 +32,19 @@ final class CountingStore: ObjectStore {
         self.dropsIfNoneMatch = dropsIfNoneMatch
     }
 
+    /// Runs once a PUT is stored, before its answer; the answer then waits until
+    /// the call is cancelled, and is lost (as when a cancel aborts the request).
+    let afterPutStored = Mutex<(@Sendable () -> Void)?>(nil)
+
     func putObject(_ input: PutObjectInput, body: ObjectBody, progress: TransferMeter?) async throws(FerryError) -> ObjectWriteResult {
         puts.withLock { $0.append(input.ifNoneMatch) }
         var sent = input
         if dropsIfNoneMatch { sent.ifNoneMatch = false }
-        return try await base.putObject(sent, body: body, progress: progress)
+        let result = try await base.putObject(sent, body: body, progress: progress)
+        guard let hook = afterPutStored.withLock({ $0 }) else { return result }
+        hook()
+        try? await Task.sleep(for: .seconds(30))
+        throw FerryError(.connectionError, "PUT: the request was aborted before its answer")
     }
     func getObject(_ input: GetObjectInput, into descriptor: Int32, at offset: Int64, progress: TransferMeter?) async throws(FerryError) -> ObjectAttributes {
         if input.range != nil { rangedGets.withLock { $0 += 1 } }

@@ -52,6 +52,43 @@ import Testing
         }
     }
 
+    /// A cancel that lands after a PUT's last byte, before the store's answer,
+    /// aborts a request the store completed: the object stands and the transfer
+    /// is reported completed (the worker then announces it), never `cancelled`
+    /// with its object stored and unannounced. A cancel before the store took
+    /// the object still cancels: nothing is stored.
+    @Test func aCancelAfterTheStoreTookThePutReportsTheObject() async throws {
+        let base = try TestPaths.temporaryDirectory("cancel-after-put")
+        defer { try? FileManager.default.removeItem(at: base) }
+        let root = base.appendingPathComponent("data")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let real = try LocalObjectStore(root: base.appendingPathComponent("store"))
+        let store = CountingStore(real)
+        let engine = try SourceChangeTests.engine(store, dataRoot: root) { _ in }
+        let file = root.appendingPathComponent("small.bin")
+        try Data((0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }).write(to: file)
+        func job(_ id: String, key: String) -> TransferJob {
+            var request = TransferRequest(id: id, op: .upload, bucket: "bkt", key: key, source: file.absoluteString)
+            request.metadata = [TransferMarker.transferId: id]
+            return TransferJob(request: request, objectKey: key)
+        }
+        let control = TransferControl()
+        store.afterPutStored.withLock { $0 = { control.cancel() } }
+        let outcome = try await engine.run(job("late-cancel", key: "small.bin"), control: control)
+        let object = try #require(try await real.headObject(bucket: "bkt", key: "small.bin", headers: [:]))
+        #expect(outcome.object.eTag == object.eTag && outcome.object.size == 70_000)
+        #expect(outcome.eventName == "ObjectCreated:Put")
+
+        // Cancelled before anything was stored: cancelled, and the key stays empty.
+        store.afterPutStored.withLock { $0 = nil }
+        let early = TransferControl()
+        early.cancel()
+        let result: Result<TransferOutcome, FerryError>
+        do { result = .success(try await engine.run(job("early-cancel", key: "never.bin"), control: early)) } catch { result = .failure(error) }
+        if case .failure(let error) = result { #expect(error.code == .cancelled) } else { Issue.record("a transfer cancelled before it started completed") }
+        #expect(try await real.headObject(bucket: "bkt", key: "never.bin", headers: [:]) == nil)
+    }
+
     /// The ETag of an upload in parts: the MD5 of the parts' MD5s in part order,
     /// whatever order or case the part ETags come in; nothing for ETags that are
     /// not MD5s. (Ceph RGW's ETags for boto3's uploads match it: see README.)

@@ -121,9 +121,31 @@ extension TransferRun {
     }
 
     private func put(_ input: PutObjectInput, body: ObjectBody) async throws(FerryError) -> ObjectWriteResult {
-        try await attempt("PutObject") { () async throws(FerryError) -> ObjectWriteResult in
-            try await store.putObject(input, body: body, progress: meter)
+        do {
+            return try await attempt("PutObject") { () async throws(FerryError) -> ObjectWriteResult in
+                try await store.putObject(input, body: body, progress: meter)
+            }
+        } catch where error.code == .cancelled {
+            // A cancel after the last byte and before the store's answer aborts a PUT
+            // the store may have completed: then the object stands (reported, with its
+            // event), rather than a `cancelled` transfer whose object was stored.
+            guard let stored = await storedDespiteCancel(input, size: body.length) else { throw error }
+            logger.notice("cancelled after the store had taken the object: it stands, and is reported completed",
+                          metadata: ["eTag": "\(stored.eTag ?? "-")"])
+            return stored
         }
+    }
+
+    /// The object the aborted PUT stored, when the key holds this transfer's
+    /// bytes (its transfer-id marker and size). Asked once, whatever the cancel.
+    private func storedDespiteCancel(_ input: PutObjectInput, size: Int64) async -> ObjectWriteResult? {
+        guard let marker = input.metadata[TransferMarker.transferId] else { return nil }
+        let store = self.store
+        let head = await withoutCancellation { () -> ObjectAttributes? in
+            try? await store.headObject(bucket: input.bucket, key: input.key, headers: input.headers)
+        }
+        guard let head, head.metadata[TransferMarker.transferId] == marker, head.size == size else { return nil }
+        return ObjectWriteResult(eTag: head.eTag, versionId: head.versionId, requestId: "", hostId: "")
     }
 
     /// The PUT after a HEAD. Where the store's check of `If-None-Match` is not
