@@ -31,14 +31,15 @@ import Testing
             try (token + "\n").write(to: tokenFile, atomically: true, encoding: .utf8)
             let admin = "Authorization: Bearer \(token)"
             let worker = try env.startWorker(name: "ops-worker", stateDir: "ops-state",
-                                             extra: ["--http-address", "127.0.0.1:0", "--bandwidth-limit", "4MiB",
+                                             extra: ["--http-address", "127.0.0.1:0", "--bandwidth-limit", "2MiB",
                                                      "--log-format", "json", "--admin-token-file", tokenFile.path])
             let http = try await worker.workerHTTPEndpoint()
             #expect(await eventually(timeout: 30) { (try? await curl("\(http)/healthz").status) == 200 }, "\(worker.log)")
             let ready = try await eventually(timeout: 30) { try await curl("\(http)/readyz").status == 200 }
             #expect(ready, "\(worker.log.suffix(2000))")
 
-            // A 24 MiB upload at 4 MiB/s: slow enough to steer through the admin API.
+            // A 24 MiB upload at 2 MiB/s: slow enough to steer through the admin API. At 4 MiB/s
+            // (6 s) it once ended before the test, slowed by the tests beside it, could pause it.
             let source = dataRoot.appendingPathComponent("big.bin")
             try Data(repeating: 0x5A, count: 24 << 20).write(to: source)
             try await env.kcat.produce(topic: "ferry.requests", key: "ops/big.bin", value: """
