@@ -16,6 +16,7 @@ final class StorageGate: OutageCheck {
     private struct State {
         var reachable = true
         var downSince: ContinuousClock.Instant?
+        /// When the last probe began, and whether the store answered it.
         var lastProbe: (at: ContinuousClock.Instant, reachable: Bool)?
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var nextWaiter: UInt64 = 0
@@ -24,12 +25,12 @@ final class StorageGate: OutageCheck {
     /// Transfers waiting in `waitUntilReachable` (the gauge's value).
     private let waiting = Atomic<Int>(0)
     private let probe: Probe
-    /// The probe under way: checks made meanwhile take its answer.
-    private let probes = SingleFlight<Bool>()
+    /// The probe under way: checks made meanwhile take its answer (and its start).
+    private let probes = SingleFlight<(answered: Bool, started: ContinuousClock.Instant)>()
     private let health: WorkerHealth
     private let logger: Logger
-    /// A probe this recent answers for a failed transfer too (a burst of
-    /// failures sends one probe, not one each).
+    /// A probe that got no answer this recently answers for a failed transfer
+    /// too (a burst of failures sends one probe, not one each).
     let probeReuseSeconds: Double
 
     init(health: WorkerHealth, probeReuseSeconds: Double = 1, logger: Logger, probe: @escaping Probe) {
@@ -50,17 +51,18 @@ final class StorageGate: OutageCheck {
     /// send one probe, not one each.
     @discardableResult
     func check() async -> Bool {
-        await probes.run { [self] in await probeOnce() }
+        await probes.run { [self] in await probeOnce() }.answered
     }
 
-    private func probeOnce() async -> Bool {
+    private func probeOnce() async -> (answered: Bool, started: ContinuousClock.Instant) {
+        let started = ContinuousClock.now
         do throws(FerryError) {
             try await probe()
-            record(nil)
-            return true
+            record(nil, probeStarted: started)
+            return (true, started)
         } catch {
-            record(error)
-            return false
+            record(error, probeStarted: started)
+            return (false, started)
         }
     }
 
@@ -69,9 +71,19 @@ final class StorageGate: OutageCheck {
     /// failure is the transfer's own and is reported).
     func confirmsOutage(_ error: FerryError) async -> Bool {
         guard error.isNoAnswer else { return false }  // an answer: the transfer's own failure
+        let failed = ContinuousClock.now
         let reuse = probeReuseSeconds
-        if let last = state.withLock({ $0.lastProbe }), last.at.duration(to: .now) < .seconds(reuse) { return !last.reachable }
-        return !(await check())
+        if let last = state.withLock({ $0.lastProbe }), !last.reachable, last.at.duration(to: failed) < .seconds(reuse) { return true }
+        // An answer clears the store only from a probe begun after this failure: one begun
+        // before (under way when the store went down, or just ended) says nothing of it, and
+        // its answer once failed a transfer the store's outage had cut. The next probe, begun
+        // after that one ended, is.
+        for _ in 0..<2 {
+            let probe = await probes.run { [self] in await probeOnce() }
+            if !probe.answered { return true }
+            if probe.started >= failed { return false }
+        }
+        return false
     }
 
     enum Wake: Equatable { case reachable, deadline, interrupted }
@@ -112,11 +124,11 @@ final class StorageGate: OutageCheck {
         }
     }
 
-    private func record(_ error: FerryError?) {
+    private func record(_ error: FerryError?, probeStarted: ContinuousClock.Instant) {
         let now = ContinuousClock.now
         let answered = error == nil
         let (woken, wentDown, downFor): ([CheckedContinuation<Void, Never>], Bool, Duration?) = state.withLock { s in
-            s.lastProbe = (now, answered)
+            s.lastProbe = (probeStarted, answered)
             let was = s.reachable
             s.reachable = answered
             guard answered else {

@@ -87,6 +87,33 @@ import Testing
         #expect(probes.value == 2)
     }
 
+    /// A probe under way since before the store went down answers, but says
+    /// nothing of a failure after it: the failure waits for a probe begun after
+    /// it. (Taking that answer once failed a transfer the outage had cut:
+    /// `StorageOutageTests` in a CI run.) Nor does a recent answer clear it.
+    @Test func onlyAProbeBegunAfterAFailureClearsIt() async throws {
+        let store = Store()
+        let probes = SharedCounter()
+        let gate = StorageGate(health: WorkerHealth(), probeReuseSeconds: 60, logger: Logger(label: "test.gate")) { () async throws(FerryError) in
+            let upWhenAsked = store.up.load(ordering: .relaxed)
+            probes.add()
+            try? await Task.sleep(for: .seconds(1))
+            guard upWhenAsked else { throw FerryError(.connectionError, "connection refused") }
+        }
+        let underWay = Task { await gate.check() }
+        while probes.value < 1 { try await Task.sleep(for: .milliseconds(5)) }  // it has asked the store (up)
+        store.up.store(false, ordering: .relaxed)  // the store goes down; a request fails
+        #expect(await gate.confirmsOutage(Self.refused), "taken for the transfer's own failure")
+        #expect(await underWay.value, "the probe under way was answered")
+        #expect(probes.value == 2)
+        // Up again, answered; down again: the recent answer does not clear the next failure either.
+        store.up.store(true, ordering: .relaxed)
+        #expect(await gate.check())
+        store.up.store(false, ordering: .relaxed)
+        #expect(await gate.confirmsOutage(Self.refused))
+        #expect(probes.value == 4)
+    }
+
     @Test func waitersResumeWhenTheStoreAnswersAgain() async throws {
         let store = Store()
         store.up.store(false, ordering: .relaxed)
