@@ -40,12 +40,10 @@ final class CheckWatchdog: Sendable {
     /// Waits for `body` off the clock (a wait for another message, which may
     /// rightly take hours), then gives the checks their whole limit again.
     func pause(during body: () async -> Void) async {
-        let wasArmed = timer.withLock { t -> Bool in
-            defer { t?.cancel(); t = nil }
-            return t != nil
-        }
+        let armed = timer.withLock { t -> DeadlineTimer? in defer { t = nil }; return t }
+        armed?.cancel()
         await body()
-        guard wasArmed else { return }
+        guard armed != nil else { return }
         let next = Self.arm(position, logger: logger)
         timer.withLock { $0 = next }
     }

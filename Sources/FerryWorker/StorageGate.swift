@@ -16,7 +16,6 @@ final class StorageGate: OutageCheck {
     private struct State {
         var reachable = true
         var downSince: ContinuousClock.Instant?
-        /// When the last probe began, and whether the store answered it.
         var lastProbe: (at: ContinuousClock.Instant, reachable: Bool)?
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var nextWaiter: UInt64 = 0
@@ -51,17 +50,22 @@ final class StorageGate: OutageCheck {
     /// send one probe, not one each.
     @discardableResult
     func check() async -> Bool {
-        await probes.run { [self] in await probeOnce() }.answered
+        await sharedProbe().answered
+    }
+
+    /// The probe under way, or a new one: its answer and when it began.
+    private func sharedProbe() async -> (answered: Bool, started: ContinuousClock.Instant) {
+        await probes.run { [self] in await probeOnce() }
     }
 
     private func probeOnce() async -> (answered: Bool, started: ContinuousClock.Instant) {
         let started = ContinuousClock.now
         do throws(FerryError) {
             try await probe()
-            record(nil, probeStarted: started)
+            record(nil)
             return (true, started)
         } catch {
-            record(error, probeStarted: started)
+            record(error)
             return (false, started)
         }
     }
@@ -79,7 +83,7 @@ final class StorageGate: OutageCheck {
         // its answer once failed a transfer the store's outage had cut. The next probe, begun
         // after that one ended, is.
         for _ in 0..<2 {
-            let probe = await probes.run { [self] in await probeOnce() }
+            let probe = await sharedProbe()
             if !probe.answered { return true }
             if probe.started >= failed { return false }
         }
@@ -124,11 +128,11 @@ final class StorageGate: OutageCheck {
         }
     }
 
-    private func record(_ error: FerryError?, probeStarted: ContinuousClock.Instant) {
+    private func record(_ error: FerryError?) {
         let now = ContinuousClock.now
         let answered = error == nil
         let (woken, wentDown, downFor): ([CheckedContinuation<Void, Never>], Bool, Duration?) = state.withLock { s in
-            s.lastProbe = (probeStarted, answered)
+            s.lastProbe = (now, answered)
             let was = s.reachable
             s.reachable = answered
             guard answered else {

@@ -10,14 +10,19 @@ import Testing
 /// upload gone (NoSuchUpload); and only when the object there is the one
 /// these parts make (its ETag), never another version written meanwhile.
 @Suite struct LostCompletionTests {
-    @Test(arguments: [false, true])
-    func aCompletionWhoseAnswerWasLostIsRecognised(replacedMeanwhile: Bool) async throws {
-        let base = try TestPaths.temporaryDirectory("lost-completion")
-        defer { try? FileManager.default.removeItem(at: base) }
+    /// A directory with a data root and a local store, the store seen through a `CountingStore`.
+    static func scene(_ label: String) throws -> (base: URL, root: URL, real: LocalObjectStore, store: CountingStore) {
+        let base = try TestPaths.temporaryDirectory(label)
         let root = base.appendingPathComponent("data")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         let real = try LocalObjectStore(root: base.appendingPathComponent("store"))
-        let store = CountingStore(real)
+        return (base, root, real, CountingStore(real))
+    }
+
+    @Test(arguments: [false, true])
+    func aCompletionWhoseAnswerWasLostIsRecognised(replacedMeanwhile: Bool) async throws {
+        let (base, root, real, store) = try Self.scene("lost-completion")
+        defer { try? FileManager.default.removeItem(at: base) }
         let engine = try SourceChangeTests.engine(store, dataRoot: root) {
             $0.multipartThreshold = 5 << 20; $0.partSize = 5 << 20
             $0.retryPolicy = RetryPolicy(retryLimit: 3, baseDelaySeconds: 0.01)
@@ -58,12 +63,8 @@ import Testing
     /// with its object stored and unannounced. A cancel before the store took
     /// the object still cancels: nothing is stored.
     @Test func aCancelAfterTheStoreTookThePutReportsTheObject() async throws {
-        let base = try TestPaths.temporaryDirectory("cancel-after-put")
+        let (base, root, real, store) = try Self.scene("cancel-after-put")
         defer { try? FileManager.default.removeItem(at: base) }
-        let root = base.appendingPathComponent("data")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        let real = try LocalObjectStore(root: base.appendingPathComponent("store"))
-        let store = CountingStore(real)
         let engine = try SourceChangeTests.engine(store, dataRoot: root) { _ in }
         let file = root.appendingPathComponent("small.bin")
         try Data((0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }).write(to: file)

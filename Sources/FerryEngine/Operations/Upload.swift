@@ -139,12 +139,12 @@ extension TransferRun {
     /// The object the aborted PUT stored, when the key holds this transfer's
     /// bytes (its transfer-id marker and size). Asked once, whatever the cancel.
     private func storedDespiteCancel(_ input: PutObjectInput, size: Int64) async -> ObjectWriteResult? {
-        guard let marker = input.metadata[TransferMarker.transferId] else { return nil }
+        guard input.metadata[TransferMarker.transferId] != nil else { return nil }
         let store = self.store
         let head = await withoutCancellation { () -> ObjectAttributes? in
             try? await store.headObject(bucket: input.bucket, key: input.key, headers: input.headers)
         }
-        guard let head, head.metadata[TransferMarker.transferId] == marker, head.size == size else { return nil }
+        guard let head, Self.holdsThisTransfer(head, input: input, size: size) else { return nil }
         return ObjectWriteResult(eTag: head.eTag, versionId: head.versionId, requestId: "", hostId: "")
     }
 
@@ -196,8 +196,7 @@ extension TransferRun {
     /// redelivery: when the object already has this id and size, the upload
     /// happened and is not repeated.
     private func alreadyStored(_ input: PutObjectInput, size: Int64, head: ObjectAttributes) -> TransferOutcome? {
-        guard let marker = input.metadata[TransferMarker.transferId],
-              head.metadata[TransferMarker.transferId] == marker, head.size == size else { return nil }
+        guard Self.holdsThisTransfer(head, input: input, size: size) else { return nil }
         logger.info("object already carries this transfer id: not uploading again", metadata: ["eTag": "\(head.eTag ?? "-")"])
         let multipart = head.eTag?.contains("-") ?? (size > settings.multipartThreshold)
         var outcome = TransferOutcome(object: .init(bucket: input.bucket, key: input.key, size: size, eTag: head.eTag,
@@ -210,6 +209,12 @@ extension TransferRun {
         outcome.contentType = head.contentType
         outcome.metadata = head.metadata
         return outcome
+    }
+
+    /// Whether the object is this transfer's: its transfer-id marker and size.
+    private static func holdsThisTransfer(_ head: ObjectAttributes, input: PutObjectInput, size: Int64) -> Bool {
+        guard let marker = input.metadata[TransferMarker.transferId] else { return false }
+        return head.metadata[TransferMarker.transferId] == marker && head.size == size
     }
 
     /// Parts are read from the file by position and streamed. A part S3
