@@ -23,6 +23,8 @@ public struct DataRoot: Sendable, Hashable {
     public func sourcePath(_ uri: String) throws(FerryError) -> String {
         let raw = try Self.filePath(uri)
         guard let resolved = Self.realpath(raw) else {
+            // Outside is refused alike whether or not the path exists there: no request learns which do.
+            guard contains(raw) else { throw FerryError(.invalidPath, "\(uri) is outside the data root") }
             throw FerryError(.invalidPath, "source \(uri) does not exist")
         }
         try requireInside(resolved, uri: uri)
@@ -43,8 +45,10 @@ public struct DataRoot: Sendable, Hashable {
         return full == path || full.hasPrefix(path.hasSuffix("/") ? path : path + "/")
     }
 
-    /// Where a `file://` destination will be written: its parent directory is
-    /// created inside the root if needed, then resolved and checked.
+    /// Where a `file://` destination will be written: the existing part of its
+    /// directory resolved, the missing rest appended. Nothing is created here:
+    /// `openParentBeneath` creates the missing directories without following a
+    /// link, so one swapped in since the request was checked leads nowhere.
     public func destinationPath(_ uri: String) throws(FerryError) -> String {
         let raw = try Self.destinationFilePath(uri)
         let url = URL(fileURLWithPath: raw)
@@ -52,17 +56,12 @@ public struct DataRoot: Sendable, Hashable {
         guard !name.isEmpty, name != "/", name != ".", name != ".." else {
             throw FerryError(.invalidPath, "destination \(uri) names no file")
         }
-        // Check the lexical parent first, so no directory is created outside the root.
         let lexicalParent = url.deletingLastPathComponent().standardizedFileURL.path
         try requireInside(lexicalParent, uri: uri)
-        do {
-            try FileManager.default.createDirectory(atPath: lexicalParent, withIntermediateDirectories: true)
-        } catch {
-            throw FerryError(.localIOError, "cannot create directory for \(uri): \(error.localizedDescription)")
+        guard let (resolved, rest) = Self.resolvingExisting(lexicalParent.split(separator: "/").map(String.init)) else {
+            throw FerryError(.invalidPath, "\(uri) is outside the data root")
         }
-        guard let parent = Self.realpath(lexicalParent) else {
-            throw FerryError(.invalidPath, "destination directory of \(uri) is not accessible")
-        }
+        let parent = rest.isEmpty ? resolved : (resolved == "/" ? "" : resolved) + "/" + rest.joined(separator: "/")
         try requireInside(parent, uri: uri)
         return parent == "/" ? "/\(name)" : "\(parent)/\(name)"
     }
@@ -103,7 +102,7 @@ public struct DataRoot: Sendable, Hashable {
         return fd
     }
 
-    static func fileKind(_ mode: mode_t) -> String {
+    public static func fileKind(_ mode: mode_t) -> String {
         switch mode & S_IFMT {
         case S_IFIFO: return "a FIFO"
         case S_IFDIR: return "a directory"
@@ -111,6 +110,7 @@ public struct DataRoot: Sendable, Hashable {
         case S_IFCHR: return "a character device"
         case S_IFBLK: return "a block device"
         case S_IFLNK: return "a symbolic link"
+        case S_IFREG: return "a regular file"
         default: return "not a regular file"
         }
     }
@@ -138,8 +138,16 @@ public struct DataRoot: Sendable, Hashable {
                 next = openat(current, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             }
             let error = errno
+            var kind = stat()
+            let seen = fstatat(current, component, &kind, AT_SYMLINK_NOFOLLOW) == 0
             close(current)
-            guard next >= 0 else { throw Self.walkError(path, error) }
+            guard next >= 0 else {
+                // ENOTDIR is what O_NOFOLLOW gives for a link, and also what a plain file in the way gives.
+                if error == ENOTDIR, seen, (kind.st_mode & S_IFMT) != S_IFLNK {
+                    throw FerryError(.invalidPath, "\(path): \(component) is \(Self.fileKind(kind.st_mode)), not a directory")
+                }
+                throw Self.walkError(path, error)
+            }
             current = next
         }
         return (current, name)
@@ -169,6 +177,10 @@ public struct DataRoot: Sendable, Hashable {
         }
         let rest = above + [name]
         try requireInside(resolved, uri: uri)
+        var directory = stat()
+        if stat(resolved, &directory) == 0, (directory.st_mode & S_IFMT) != S_IFDIR {
+            throw FerryError(.invalidPath, "destination \(uri) lies below \(resolved), which is \(Self.fileKind(directory.st_mode)), not a directory")
+        }
         guard !rest.contains("..") else {
             throw FerryError(.invalidPath, "\(uri) is outside the data root or names no file")
         }

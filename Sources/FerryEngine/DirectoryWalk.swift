@@ -39,7 +39,7 @@ public struct DirectoryWalk: AsyncSequence, Sendable {
             throw FerryError(.invalidPath, "cannot read directory \(root): \(String(cString: strerror(errno)))")
         }
         guard rootInfo.st_mode & S_IFMT == S_IFDIR else {
-            let kind = rootInfo.st_mode & S_IFMT == S_IFREG ? "a regular file" : DataRoot.fileKind(rootInfo.st_mode)
+            let kind = DataRoot.fileKind(rootInfo.st_mode)
             throw FerryError(.invalidPath, "\(root) is \(kind), not a directory")
         }
         guard access(root, R_OK | X_OK) == 0 else {

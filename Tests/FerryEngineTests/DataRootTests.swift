@@ -82,9 +82,10 @@ import Testing
         let rootDir = base.appendingPathComponent("root")
         try FileManager.default.createDirectory(at: rootDir.appendingPathComponent("out/alice"), withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(at: rootDir.appendingPathComponent("link-out"), withDestinationURL: base)
+        try Data("f".utf8).write(to: rootDir.appendingPathComponent("out/file"))
         let root = try DataRoot(rootDir.path)
         var rng = HostileInput.rng(seed: 0xD0D0)
-        let segments = ["..", ".", "", "out", "alice", "missing", "link-out", "\u{1b}[31m", "'", "a b", "%2e%2e", "ü", "x"]
+        let segments = ["..", ".", "", "out", "alice", "missing", "link-out", "\u{1b}[31m", "'", "a b", "%2e%2e", "ü", "x", "file"]
         for _ in 0..<3000 {
             let count = Int.random(in: 1...7, using: &rng)
             let path = (0..<count).map { _ in segments.randomElement(using: &rng)! }.joined(separator: "/")
@@ -98,8 +99,63 @@ import Testing
                 #expect(resolved.hasPrefix(rootDir.path + "/"), "\(uri) → \(resolved)")
                 // The file written is the one the URI names.
                 #expect(resolved.split(separator: "/").last == uri.split(separator: "/").last, "\(uri) → \(resolved)")
+                // And its directory can be had: what the check accepts, the run does not refuse.
+                do {
+                    let (directory, _) = try root.openParentBeneath(resolved, create: true)
+                    close(directory)
+                } catch {
+                    Issue.record("\(uri) was accepted, then its directory refused: \(error.message)")
+                }
+            } else if let resolved = try? root.destinationPath(uri) {
+                // The run's own check (a link may have been swapped in since the request's).
+                #expect(resolved.hasPrefix(rootDir.path + "/"), "\(uri) → \(resolved)")
             }
         }
+        // Deciding created nothing outside the root, not even a directory behind a link.
+        #expect(Self.tree(base, skipping: rootDir) == ["root"])
         #expect(throws: FerryError.self) { try root.checkDestination("file://\(rootDir.path)/out/alice//../\u{1b}[31m/'/..") }
+    }
+
+    /// Whether a path outside the root exists is none of a request's business:
+    /// every generated source that leads outside (by `..`, a link, or plainly)
+    /// gets the same answer, existing or not.
+    @Test func aSourceOutsideTheRootIsRefusedAlikeWhetherItExistsOrNot() throws {
+        let base = try TestPaths.temporaryDirectory("dataroot-oracle")
+        defer { try? FileManager.default.removeItem(at: base) }
+        let rootDir = base.appendingPathComponent("root")
+        try FileManager.default.createDirectory(at: rootDir.appendingPathComponent("in"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: base.appendingPathComponent("secret"), withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: base.appendingPathComponent("secret/there.txt"))
+        try Data("x".utf8).write(to: rootDir.appendingPathComponent("in/f.txt"))
+        try FileManager.default.createSymbolicLink(at: rootDir.appendingPathComponent("link-out"), withDestinationURL: base)
+        let root = try DataRoot(rootDir.path)
+        var rng = HostileInput.rng(seed: 0x0AC1E)
+        let segments = ["..", ".", "in", "f.txt", "link-out", "secret", "there.txt", "missing", "root"]
+        var outsideSeen = (existing: 0, missing: 0)
+        for _ in 0..<3000 {
+            let path = (0..<Int.random(in: 1...6, using: &rng)).map { _ in segments.randomElement(using: &rng)! }.joined(separator: "/")
+            let raw = rootDir.path + "/" + path
+            guard !root.contains(raw) else { continue }
+            if FileManager.default.fileExists(atPath: raw) { outsideSeen.existing += 1 } else { outsideSeen.missing += 1 }
+            do {
+                _ = try root.sourcePath("file://" + raw)
+                Issue.record("\(raw) is outside the root and was accepted")
+            } catch {
+                #expect(error.message.hasSuffix("is outside the data root"), "\(raw): \(error.message)")
+            }
+        }
+        #expect(outsideSeen.existing > 50 && outsideSeen.missing > 50, "\(outsideSeen)")
+        #expect(throws: FerryError.self) { try root.sourcePath("file://\(rootDir.path)/in/missing.txt") }
+    }
+
+    /// Every path below `directory`, except what lies below `skipping`.
+    static func tree(_ directory: URL, skipping root: URL) -> [String] {
+        var found: [String] = []
+        let walker = FileManager.default.enumerator(atPath: directory.path)
+        while let relative = walker?.nextObject() as? String {
+            found.append(relative)
+            if directory.path + "/" + relative == root.path { walker?.skipDescendants() }
+        }
+        return found.sorted()
     }
 }
