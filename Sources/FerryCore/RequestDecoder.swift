@@ -45,14 +45,15 @@ public enum RequestDecoder {
         let request: TransferRequest
         do {
             request = try JSONDecoder().decode(TransferRequest.self, from: data)
-        } catch let DecodingError.keyNotFound(key, _) {
-            return fail(.invalidRequest, "missing required field '\(key.stringValue)'")
+        } catch let DecodingError.keyNotFound(key, context) {
+            return fail(.invalidRequest, "missing required field '\(DecodingProblem.path(context.codingPath + [key]))'")
         } catch let DecodingError.typeMismatch(_, context) {
-            return fail(.invalidRequest, "wrong type for '\(path(context))'")
+            return fail(.invalidRequest, "wrong type for '\(DecodingProblem.path(context.codingPath))'")
         } catch let DecodingError.valueNotFound(_, context) {
-            return fail(.invalidRequest, "null value for '\(path(context))'")
+            return fail(.invalidRequest, "null value for '\(DecodingProblem.path(context.codingPath))'")
         } catch let DecodingError.dataCorrupted(context) {
-            return fail(.invalidRequest, "invalid value for '\(path(context))'")
+            // The decoder's own text is left out: it quotes the producer's value.
+            return fail(.invalidRequest, "invalid value for '\(DecodingProblem.path(context.codingPath))'")
         } catch {
             return fail(.invalidRequest, "cannot decode request: \(error)")
         }
@@ -151,9 +152,5 @@ public enum RequestDecoder {
     /// that name a transfer, which could never reach one with it.
     public static func idProblem(_ id: String) -> FerryError? {
         isValidId(id) ? nil : FerryError(.invalidRequest, "'\(id.prefix(200))' is no transfer id: ids are 1-\(maxIdLength) characters of [A-Za-z0-9._:-]")
-    }
-
-    private static func path(_ context: DecodingError.Context) -> String {
-        context.codingPath.map(\.stringValue).joined(separator: ".")
     }
 }

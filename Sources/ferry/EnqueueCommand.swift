@@ -59,9 +59,7 @@ struct EnqueueCommand: AsyncParsableCommand {
         var bytes: [UInt8]?
         if throughKafka {
             guard operation == .upload, let source else { throw ValidationError("--through-kafka needs an upload with --source") }
-            guard let data = FileManager.default.contents(atPath: source.hasPrefix("file://") ? URL(string: source)?.path ?? source : source) else {
-                throw ValidationError("cannot read \(source)")
-            }
+            let data = try CommandLineFile.data(source.hasPrefix("file://") ? URL(string: source)?.path ?? source : source)
             bytes = Array(data)
             // Checked as a worker will see it; the real positions replace this placeholder.
             request.source = ChunkedSource(topic: kafka.topics.uploads, size: Int64(data.count), sha256: String(repeating: "0", count: 64),

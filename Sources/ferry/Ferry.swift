@@ -7,7 +7,8 @@ struct Ferry: AsyncParsableCommand {
         abstract: "Kafka-fed transfer workers for S3-compatible storage, with Lambda-style triggers.",
         discussion: """
             Exit codes: 0 success; 1 a transfer ended failed, cancelled or rejected (or the demo failed); \
-            3 a wait timed out; 64 bad usage or configuration (with the reason on stderr).
+            2 ferry status found no status for the id; 3 a wait timed out; \
+            64 bad usage or configuration (with the reason on stderr).
             """,
         version: FerryVersion.current,
         subcommands: [DevCommand.self, WorkerCommand.self, EnqueueCommand.self, CopyCommand.self, PresignCommand.self,

@@ -74,7 +74,7 @@ struct TriggersTestCommand: AsyncParsableCommand {
         let root = try configured { try DataRoot(dataRoot) }
         let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: root.path), region: "us-east-1")
         let registry = try TriggerSetup.registry(environment: environment)
-        guard let data = FileManager.default.contents(atPath: event) else { throw ValidationError("cannot read \(event)") }
+        let data = try CommandLineFile.data(event, "the event file")
         let recorded = RecordedTransfers()
         func context(timeout: Double, triggersCaller: @escaping @Sendable (String, String, String) -> Bool) -> TriggerContext {
             .local(handlerName: name, environment: environment, recorder: recorded, timeout: timeout,
@@ -85,7 +85,7 @@ struct TriggersTestCommand: AsyncParsableCommand {
         if let trigger = registry.s3Triggers.first(where: { $0.name == name }) {
             let decoded: S3Event
             do { decoded = try JSONDecoder().decode(S3Event.self, from: data) } catch {
-                throw ValidationError("\(event) is not an S3 event: \(error)")
+                throw ValidationError("\(event) is not an S3 event: \(DecodingProblem.describe(error))")
             }
             let matching = decoded.records.filter(trigger.matches)
             let skipped = decoded.records.count - matching.count
@@ -102,7 +102,7 @@ struct TriggersTestCommand: AsyncParsableCommand {
         } else if let trigger = registry.streamTriggers.first(where: { $0.name == name }) {
             let decoded: DynamoDBEvent
             do { decoded = try JSONDecoder().decode(DynamoDBEvent.self, from: data) } catch {
-                throw ValidationError("\(event) is not a DynamoDB stream event: \(error)")
+                throw ValidationError("\(event) is not a DynamoDB stream event: \(DecodingProblem.describe(error))")
             }
             var matching = decoded.records.filter(trigger.matches)
             let skipped = decoded.records.count - matching.count

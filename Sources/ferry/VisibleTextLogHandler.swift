@@ -1,3 +1,4 @@
+import FerryCore
 import Logging
 
 /// swift-log's text handler with what is logged made visible first

@@ -327,9 +327,7 @@ struct WorkerOptions: ParsableArguments {
     func callbackSettings() throws -> CallbackSettings {
         var settings = CallbackSettings()
         if let file = callbackSecretFile {
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-                throw ValidationError("cannot read the callback secret file \(file)")
-            }
+            let text = try CommandLineFile.text(file, "the callback secret file")
             settings.secret = text.trimmingCharacters(in: .whitespacesAndNewlines)
         } else if let secret = environment("FERRY_CALLBACK_SECRET") {
             settings.secret = secret
@@ -352,9 +350,7 @@ struct WorkerOptions: ParsableArguments {
         guard let parsed = AuthConfiguration.Mode(rawValue: mode) else { throw ValidationError("--auth-mode must be none or jwt") }
         auth.mode = parsed
         func read(_ path: String, _ what: String) throws -> String {
-            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-                throw ValidationError("cannot read \(what) file \(path)")
-            }
+            let text = try CommandLineFile.text(path, "\(what) file")
             return text
         }
         auth.hmacSecret = try jwtSecretFile.map { try read($0, "JWT secret").trimmingCharacters(in: .whitespacesAndNewlines) }
@@ -383,9 +379,7 @@ enum AdminToken {
     static func load(file: String?, environment: String?) throws -> String? {
         var token = environment?.isEmpty == true ? nil : environment  // an empty variable is an unset one (compose)
         if let file {
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-                throw ValidationError("cannot read the admin token file \(file)")
-            }
+            let text = try CommandLineFile.text(file, "the admin token file")
             token = text
         }
         guard let token = token?.trimmingCharacters(in: .whitespacesAndNewlines) else { return nil }
@@ -402,7 +396,7 @@ enum IngestToken {
     static func load(file: String?, environment: String?) throws -> String? {
         var token = environment?.isEmpty == true ? nil : environment
         if let file {
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { throw ValidationError("cannot read the ingest token file \(file)") }
+            let text = try CommandLineFile.text(file, "the ingest token file")
             token = text
         }
         guard let token = token?.trimmingCharacters(in: .whitespacesAndNewlines) else { return nil }

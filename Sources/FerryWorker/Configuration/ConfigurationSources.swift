@@ -119,7 +119,7 @@ public struct ConfigurationSources: Sendable {
                 let data = try JSONSerialization.data(withJSONObject: normalised)
                 result.append(try JSONDecoder().decode(TargetDeclaration.self, from: data))
             } catch {
-                throw ConfigurationError("\(name): triggers[\(index)]: \(error)")
+                throw ConfigurationError("\(name): triggers[\(index)]: \(DecodingProblem.describe(error))")
             }
         }
         return result
