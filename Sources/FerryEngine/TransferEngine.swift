@@ -86,7 +86,7 @@ public final class TransferEngine: Sendable {
                 _ = try DataURI.decode(source, limit: configuration.defaults.maxDataURIBytes)
             } else if lowered.hasPrefix("https://") || lowered.hasPrefix("http://") {
                 guard let fetcher = configuration.remoteSources else {
-                    throw FerryError(.forbiddenSource, "https:// sources are disabled on this worker (enable them with --https-sources)")
+                    throw RemoteSourceRefusal.disabled(source)
                 }
                 guard let url = URLComponents(string: source) else { throw FerryError(.invalidRequest, "source is not a valid URL") }
                 if let refusal = fetcher.policy.refusal(of: url) { throw refusal }
@@ -267,4 +267,13 @@ func ferryError(_ error: any Error) -> FerryError {
     if let e = error as? FerryError { return e }
     if error is CancellationError { return FerryError(.cancelled, "transfer cancelled") }
     return FerryError(.internalError, "\(error)")
+}
+
+/// The refusal of an http(s) source on a worker that fetches none, naming
+/// the scheme the request used.
+enum RemoteSourceRefusal {
+    static func disabled(_ source: String) -> FerryError {
+        let scheme = source.lowercased().hasPrefix("http://") ? "http" : "https"
+        return FerryError(.forbiddenSource, "\(scheme):// sources are disabled on this worker (https:// ones can be enabled with --https-sources)")
+    }
 }

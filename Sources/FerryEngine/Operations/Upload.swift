@@ -45,7 +45,7 @@ extension TransferRun {
     /// do not count as upload progress), then uploads that file.
     private func uploadRemote(_ source: String, input: PutObjectInput) async throws(FerryError) -> TransferOutcome {
         guard let fetcher = remoteSources else {
-            throw FerryError(.forbiddenSource, "https:// sources are disabled on this worker (enable them with --https-sources)")
+            throw RemoteSourceRefusal.disabled(source)
         }
         let directory = URL(fileURLWithPath: dataRoot.path).appendingPathComponent(".ferry-fetch")
         try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
