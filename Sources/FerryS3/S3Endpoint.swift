@@ -14,12 +14,37 @@ public struct S3Endpoint: Sendable, Hashable {
     public init(url: String, style: AddressingStyle = .path) throws(ConfigurationError) {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
               scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty else {
-            throw ConfigurationError("S3 endpoint must be an http(s) URL with a host, got '\(url)'")
+            throw ConfigurationError("S3 endpoint must be an http(s) URL with a host, got '\(TerminalText.visible(url))'")
+        }
+        if let problem = Self.problem(components, host: host) {
+            throw ConfigurationError("S3 endpoint '\(TerminalText.visible(url))' \(problem)")
         }
         self.scheme = scheme
         self.host = host
         self.port = components.port
         self.style = style
+    }
+
+    /// What in an endpoint URL Ferry would otherwise drop or misuse without a
+    /// word: every request goes to scheme://host[:port]/ and nothing else.
+    private static func problem(_ url: URLComponents, host: String) -> String? {
+        if url.user != nil || url.password != nil {
+            return "carries credentials (user:password@); give them as --access-key-id and --secret-access-key or through the AWS credential chain"
+        }
+        if let port = url.port, !(1...65535).contains(port) { return "has port \(port); ports are 1…65535" }
+        if !(url.path.isEmpty || url.path == "/") {
+            return "has a path (\(TerminalText.visible(url.path))); buckets are addressed from the endpoint's root, so it would be ignored"
+        }
+        if url.percentEncodedQuery != nil || url.percentEncodedFragment != nil {
+            return "has a query or fragment, which would be ignored"
+        }
+        // A name, an IPv4 address or a bracketed IPv6 address: nothing that could end the Host header or the URL.
+        let literal = host.hasPrefix("[") && host.hasSuffix("]") ? host.dropFirst().dropLast() : Substring(host)
+        let allowed = literal.contains(":") ? "0123456789abcdefABCDEF:." : "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_"
+        if url.percentEncodedHost?.contains("%") == true || literal.isEmpty || !literal.allSatisfy({ allowed.contains($0) }) {
+            return "has host '\(TerminalText.visible(host))'; a host is a DNS name or an IP address"
+        }
+        return nil
     }
 
     /// The AWS endpoint of a region; throws when the region makes no host name
