@@ -33,6 +33,14 @@ struct CopyCommand: AsyncParsableCommand {
     @Flag(name: .customLong("recursive"), help: "Copy a directory to a prefix, or a prefix to a directory (folder markers, zero-byte keys ending in /, become empty directories).") var recursive = false
     @Option(name: .customLong("max-transfers"), help: "Objects copied at once with --recursive (default 8).") var maxTransfers = 8
 
+    func validate() throws {
+        // aws s3 cp reads '-' as standard input or output. Ferry streams neither, and a file named '-' in
+        // the working directory is never what was meant.
+        for (argument, role) in [(source, "source"), (destination, "destination")] where argument == "-" {
+            throw ValidationError("'-' as the \(role): ferry cp does not stream standard input or output; name a file (./- for a file named '-')")
+        }
+    }
+
     func run() async throws {
         var logOptions = log
         logOptions.level = log.level ?? environment("FERRY_LOG_LEVEL") ?? "warning"
