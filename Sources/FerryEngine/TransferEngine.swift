@@ -88,8 +88,7 @@ public final class TransferEngine: Sendable {
                 guard let fetcher = configuration.remoteSources else {
                     throw RemoteSourceRefusal.disabled(source)
                 }
-                guard let url = URLComponents(string: source) else { throw FerryError(.invalidRequest, "source is not a valid URL") }
-                if let refusal = fetcher.policy.refusal(of: url) { throw refusal }
+                if let refusal = fetcher.policy.refusal(of: source, what: "source") { throw refusal }
             } else {
                 _ = try dataRoot.sourcePath(source)
             }

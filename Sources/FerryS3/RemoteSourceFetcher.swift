@@ -18,10 +18,8 @@ public final class RemoteSourceFetcher: Sendable {
     public func fetch(_ url: String, into descriptor: Int32, progress: TransferMeter?) async throws(FerryError) -> Int64 {
         var current = url
         for _ in 0...policy.maxRedirects {
-            guard let components = URLComponents(string: current) else {
-                throw FerryError(.invalidRequest, "source is not a valid URL")
-            }
-            if let refusal = policy.refusal(of: components) { throw refusal }
+            if let refusal = policy.refusal(of: current, what: "source") { throw refusal }
+            let components = URLComponents(string: current) ?? URLComponents()
             guard ftruncate(descriptor, 0) == 0 else { throw FerryError(.localIOError, "cannot reset the source file") }
             var request = HTTPRequest(method: "GET", url: current, response: .file(descriptor: descriptor, offset: 0),
                                       progress: progress)

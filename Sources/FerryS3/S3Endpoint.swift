@@ -38,10 +38,8 @@ public struct S3Endpoint: Sendable, Hashable {
         if url.percentEncodedQuery != nil || url.percentEncodedFragment != nil {
             return "has a query or fragment, which would be ignored"
         }
-        // A name, an IPv4 address or a bracketed IPv6 address: nothing that could end the Host header or the URL.
-        let literal = host.hasPrefix("[") && host.hasSuffix("]") ? host.dropFirst().dropLast() : Substring(host)
-        let allowed = literal.contains(":") ? "0123456789abcdefABCDEF:." : "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_"
-        if url.percentEncodedHost?.contains("%") == true || literal.isEmpty || !literal.allSatisfy({ allowed.contains($0) }) {
+        // Nothing that could end the Host header or the URL.
+        if !URLHost.isPlain(host, percentEncoded: url.percentEncodedHost) {
             return "has host '\(TerminalText.visible(host))'; a host is a DNS name or an IP address"
         }
         return nil

@@ -253,8 +253,7 @@ struct RequestPipeline: Sendable {
             guard callbacks.secret != nil else {
                 throw FerryError(.invalidRequest, "https callbacks are off on this worker (they need --callback-secret-file to be signed)")
             }
-            guard let components = URLComponents(string: url) else { throw FerryError(.invalidRequest, "callback is not a valid URL") }
-            if let refusal = callbacks.policy.refusal(of: components) { throw refusal }
+            if let refusal = callbacks.policy.refusal(of: url, what: "callback") { throw refusal }
         }
     }
 

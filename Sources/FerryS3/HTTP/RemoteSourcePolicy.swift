@@ -17,8 +17,25 @@ public struct RemoteSourcePolicy: Sendable, Hashable {
 
     public init() {}
 
-    /// Refuses a URL by scheme or host; nil when it may be fetched.
-    public func refusal(of url: URLComponents) -> FerryError? {
+    /// Refuses a URL by scheme or host; nil when it may be fetched. The host
+    /// judged is the one libcurl will connect to: the URL is read by Foundation
+    /// and by curl's own parser, and one they read apart is refused (else an
+    /// allow-list could pass one host while curl fetches from another).
+    /// `what` names the URL's role in the messages ("source", "callback").
+    public func refusal(of text: String, what: String) -> FerryError? {
+        guard let url = URLComponents(string: text) else { return FerryError(.invalidRequest, "\(what) is not a valid URL") }
+        if let refusal = refusal(of: url) { return refusal }
+        guard let host = url.host, URLHost.isPlain(host, percentEncoded: url.percentEncodedHost) else {
+            return FerryError(.forbiddenSource, "\(what) host must be a DNS name (an IDN in its xn-- form) or an IP address")
+        }
+        guard let curlHost = URLHost.readByCurl(text), URLHost.same(curlHost, host) else {
+            return FerryError(.forbiddenSource, "\(what) URL does not read as one host (libcurl reads it otherwise); refused")
+        }
+        return nil
+    }
+
+    /// The scheme and host-list part of `refusal(of:what:)`, on a URL already read.
+    func refusal(of url: URLComponents) -> FerryError? {
         guard let scheme = url.scheme?.lowercased(), schemes.contains(scheme) else {
             return FerryError(.forbiddenSource, "scheme '\(url.scheme ?? "")' is not allowed for sources (allowed: \(schemes.sorted().joined(separator: ", ")))")
         }
