@@ -24,7 +24,13 @@ public enum FerryRuntime {
                            objects: try? makeStore(configuration.storage, http: configuration.http), http: configuration.http)
     }
 
-    public static func run(configuration given: WorkerConfiguration, registry: TriggerRegistry, logger: Logger) async throws {
+    /// `stateLock`: the state directory's lock when the caller took it
+    /// earlier (`ferry dev`, before it starts its cluster); else taken here.
+    public static func run(configuration given: WorkerConfiguration, registry: TriggerRegistry, logger: Logger,
+                           stateLock: StateDirectoryLock? = nil) async throws {
+        // Before anything joins Kafka: a second worker on this state directory stops here, with the first's name.
+        let lock = try stateLock ?? StateDirectoryLock(directory: given.stateDirectory, holder: "worker \(given.workerId)")
+        defer { lock.release() }
         // Installed before any metric is made: swift-metrics binds a metric to the backend it was made with.
         let metrics = given.httpAddress.map { _ in WorkerMetrics.registry() }
         let producer = try KafkaProducer(configuration: given.kafka, logger: logger)

@@ -2,6 +2,7 @@ import ArgumentParser
 import FerryCore
 import FerryEngine
 import FerryKafka
+import FerryStore
 import FerryWorker
 import Foundation
 import Logging
@@ -58,6 +59,8 @@ struct DevCommand: AsyncParsableCommand {
 
         try requireRange(brokers, 1...16, "--brokers")
         try requireRange(partitions, 1...1024, "--partitions")
+        // A second `ferry dev` in this directory stops here, before it starts a cluster or says it is ready.
+        let stateLock = kafkaOnly ? nil : try StateDirectoryLock(directory: URL(fileURLWithPath: stateDir), holder: "ferry dev")
         let topics = Topics()
         let cluster = try EmbeddedKafkaCluster(brokers: brokers, logger: logger)
         for topic in topics.all { try cluster.createTopic(topic, partitions: partitions) }
@@ -110,12 +113,12 @@ struct DevCommand: AsyncParsableCommand {
             print("Record table: posts (key id; ferry items put --table posts:id …)")
             flushStandardOutput()
             try await runUntilSignalled(exitWithin: configuration.shutdownBoundSeconds, logger: logger) {
-                try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger)
+                try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger, stateLock: stateLock)
             }
             return
         }
 
-        let runtime = Task { try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger) }
+        let runtime = Task { try await FerryRuntime.run(configuration: configuration, registry: registry, logger: logger, stateLock: stateLock) }
         let succeeded: Bool
         do {
             succeeded = try await Demo(bootstrapServers: cluster.bootstrapServers, dataRoot: root,

@@ -64,6 +64,36 @@ import Testing
         withExtendedLifetime(silent) {}
     }
 
+    /// Two workers given one state directory (the default `.ferry` of two
+    /// started in one directory): the second stops at start, naming the
+    /// first, before it touches the state or Kafka. The first waits on a
+    /// broker that never answers, so it is still there.
+    @Test func aSecondWorkerOnOneStateDirectoryIsRefused() async throws {
+        let base = try TestPaths.temporaryDirectory("state-lock")
+        defer { try? FileManager.default.removeItem(at: base) }
+        let silent = try SilentBroker()
+        let data = base.appendingPathComponent("data"), state = base.appendingPathComponent("state")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        func arguments(_ id: String) -> [String] {
+            ["worker", "--bootstrap-servers", "127.0.0.1:\(silent.port)", "--data-root", data.path, "--state-dir", state.path,
+             "--local-store", base.appendingPathComponent("store").path, "--worker-id", id]
+        }
+        let first = try BackgroundProcess(name: "state-lock-first", executable: ferry, arguments: arguments("w-first"), environment: credentials, logDirectory: base)
+        let lockFile = state.appendingPathComponent("ferry.lock").path
+        #expect(await eventually(timeout: 30) { (try? String(contentsOfFile: lockFile, encoding: .utf8))?.contains("w-first") == true })
+        let second = try await runCommand(ferry, arguments("w-second"), environment: credentials, timeout: 60)
+        #expect(first.isRunning, "the first worker stopped: \(first.log.suffix(1500))")
+        #expect(second.status == 1, "\(second.stderr.suffix(1500))")
+        #expect(second.stderr.contains("state directory \(state.path) is in use by another worker (worker w-first, pid \(first.pid))"),
+                "\(second.stderr.suffix(1500))")
+        #expect(!FileManager.default.fileExists(atPath: state.appendingPathComponent("ferry.sqlite").path) || first.isRunning)
+        _ = await first.stop(signal: SIGKILL)
+        // Its lock died with it: the next worker on the directory starts (and holds it).
+        let next = try BackgroundProcess(name: "state-lock-next", executable: ferry, arguments: arguments("w-next"), environment: credentials, logDirectory: base)
+        #expect(await eventually(timeout: 30) { (try? String(contentsOfFile: lockFile, encoding: .utf8))?.contains("w-next") == true })
+        _ = await next.stop(signal: SIGKILL)
+    }
+
     /// A worker whose brokers refuse it, in `--log-format json`: every line
     /// it writes is a JSON log record (librdkafka's too, at their levels),
     /// the reason it stops is one of them, and only ArgumentParser's closing
