@@ -13,29 +13,51 @@ final class PartitionLanes: Sendable {
         let partition: TopicPartition
         private let state: LaneState
         private let offsets: DispatchedOffsets
+        private let starts: LaneStarts
         var messages: LaneQueue { state.queue }
 
-        fileprivate init(partition: TopicPartition, state: LaneState, offsets: DispatchedOffsets) {
-            self.partition = partition; self.state = state; self.offsets = offsets
+        fileprivate init(partition: TopicPartition, state: LaneState, offsets: DispatchedOffsets, starts: LaneStarts) {
+            self.partition = partition; self.state = state; self.offsets = offsets; self.starts = starts
         }
 
         /// True once the partition went to another consumer: stop, leave the rest to it.
         var isRevoked: Bool { state.revoked.load(ordering: .relaxed) }
 
+        /// Whether `message` was being handled when a worker stopped (it then runs alone, by itself).
+        func isSuspect(_ message: KafkaMessage) async -> Bool { await starts.prior(message) > 0 }
+
+        /// The crash-loop breaker's decision for `messages` (the next ones of
+        /// this lane, in order); unless quarantined, their starts are recorded
+        /// in Kafka before it returns. The caller holds `IsolationGate.process`
+        /// (alone when isolated) from before this until they are settled.
+        func admit(_ messages: [KafkaMessage]) async -> LaneStarts.Admission {
+            guard let first = messages.first else { return .run(isolated: false) }
+            state.position.store(first.offset, ordering: .relaxed)
+            return await starts.admit(messages, position: first.offset)
+        }
+
         /// Everything up to and including `message` is handled (committable).
         func done(_ message: KafkaMessage) {
             state.pending.subtract(1, ordering: .relaxed)
+            starts.finished(message)
+            state.position.store(message.offset + 1, ordering: .relaxed)
             if !isRevoked { offsets.mark(message) }
         }
 
-        /// `message` is dropped without being handled (revoked or shutting down).
-        func skipped(_ message: KafkaMessage) { state.pending.subtract(1, ordering: .relaxed) }
+        /// `message` is dropped without being handled (revoked or shutting
+        /// down): given back, so a start recorded for it is no death.
+        func skipped(_ message: KafkaMessage) {
+            state.pending.subtract(1, ordering: .relaxed)
+            starts.givenBack(message)
+        }
     }
 
     fileprivate final class LaneState: Sendable {
         let queue = LaneQueue()
         let revoked = Atomic<Bool>(false)
         let pending = Atomic<Int>(0)
+        /// The first offset not yet handled (-1 until the lane admits one).
+        let position = Atomic<Int64>(-1)
     }
 
     /// Messages a lane may hold before intake waits for it (bounds memory while a batch is retried).
@@ -49,9 +71,10 @@ final class PartitionLanes: Sendable {
     let consumer: KafkaConsumer
     private let table: LaneTable
     private let offsets = DispatchedOffsets()
+    let starts: LaneStarts
     private let logger: Logger
 
-    init(kafka: KafkaConfiguration, group: String, topics: [String], logger: Logger) throws(KafkaError) {
+    init(kafka: KafkaConfiguration, group: String, topics: [String], maxStarts: Int, logger: Logger) throws(KafkaError) {
         var configuration = kafka
         configuration["group.id"] = group
         // Eager assignment: a dispatcher holds no per-partition state worth keeping
@@ -61,22 +84,38 @@ final class PartitionLanes: Sendable {
         if configuration["partition.assignment.strategy"] == nil { configuration["partition.assignment.strategy"] = "roundrobin" }
         let table = LaneTable()
         let offsets = self.offsets
-        // Revoked partitions: their lanes stop at the next message; what they finished is committed on the way out.
+        let breaker = Mutex<LaneStarts?>(nil)
+        // Revoked partitions: their lanes stop at the next message; what they finished is committed on the way out,
+        // and a message still being handled is given back (its start record cleared: a rebalance is no death).
         let rebalance = RebalanceHandler(assigned: { partitions in
             table.assigned.withLock { $0.formUnion(partitions) }
         }, revoked: { partitions in
             table.assigned.withLock { $0.subtract(partitions) }
-            table.all.withLock { all in
+            let positions = table.all.withLock { all -> [TopicPartition: Int64] in
+                var positions: [TopicPartition: Int64] = [:]
                 for partition in partitions {
                     all[partition]?.revoked.store(true, ordering: .relaxed)
                     all[partition]?.queue.finish()
+                    if let position = all[partition]?.position.load(ordering: .relaxed), position >= 0 { positions[partition] = position }
                     all[partition] = nil
                 }
+                return positions
             }
-            return offsets.take(partitions)
+            let starts = breaker.withLock { $0 }
+            var list = offsets.take(partitions)
+            for (partition, position) in positions where starts?.hasRecords(partition) == true
+                && !list.contains(where: { $0.topic == partition.topic && $0.partition == partition.partition }) {
+                list.append(TopicPartitionOffset(topic: partition.topic, partition: partition.partition, offset: position))
+            }
+            // Committed by the consumer as returned: with the records, less what is being given back.
+            list = starts?.withRecords(list, givingBack: true) ?? list
+            starts?.forget(partitions)
+            return list
         })
         consumer = try KafkaConsumer(configuration: configuration, subscribing: topics, bufferCapacity: 2048,
                                      rebalance: rebalance, logger: logger)
+        starts = LaneStarts(maxStarts: maxStarts, consumer: consumer, logger: logger)
+        breaker.withLock { [starts] in $0 = starts }
         self.table = table
         self.logger = logger
     }
@@ -86,6 +125,9 @@ final class PartitionLanes: Sendable {
 
     /// Routes messages to lanes until cancelled; `work` runs once per lane.
     func run(_ work: @escaping @Sendable (Lane) async -> Void) async {
+        // Before a suspect of any kind runs alone, this group's records in Kafka are brought up to date.
+        let settler = IsolationGate.process.addSettler { [self] in await commit(committable(givingBack: false)) }
+        defer { IsolationGate.process.removeSettler(settler) }
         await withTaskCancellationHandler {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { [self] in
@@ -100,7 +142,7 @@ final class PartitionLanes: Sendable {
                         if let state = all[partition] { return (state, nil) }
                         let state = LaneState()
                         all[partition] = state
-                        return (state, Lane(partition: partition, state: state, offsets: offsets))
+                        return (state, Lane(partition: partition, state: state, offsets: offsets, starts: starts))
                     }
                     if let lane { group.addTask { await work(lane) } }
                     while state.pending.load(ordering: .relaxed) >= Self.laneDepth && !Task.isCancelled && !state.revoked.load(ordering: .relaxed) {
@@ -114,21 +156,32 @@ final class PartitionLanes: Sendable {
                 group.cancelAll()
                 for await _ in group {}
             }
-            await commit(offsets.take(nil))
+            // What was handled, and the records of what was interrupted cleared: a shutdown is no death.
+            await starts.commit(committable(givingBack: true), givingBack: true)
             await consumer.close()
         } onCancel: {
             consumer.stopFetching()
         }
     }
 
-    private func commit(_ list: [TopicPartitionOffset]) async {
-        guard !list.isEmpty else { return }
-        do {
-            try await consumer.commit(list)
-        } catch {
-            // Not fatal: the records are delivered again, and handlers tolerate duplicates.
-            logger.warning("trigger dispatcher: commit failed: \(error)")
+    /// The offsets handled since the last commit, and the position of every
+    /// partition with start records to keep or clear.
+    private func committable(givingBack: Bool) -> [TopicPartitionOffset] {
+        var list = offsets.take(nil)
+        let positions = table.all.withLock { all in all.compactMapValues { s -> Int64? in
+            let position = s.position.load(ordering: .relaxed)
+            return position >= 0 ? position : nil
+        } }
+        for (partition, position) in positions where starts.hasRecords(partition)
+            && !list.contains(where: { $0.topic == partition.topic && $0.partition == partition.partition }) {
+            list.append(TopicPartitionOffset(topic: partition.topic, partition: partition.partition, offset: position))
         }
+        return list
+    }
+
+    /// Commits with the start records as they stand (`LaneStarts`), one commit at a time.
+    private func commit(_ list: [TopicPartitionOffset]) async {
+        await starts.commit(list)
     }
 }
 

@@ -20,13 +20,13 @@ final class StreamMapping: Sendable {
     private let logger: Logger
 
     init(trigger: StreamTriggerRegistration, services: TriggerServices, kafka: KafkaConfiguration, group: String,
-         logger: Logger) throws(KafkaError) {
+         maxStarts: Int = 3, logger: Logger) throws(KafkaError) {
         self.trigger = trigger
         self.services = services
         var log = logger
         log[metadataKey: "trigger"] = "\(trigger.name)"
         self.logger = log
-        lanes = try PartitionLanes(kafka: kafka, group: group, topics: [services.topics.streams], logger: log)
+        lanes = try PartitionLanes(kafka: kafka, group: group, topics: [services.topics.streams], maxStarts: maxStarts, logger: log)
     }
 
     var destination: String { trigger.mapping.onFailureDestination ?? services.topics.triggersDLQ }
@@ -52,11 +52,38 @@ final class StreamMapping: Sendable {
                     }
                 }
             }
-            guard !lane.isRevoked, !Task.isCancelled, await handle(batch) else {
-                batch.forEach(lane.skipped)
-                continue
+            // A batch with a suspect in it (being handled when a worker stopped) goes one record at a time,
+            // each alone in the process, so that a further death is counted against the record that caused it.
+            var suspects = false
+            for message in batch where await lane.isSuspect(message) { suspects = true; break }
+            for part in suspects ? batch.map({ [$0] }) : [batch] {
+                guard !lane.isRevoked, !Task.isCancelled, await handleGuarded(part, lane: lane, alone: suspects) else {
+                    // Given back: this part and the rest of the batch.
+                    batch.drop { $0.offset < part[0].offset }.forEach(lane.skipped)
+                    break
+                }
+                part.forEach(lane.done)
             }
-            batch.forEach(lane.done)
+        }
+    }
+
+    /// `handle` under the crash-loop breaker (`LaneStarts`): the messages'
+    /// starts recorded in Kafka first; a record started `maxStarts` times
+    /// without an outcome is not invoked but sent to the failure destination.
+    private func handleGuarded(_ messages: [KafkaMessage], lane: PartitionLanes.Lane, alone: Bool) async -> Bool {
+        await IsolationGate.process.enter(exclusive: alone)
+        defer { IsolationGate.process.leave(exclusive: alone) }
+        guard !lane.isRevoked else { return false }
+        if alone { await IsolationGate.process.settleAll() }
+        switch await lane.admit(messages) {
+        case .quarantine(let starts):
+            logger.error("stream record not invoked: \(WorkerCrashed(starts: starts)); sent to \(destination)",
+                         metadata: ["partition": "\(messages[0].partition)", "offset": "\(messages[0].offset)"])
+            let failure = StreamFailureRecord(trigger: trigger.name, condition: "WorkerCrashed", invokeCount: starts,
+                                              items: [], messages: messages, error: WorkerCrashed(starts: starts))
+            return await services.deadLetter(failure, topic: destination, key: messages[0].key)
+        case .run:
+            return await handle(messages)
         }
     }
 
@@ -185,6 +212,7 @@ final class StreamMapping: Sendable {
     }
 
     private func invoke(_ batch: [Item], attempt: Int) async -> Result {
+        for item in batch { TriggerTestTrap.check(item.message.value) }
         let requestId = UUID().uuidString
         var log = logger
         log[metadataKey: "requestId"] = "\(requestId)"

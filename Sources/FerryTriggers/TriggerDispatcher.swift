@@ -18,18 +18,20 @@ public final class TriggerDispatcher: Sendable {
     private let mappings: [StreamMapping]
     private let logger: Logger
 
+    /// `maxStarts`: how often an invocation may be under way when the worker
+    /// stops before its messages are no longer invoked (`LaneStarts`).
     public init(registry: TriggerRegistry, environment: TriggerEnvironment, topics: Topics,
-                kafka: KafkaConfiguration, producer: KafkaProducer, logger: Logger) throws(KafkaError) {
+                kafka: KafkaConfiguration, producer: KafkaProducer, maxStarts: Int = 3, logger: Logger) throws(KafkaError) {
         let services = TriggerServices(registry: registry, environment: environment, topics: topics, producer: producer, logger: logger)
         self.registry = registry
         self.services = services
         self.logger = logger
         s3Lanes = registry.s3Triggers.isEmpty ? nil
-            : try PartitionLanes(kafka: kafka, group: topics.triggerGroup, topics: [topics.events], logger: logger)
+            : try PartitionLanes(kafka: kafka, group: topics.triggerGroup, topics: [topics.events], maxStarts: maxStarts, logger: logger)
         var mappings: [StreamMapping] = []
         for trigger in registry.streamTriggers {
             mappings.append(try StreamMapping(trigger: trigger, services: services, kafka: kafka,
-                                              group: "\(topics.triggerGroup).\(trigger.name)", logger: logger))
+                                              group: "\(topics.triggerGroup).\(trigger.name)", maxStarts: maxStarts, logger: logger))
         }
         self.mappings = mappings
     }
@@ -42,7 +44,10 @@ public final class TriggerDispatcher: Sendable {
                 group.addTask { [self] in
                     await s3Lanes.run { lane in
                         while case .message(let message) = await lane.messages.next() {
-                            guard !lane.isRevoked, !Task.isCancelled, await self.dispatch(message) else { lane.skipped(message); continue }
+                            guard !lane.isRevoked, !Task.isCancelled, await self.dispatchGuarded(message, lane: lane) else {
+                                lane.skipped(message)
+                                continue
+                            }
                             lane.done(message)
                         }
                     }
@@ -57,9 +62,34 @@ public final class TriggerDispatcher: Sendable {
         Dictionary(uniqueKeysWithValues: mappings.map { ($0.trigger.name, $0.assignedPartitions) })
     }
 
+    /// `dispatch` under the crash-loop breaker (`LaneStarts`): a message that
+    /// was being handled when a worker stopped runs alone in the process; one
+    /// that was, `maxStarts` times, is not invoked but dead-lettered.
+    private func dispatchGuarded(_ message: KafkaMessage, lane: PartitionLanes.Lane) async -> Bool {
+        let alone = await lane.isSuspect(message)
+        await IsolationGate.process.enter(exclusive: alone)
+        defer { IsolationGate.process.leave(exclusive: alone) }
+        guard !lane.isRevoked else { return false }
+        if alone { await IsolationGate.process.settleAll() }
+        switch await lane.admit([message]) {
+        case .quarantine(let starts):
+            logger.error("event not invoked: \(WorkerCrashed(starts: starts)); sent to \(services.topics.triggersDLQ)",
+                         metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
+            let event = try? JSONDecoder().decode(S3Event.self, from: Data(message.value))
+            return await services.deadLetter(InvocationRecord(requestId: UUID().uuidString, triggerName: "-", condition: "WorkerCrashed",
+                                                              invokeCount: starts,
+                                                              payload: event.map { .s3($0) } ?? .raw(String(decoding: message.value, as: UTF8.self)),
+                                                              error: WorkerCrashed(starts: starts)),
+                                             topic: services.topics.triggersDLQ, key: message.key)
+        case .run:
+            return await dispatch(message)
+        }
+    }
+
     /// Delivers one message of `<prefix>.events` to every trigger it matches.
     /// Returns false when shutdown interrupted an invocation.
     func dispatch(_ message: KafkaMessage) async -> Bool {
+        TriggerTestTrap.check(message.value)
         let event: S3Event
         do {
             event = try JSONDecoder().decode(S3Event.self, from: Data(message.value))

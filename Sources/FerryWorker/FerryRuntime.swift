@@ -67,7 +67,8 @@ public enum FerryRuntime {
         if configuration.roles.triggers {
             let environment = triggerEnvironment(configuration)
             let dispatcher = try TriggerDispatcher(registry: registry, environment: environment, topics: configuration.topics,
-                                                   kafka: configuration.kafka, producer: producer, logger: logger)
+                                                   kafka: configuration.kafka, producer: producer, maxStarts: configuration.maxStarts,
+                                                   logger: logger)
             roles.append { await dispatcher.run() }
         }
         var notifications: NotificationEndpoint?

@@ -27,7 +27,7 @@ public final class TransferWorker: Sendable {
     private let tracker: OffsetTracker
     private let committer: OffsetCommitter
     private let breaker: CrashLoopBreaker
-    private let gate = IsolationGate()
+    private let gate = IsolationGate.process
     private let slots: AsyncSemaphore
     /// Requests a worker holds at once per transfer slot: running, waiting or paused.
     public static let messagesPerTransferSlot = 4
@@ -116,6 +116,9 @@ public final class TransferWorker: Sendable {
     /// in flight finish within the shutdown grace (hands off the rest), drains
     /// the outbox, commits what is finished and leaves the group.
     public func run() async {
+        // Before a suspect of any kind runs alone, this worker's start records in Kafka are brought up to date.
+        let settler = gate.addSettler { [committer] in _ = await committer.commitStart(waitingAtMost: CrashLoopBreaker.kafkaWait) }
+        defer { gate.removeSettler(settler) }
         await withTaskCancellationHandler {
             await reportLeftovers()
             let controlTask = Task { [controls] in await controls.run() }
@@ -197,6 +200,7 @@ public final class TransferWorker: Sendable {
         let alone = admission != .run(isolated: false)
         await gate.enter(exclusive: alone)
         defer { gate.leave(exclusive: alone) }
+        if alone { await gate.settleAll() }
         // A suspect may have waited long for the gate: is the partition still ours?
         guard tracker.owns(message), await breaker.recordStart(message) else { return await settle(message, durable: false) }
         let durable: Bool

@@ -2,14 +2,14 @@
 /// carries in its metadata: `ferry-starts:v1:<offset>=<starts>,…`. Every worker
 /// that takes the partition next reads them with the committed offset, so the
 /// crash-loop breaker counts a message's starts across the fleet.
-enum StartRecords {
-    static let prefix = "ferry-starts:v1:"
+public enum StartRecords {
+    public static let prefix = "ferry-starts:v1:"
     /// Below Kafka's default `offset.metadata.max.bytes` (4096).
-    static let maxBytes = 3000
+    public static let maxBytes = 3000
 
     /// The metadata text for `starts` (entries with the most starts first when
     /// they do not all fit); nil when there is nothing to record.
-    static func encode(_ starts: [Int64: Int]) -> String? {
+    public static func encode(_ starts: [Int64: Int]) -> String? {
         let live = starts.filter { $0.value > 0 }
         guard !live.isEmpty else { return nil }
         var text = prefix
@@ -25,7 +25,7 @@ enum StartRecords {
 
     /// The starts a commit's metadata records; empty for metadata that is not
     /// Ferry's (another tool's, or none) or that does not parse.
-    static func decode(_ metadata: String?) -> [Int64: Int] {
+    public static func decode(_ metadata: String?) -> [Int64: Int] {
         guard let metadata, metadata.hasPrefix(prefix) else { return [:] }
         var starts: [Int64: Int] = [:]
         for entry in metadata.dropFirst(prefix.count).split(separator: ",") {

@@ -1,0 +1,29 @@
+import Foundation
+
+/// Why a message was not invoked: it was being handled each of the last
+/// `starts` times a worker stopped (`LaneStarts`). Its failure record carries
+/// condition `WorkerCrashed` and this text.
+struct WorkerCrashed: Error, CustomStringConvertible {
+    var starts: Int
+    var description: String {
+        "the worker stopped \(starts) times while this was being handled (a trap or abort in the handler, or the process killed); not invoked again"
+    }
+}
+
+/// For the test suite only: with `FERRY_TEST_TRIGGER_TRAP_MARKER` set, a
+/// trigger message whose bytes contain its value stops the process with
+/// `fatalError` just before its handler would run, as a handler that traps
+/// would. Unset (as in production) it does nothing.
+enum TriggerTestTrap {
+    private static let marker: [UInt8]? = ProcessInfo.processInfo.environment["FERRY_TEST_TRIGGER_TRAP_MARKER"]
+        .flatMap { $0.isEmpty ? nil : Array($0.utf8) }
+
+    static func check(_ bytes: [UInt8]) {
+        guard let marker, marker.count <= bytes.count else { return }
+        for start in 0...(bytes.count - marker.count) where bytes[start] == marker[0] {
+            if bytes[start..<(start + marker.count)].elementsEqual(marker) {
+                fatalError("FERRY_TEST_TRIGGER_TRAP_MARKER matched: trapping on purpose (test suite)")
+            }
+        }
+    }
+}
