@@ -38,9 +38,17 @@ final class LaneStarts: Sendable {
     }
     private let records = Mutex<[TopicPartition: Records]>([:])
     private let seeding = Mutex<[TopicPartition: Task<Void, Never>]>([:])
-    /// Commits one at a time, each with the records as they stand when it is
-    /// sent: a commit computed earlier and sent later would erase a newer start.
-    private let commits = AsyncSemaphore(limit: 1)
+    /// Commits go one at a time, each with the records as they stand when it
+    /// is sent (a commit computed earlier and sent later would erase a newer
+    /// start), and callers that arrive while one is in flight share the next
+    /// (group commit): the lanes' starts do not queue behind each other.
+    private struct CommitQueue {
+        var running = false
+        var positions: [TopicPartition: Int64] = [:]
+        var givingBack = false
+        var waiters: [@Sendable (Bool) -> Void] = []
+    }
+    private let queue = Mutex(CommitQueue())
     /// Whether Kafka took the last commit. A rebalance holds a group's commits
     /// until every member has rejoined: starts then wait for none (the next
     /// commit Kafka takes carries them), as the request breaker's do.
@@ -149,17 +157,43 @@ final class LaneStarts: Sendable {
     @discardableResult
     func commit(_ offsets: [TopicPartitionOffset], givingBack: Bool = false) async -> Bool {
         guard !offsets.isEmpty else { return true }
-        await commits.acquire()
-        defer { commits.release() }
-        do {
-            try await consumer.commit(withRecords(offsets, givingBack: givingBack))
-            takingCommits.store(true, ordering: .relaxed)
-            return true
-        } catch {
-            // Not fatal: messages are delivered again, and handlers tolerate duplicates.
-            takingCommits.store(false, ordering: .relaxed)
-            logger.warning("trigger dispatcher: commit failed: \(error)")
-            return false
+        return await withCheckedContinuation { continuation in
+            let starts = queue.withLock { q -> Bool in
+                for o in offsets {
+                    let partition = TopicPartition(topic: o.topic, partition: o.partition)
+                    q.positions[partition] = max(q.positions[partition] ?? o.offset, o.offset)
+                }
+                q.givingBack = q.givingBack || givingBack
+                q.waiters.append { continuation.resume(returning: $0) }
+                guard !q.running else { return false }
+                q.running = true
+                return true
+            }
+            if starts { Task { await drain() } }
+        }
+    }
+
+    /// Sends the queued commits, one at a time, until none is waiting.
+    private func drain() async {
+        while true {
+            let next = queue.withLock { q -> (list: [TopicPartitionOffset], givingBack: Bool, waiters: [@Sendable (Bool) -> Void])? in
+                guard !q.waiters.isEmpty else { q.running = false; return nil }
+                defer { q.positions = [:]; q.givingBack = false; q.waiters = [] }
+                let list = q.positions.map { TopicPartitionOffset(topic: $0.key.topic, partition: $0.key.partition, offset: $0.value) }
+                return (list, q.givingBack, q.waiters)
+            }
+            guard let next else { return }
+            let taken: Bool
+            do {
+                try await consumer.commit(withRecords(next.list, givingBack: next.givingBack))
+                taken = true
+            } catch {
+                // Not fatal: messages are delivered again, and handlers tolerate duplicates.
+                logger.warning("trigger dispatcher: commit failed: \(error)")
+                taken = false
+            }
+            takingCommits.store(taken, ordering: .relaxed)
+            next.waiters.forEach { $0(taken) }
         }
     }
 
