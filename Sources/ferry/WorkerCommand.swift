@@ -115,7 +115,7 @@ struct WorkerOptions: ParsableArguments {
             help: "Abort this worker's incomplete multipart uploads older than this many seconds (default 86400).")
     var sweepAfter: Double?
     @Option(name: .customLong("max-starts"),
-            help: "Starts without an outcome (its worker died each time) after which a message is dead-lettered as PoisonMessage, 2…100 (default 3; below 2 the messages beside it would go too).")
+            help: "Starts without an outcome (its worker died each time) after which a request is dead-lettered as PoisonMessage, and a trigger event or stream record sent to its failure destination as WorkerCrashed, 2…100 (default 3; below 2 the messages beside it would go too).")
     var maxStarts: Int?
     @Option(name: .customLong("finished-retention"),
             help: "Seconds finished transfer ids are remembered to answer duplicates (default 604800, 7 days).")
