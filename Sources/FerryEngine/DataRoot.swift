@@ -39,10 +39,15 @@ public struct DataRoot: Sendable, Hashable {
     /// need not exist yet) lies inside the root, the links of its existing
     /// part resolved: a request could then read or replace it.
     public func contains(_ candidate: String) -> Bool {
+        Self.resolvedAsFarAsItExists(candidate).map(isInside) ?? false
+    }
+
+    /// `candidate` with dot segments removed and the links of its existing
+    /// part resolved, its missing rest appended as written.
+    private static func resolvedAsFarAsItExists(_ candidate: String) -> String? {
         let components = URL(fileURLWithPath: candidate).standardizedFileURL.path.split(separator: "/").map(String.init)
-        guard let (resolved, rest) = Self.resolvingExisting(components) else { return false }
-        let full = rest.isEmpty ? resolved : (resolved == "/" ? "" : resolved) + "/" + rest.joined(separator: "/")
-        return full == path || full.hasPrefix(path.hasSuffix("/") ? path : path + "/")
+        guard let (resolved, rest) = resolvingExisting(components) else { return nil }
+        return rest.isEmpty ? resolved : (resolved == "/" ? "" : resolved) + "/" + rest.joined(separator: "/")
     }
 
     /// Where a `file://` destination will be written: the existing part of its
@@ -58,10 +63,9 @@ public struct DataRoot: Sendable, Hashable {
         }
         let lexicalParent = url.deletingLastPathComponent().standardizedFileURL.path
         try requireInside(lexicalParent, uri: uri)
-        guard let (resolved, rest) = Self.resolvingExisting(lexicalParent.split(separator: "/").map(String.init)) else {
+        guard let parent = Self.resolvedAsFarAsItExists(lexicalParent) else {
             throw FerryError(.invalidPath, "\(uri) is outside the data root")
         }
-        let parent = rest.isEmpty ? resolved : (resolved == "/" ? "" : resolved) + "/" + rest.joined(separator: "/")
         try requireInside(parent, uri: uri)
         return parent == "/" ? "/\(name)" : "\(parent)/\(name)"
     }
@@ -191,9 +195,12 @@ public struct DataRoot: Sendable, Hashable {
         }
     }
 
+    private func isInside(_ resolved: String) -> Bool {
+        resolved == path || resolved.hasPrefix(path.hasSuffix("/") ? path : path + "/")
+    }
+
     private func requireInside(_ candidate: String, uri: String) throws(FerryError) {
-        let inside = candidate == path || candidate.hasPrefix(path.hasSuffix("/") ? path : path + "/")
-        guard inside else {
+        guard isInside(candidate) else {
             throw FerryError(.invalidPath, "\(uri) is outside the data root")
         }
     }

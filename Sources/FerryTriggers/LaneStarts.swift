@@ -21,8 +21,8 @@ import Synchronization
 /// (condition `WorkerCrashed`) and its offset is committed.
 final class LaneStarts: Sendable {
     enum Admission: Equatable, Sendable {
-        /// Invoke; alone in the process when one of the messages is a suspect.
-        case run(isolated: Bool)
+        /// Invoke (the caller runs it alone in the process when one of the messages is a suspect).
+        case run
         /// Do not invoke: the message was started this often without an outcome.
         case quarantine(starts: Int)
     }
@@ -74,7 +74,7 @@ final class LaneStarts: Sendable {
     /// offset before it is handled) and, unless quarantined, records one more
     /// start of each, durably in Kafka, before returning.
     func admit(_ messages: [KafkaMessage], position: Int64) async -> Admission {
-        guard let first = messages.first else { return .run(isolated: false) }
+        guard let first = messages.first else { return .run }
         var most = 0
         for message in messages { most = max(most, await prior(message)) }
         if most >= maxStarts { return .quarantine(starts: most) }
@@ -100,7 +100,7 @@ final class LaneStarts: Sendable {
             Task { [self] in _ = await commit(list) }
             unrecorded(first)
         }
-        return .run(isolated: most > 0)
+        return .run
     }
 
     /// `message` has an outcome: its records go.
@@ -147,9 +147,13 @@ final class LaneStarts: Sendable {
         }
     }
 
-    /// Whether `partition` has records to keep or clear in its next commit.
-    func hasRecords(_ partition: TopicPartition) -> Bool {
-        records.withLock { $0[partition].map { !$0.starts.isEmpty || !$0.own.isEmpty } ?? false }
+    /// `offsets`, plus the position of each partition in `positions` that has
+    /// records to keep or clear and no offset in `offsets` yet.
+    func addingPositions(_ positions: [TopicPartition: Int64], to offsets: [TopicPartitionOffset]) -> [TopicPartitionOffset] {
+        let listed = Set(offsets.map { TopicPartition(topic: $0.topic, partition: $0.partition) })
+        let withRecords = records.withLock { all in Set(all.filter { !$0.value.starts.isEmpty || !$0.value.own.isEmpty }.keys) }
+        return offsets + positions.filter { withRecords.contains($0.key) && !listed.contains($0.key) }
+            .map { TopicPartitionOffset(topic: $0.key.topic, partition: $0.key.partition, offset: $0.value) }
     }
 
     /// Commits `offsets` with the records as they stand, one commit at a time;

@@ -29,9 +29,9 @@ final class PartitionLanes: Sendable {
         /// The crash-loop breaker's decision for `messages` (the next ones of
         /// this lane, in order); unless quarantined, their starts are recorded
         /// in Kafka before it returns. The caller holds `IsolationGate.process`
-        /// (alone when isolated) from before this until they are settled.
+        /// (alone when one is a suspect) from before this until they are settled.
         func admit(_ messages: [KafkaMessage]) async -> LaneStarts.Admission {
-            guard let first = messages.first else { return .run(isolated: false) }
+            guard let first = messages.first else { return .run }
             state.position.store(first.offset, ordering: .relaxed)
             return await starts.admit(messages, position: first.offset)
         }
@@ -101,16 +101,12 @@ final class PartitionLanes: Sendable {
                 }
                 return positions
             }
-            let starts = breaker.withLock { $0 }
-            var list = offsets.take(partitions)
-            for (partition, position) in positions where starts?.hasRecords(partition) == true
-                && !list.contains(where: { $0.topic == partition.topic && $0.partition == partition.partition }) {
-                list.append(TopicPartitionOffset(topic: partition.topic, partition: partition.partition, offset: position))
-            }
+            let list = offsets.take(partitions)
+            guard let starts = breaker.withLock({ $0 }) else { return list }
             // Committed by the consumer as returned: with the records, less what is being given back.
-            list = starts?.withRecords(list, givingBack: true) ?? list
-            starts?.forget(partitions)
-            return list
+            let committed = starts.withRecords(starts.addingPositions(positions, to: list), givingBack: true)
+            starts.forget(partitions)
+            return committed
         })
         consumer = try KafkaConsumer(configuration: configuration, subscribing: topics, bufferCapacity: 2048,
                                      rebalance: rebalance, logger: logger)
@@ -126,14 +122,14 @@ final class PartitionLanes: Sendable {
     /// Routes messages to lanes until cancelled; `work` runs once per lane.
     func run(_ work: @escaping @Sendable (Lane) async -> Void) async {
         // Before a suspect of any kind runs alone, this group's records in Kafka are brought up to date.
-        let settler = IsolationGate.process.addSettler { [self] in await commit(committable(givingBack: false)) }
+        let settler = IsolationGate.process.addSettler { [self] in await starts.commit(committable()) }
         defer { IsolationGate.process.removeSettler(settler) }
         await withTaskCancellationHandler {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { [self] in
                     while !Task.isCancelled {
                         try? await Task.sleep(for: .milliseconds(100))
-                        await commit(offsets.take(nil))
+                        await starts.commit(offsets.take(nil))
                     }
                 }
                 for await message in consumer {
@@ -157,7 +153,7 @@ final class PartitionLanes: Sendable {
                 for await _ in group {}
             }
             // What was handled, and the records of what was interrupted cleared: a shutdown is no death.
-            await starts.commit(committable(givingBack: true), givingBack: true)
+            await starts.commit(committable(), givingBack: true)
             await consumer.close()
         } onCancel: {
             consumer.stopFetching()
@@ -166,22 +162,12 @@ final class PartitionLanes: Sendable {
 
     /// The offsets handled since the last commit, and the position of every
     /// partition with start records to keep or clear.
-    private func committable(givingBack: Bool) -> [TopicPartitionOffset] {
-        var list = offsets.take(nil)
+    private func committable() -> [TopicPartitionOffset] {
         let positions = table.all.withLock { all in all.compactMapValues { s -> Int64? in
             let position = s.position.load(ordering: .relaxed)
             return position >= 0 ? position : nil
         } }
-        for (partition, position) in positions where starts.hasRecords(partition)
-            && !list.contains(where: { $0.topic == partition.topic && $0.partition == partition.partition }) {
-            list.append(TopicPartitionOffset(topic: partition.topic, partition: partition.partition, offset: position))
-        }
-        return list
-    }
-
-    /// Commits with the start records as they stand (`LaneStarts`), one commit at a time.
-    private func commit(_ list: [TopicPartitionOffset]) async {
-        await starts.commit(list)
+        return starts.addingPositions(positions, to: offsets.take(nil))
     }
 }
 

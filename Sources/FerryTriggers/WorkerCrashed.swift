@@ -19,11 +19,8 @@ enum TriggerTestTrap {
         .flatMap { $0.isEmpty ? nil : Array($0.utf8) }
 
     static func check(_ bytes: [UInt8]) {
-        guard let marker, marker.count <= bytes.count else { return }
-        for start in 0...(bytes.count - marker.count) where bytes[start] == marker[0] {
-            if bytes[start..<(start + marker.count)].elementsEqual(marker) {
-                fatalError("FERRY_TEST_TRIGGER_TRAP_MARKER matched: trapping on purpose (test suite)")
-            }
+        if let marker, bytes.contains(marker) {
+            fatalError("FERRY_TEST_TRIGGER_TRAP_MARKER matched: trapping on purpose (test suite)")
         }
     }
 }

@@ -23,19 +23,11 @@ enum TestTrap {
     }
 
     static func check(_ bytes: [UInt8]) {
-        if let marker, contains(bytes, marker) {
+        if let marker, bytes.contains(marker) {
             fatalError("FERRY_TEST_TRAP_MARKER matched: trapping on purpose (test suite)")
         }
-        if let hangMarker, contains(bytes, hangMarker) {
+        if let hangMarker, bytes.contains(hangMarker) {
             while true { sleep(3600) }  // stuck on purpose, where no cancellation reaches (test suite)
         }
-    }
-
-    private static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
-        guard needle.count <= haystack.count else { return false }
-        for start in 0...(haystack.count - needle.count) where haystack[start] == needle[0] {
-            if haystack[start..<(start + needle.count)].elementsEqual(needle) { return true }
-        }
-        return false
     }
 }
