@@ -168,27 +168,14 @@ public final class TransferClient: Sendable {
     }
 
     /// Every transfer's statuses as they arrive: from now on, or with
-    /// `fromBeginning` first everything the topic still holds.
-    public func allStatuses(fromBeginning: Bool = false) async throws(KafkaError) -> AsyncStream<TransferStatus> {
-        let backlog = fromBeginning
-            ? try await KafkaConsumer.snapshot(topic: topics.status, configuration: kafka, logger: logger) : []
-        let consumer = try await KafkaConsumer.tailing(topic: topics.status, configuration: kafka, logger: logger)
-        return AsyncStream { continuation in
-            let task = Task {
-                let decoder = JSONDecoder()
-                for message in backlog {
-                    if let status = try? decoder.decode(TransferStatus.self, from: Data(message.value)) { continuation.yield(status) }
-                }
-                for await message in consumer {
-                    if let status = try? decoder.decode(TransferStatus.self, from: Data(message.value)) { continuation.yield(status) }
-                }
-                continuation.finish()
-            }
-            continuation.onTermination = { _ in
-                task.cancel()
-                consumer.stopFetching()
-            }
-        }
+    /// `fromBeginning` first everything the topic still holds (read by the same
+    /// consumer, so no status falls between the past and the present). The
+    /// feed is read at the reader's pace: see `StatusFeed`.
+    public func allStatuses(fromBeginning: Bool = false) async throws(KafkaError) -> StatusFeed {
+        let consumer = fromBeginning
+            ? try await KafkaConsumer.replaying(topic: topics.status, configuration: kafka, logger: logger).consumer
+            : try await KafkaConsumer.tailing(topic: topics.status, configuration: kafka, logger: logger)
+        return StatusFeed(consumer: consumer)
     }
 
     private static func statuses(of id: String, from consumer: KafkaConsumer, first: TransferStatus? = nil) -> AsyncStream<TransferStatus> {

@@ -213,6 +213,82 @@ import Testing
         await kafka.stop()
     }
 
+    /// A watch whose output nobody reads (a pipe on hold, a stopped pager)
+    /// stops reading the topic: its memory stays bounded, and once the pipe is
+    /// read again every status comes out, none lost. Its reader used to queue
+    /// every status it fetched without bound while the pipe was full.
+    @Test func aWatchThatCannotPrintStopsReadingAndLosesNothing() async throws {
+        let dir = try TestPaths.temporaryDirectory("watch-blocked")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // 8 partitions: the mock cluster keeps 5 MiB of each, and all that is sent must stay.
+        let (kafka, bootstrap) = try await kafkaOnly(partitions: 8, logs: dir)
+        let watch = Process()
+        watch.executableURL = URL(fileURLWithPath: ferry)
+        watch.arguments = ["watch", "--bootstrap-servers", bootstrap]
+        let output = Pipe()
+        watch.standardOutput = output
+        watch.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try watch.run()
+        defer { if watch.isRunning { watch.terminate() } }
+        let first = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+        try #require(first.contains("watching ferry.status"), "\(first)")
+        func rssMiB() -> Double {
+            let status = (try? String(contentsOfFile: "/proc/\(watch.processIdentifier)/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+            return (Double(line.split(separator: " ").dropFirst().first ?? "") ?? 0) / 1024
+        }
+        let base = rssMiB()
+        // 6,000 statuses of 5 KB: 30 MB that stay on the broker while the pipe is full.
+        let message = String(repeating: "m", count: 5000)
+        let count = 6_000
+        for batch in 0..<5 {
+            let statuses = try (0..<count / 5).map { index -> (key: String, value: String) in
+                let id = "held-\(batch * count / 5 + index)"
+                let status: [String: Any] = ["id": id, "op": "upload", "state": "failed", "worker": "w",
+                                             "time": "2026-11-28T04:03:07.850Z", "error": ["code": "StorageError", "message": message]]
+                return (key: id, value: String(decoding: try JSONSerialization.data(withJSONObject: status), as: UTF8.self))
+            }
+            try await Kcat(bootstrapServers: bootstrap).produceMany(topic: "ferry.status", statuses)
+        }
+        // Until the resident size has held still for 3 s (at most 60 s).
+        var sizes: [Double] = []
+        let settle = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < settle {
+            sizes.append(rssMiB())
+            if sizes.count >= 7 && sizes.suffix(7).max()! - sizes.suffix(7).min()! < 1 { break }
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        let grown = rssMiB() - base
+        print("blocked watch: RSS \(base) MiB, then \(grown) MiB more with \(count) statuses of 5 KB waiting")
+        #expect(grown < 25, "a watch that cannot print grew by \(grown) MiB over \(count) statuses of 5 KB")
+        // Read the pipe again: every status is printed.
+        let reader = Task.detached { () -> Int in
+            var ids = Set<Substring>()
+            var pending = Data()
+            while ids.count < count {
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                pending.append(chunk)
+                guard let cut = pending.lastIndex(of: UInt8(ascii: "\n")) else { continue }
+                let text = String(decoding: pending[..<cut], as: UTF8.self)
+                pending = Data(pending[(cut + 1)...])
+                for line in text.split(separator: "\n") {
+                    if let range = line.range(of: "held-") {
+                        ids.insert(line[range.lowerBound...].prefix { !$0.isWhitespace })
+                    }
+                }
+            }
+            return ids.count
+        }
+        // The watch is stopped after 120 s at most, which ends the reader.
+        let deadline = Task { try await Task.sleep(for: .seconds(120)); watch.terminate() }
+        let shown = await reader.value
+        deadline.cancel()
+        #expect(shown == count, "statuses printed once the pipe was read: \(shown) of \(count)")
+        watch.terminate()
+        await kafka.stop()
+    }
+
     @Test func statusesPrintNoControlCharacters() async throws {
         let dir = try TestPaths.temporaryDirectory("status-terminal")
         defer { try? FileManager.default.removeItem(at: dir) }
