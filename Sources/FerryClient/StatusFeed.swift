@@ -1,6 +1,7 @@
 import FerryCore
 import FerryKafka
 import Foundation
+import Logging
 
 /// Statuses decoded from a status-topic consumer as the reader takes them.
 ///
@@ -12,27 +13,39 @@ import Foundation
 public struct StatusFeed: AsyncSequence, Sendable {
     public typealias Element = TransferStatus
     let consumer: KafkaConsumer
+    /// Where a message that is not a status is reported (it is skipped).
+    let logger: Logger
 
-    public func makeAsyncIterator() -> Iterator { Iterator(consumer: consumer) }
+    public func makeAsyncIterator() -> Iterator { Iterator(consumer: consumer, logger: logger) }
 
     /// Ends the feed: the reader's wait for a next status returns nil.
     public func stop() { consumer.stopFetching() }
 
     public struct Iterator: AsyncIteratorProtocol {
         let consumer: KafkaConsumer
+        let logger: Logger
         private let decoder = JSONDecoder()
 
-        init(consumer: KafkaConsumer) { self.consumer = consumer }
+        init(consumer: KafkaConsumer, logger: Logger) {
+            self.consumer = consumer
+            self.logger = logger
+        }
 
         /// The next status that decodes (anything else on the topic is
-        /// skipped), or nil once the feed is stopped or the task cancelled.
+        /// skipped with a warning that says where and why), or nil once the
+        /// feed is stopped or the task cancelled.
         public mutating func next() async -> TransferStatus? {
             let consumer = self.consumer
             let decoder = self.decoder
+            let logger = self.logger
             return await withTaskCancellationHandler {
                 var messages = consumer.makeAsyncIterator()
                 while !Task.isCancelled, let message = await messages.next() {
-                    if let status = try? decoder.decode(TransferStatus.self, from: Data(message.value)) { return status }
+                    do {
+                        return try decoder.decode(TransferStatus.self, from: Data(message.value))
+                    } catch {
+                        logger.warning("skipped a message that is not a status: \(message.topic)[\(message.partition)] at offset \(message.offset): \(DecodingProblem.describe(error))")
+                    }
                 }
                 return nil
             } onCancel: {

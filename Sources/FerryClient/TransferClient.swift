@@ -175,7 +175,7 @@ public final class TransferClient: Sendable {
         let consumer = fromBeginning
             ? try await KafkaConsumer.replaying(topic: topics.status, configuration: kafka, logger: logger).consumer
             : try await KafkaConsumer.tailing(topic: topics.status, configuration: kafka, logger: logger)
-        return StatusFeed(consumer: consumer)
+        return StatusFeed(consumer: consumer, logger: logger)
     }
 
     private static func statuses(of id: String, from consumer: KafkaConsumer, first: TransferStatus? = nil) -> AsyncStream<TransferStatus> {

@@ -204,7 +204,14 @@ import Testing
             try await Kcat(bootstrapServers: bootstrap).produceMany(topic: "ferry.status", statuses)
             let shown = await eventually(timeout: 60) { watch.log.components(separatedBy: "flood-").count - 1 == 2000 * (batch + 1) }
             try #require(shown, "batch \(batch): \(watch.log.components(separatedBy: "flood-").count - 1) lines")
-            if batch == 0 { base = rssMiB() }
+            if batch == 0 {
+                base = rssMiB()
+                // What is not a status is skipped, and said so.
+                try await Kcat(bootstrapServers: bootstrap).produceMany(topic: "ferry.status", [(key: "junk", value: "{\"id\": 7}")])
+                try #require(await eventually(timeout: 20) { watch.log.contains("skipped a message that is not a status: ferry.status[") },
+                             "\(watch.log.suffix(1000))")
+                #expect(watch.log.contains("wrong type for 'id' (expected a string)"), "\(watch.log.suffix(1000))")
+            }
         }
         // 8,000 statuses of 5 KB after the first 2,000: 40 MB if they were kept.
         let grown = rssMiB() - base
