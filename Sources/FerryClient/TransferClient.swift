@@ -127,13 +127,31 @@ public final class TransferClient: Sendable {
     /// `<prefix>.status` (a table keyed by transfer id), newest first;
     /// `states` keeps only those (e.g. `[.running, .paused]`).
     public func list(states: Set<TransferStatus.State>? = nil, timeout: Double = 30) async throws(KafkaError) -> [TransferStatus] {
-        let messages = try await KafkaConsumer.snapshot(topic: topics.status, configuration: kafka, timeout: timeout, logger: logger)
+        // Statuses are keyed by transfer id, and one key's statuses share a partition, in order: the
+        // last message read of a key is its latest. The topic is folded by key as it is read (decoding
+        // there would slow the read into pauses), so what is held is a message per transfer.
+        var latestByKey: [[UInt8]: KafkaMessage] = [:]
+        var unkeyed: [KafkaMessage] = []
+        try await KafkaConsumer.scan(topic: topics.status, configuration: kafka, timeout: timeout, logger: logger) { message in
+            if let key = message.key { latestByKey[key] = message } else { unkeyed.append(message) }
+        }
         let decoder = JSONDecoder()
         var latest: [String: TransferStatus] = [:]
-        // One id's statuses share a partition, in order: the last one read is its latest.
-        for message in messages {
-            guard let status = try? decoder.decode(TransferStatus.self, from: Data(message.value)) else { continue }
-            latest[status.id] = status
+        var skipped = 0
+        var firstSkipped: String?
+        for message in (Array(latestByKey.values) + unkeyed).sorted(by: { ($0.partition, $0.offset) < ($1.partition, $1.offset) }) {
+            do {
+                let status = try decoder.decode(TransferStatus.self, from: Data(message.value))
+                latest[status.id] = status
+            } catch {
+                skipped += 1
+                if firstSkipped == nil {
+                    firstSkipped = "\(message.topic)[\(message.partition)] at offset \(message.offset): \(DecodingProblem.describe(error))"
+                }
+            }
+        }
+        if let firstSkipped {
+            logger.warning("skipped \(skipped) message(s) that are not statuses; the first: \(firstSkipped)")
         }
         return latest.values.filter { states?.contains($0.state) ?? true }.sorted { $0.time > $1.time }
     }

@@ -311,8 +311,12 @@ import Testing
             let json = String(decoding: try JSONSerialization.data(withJSONObject: status), as: UTF8.self)
             messages.append((key: "t-\(index)", value: json))
         }
-        try await Kcat(bootstrapServers: bootstrap).produceMany(topic: "ferry.status", messages)
-        let list = try await runChecked(ferry, ["transfers", "--bootstrap-servers", bootstrap])
+        try await Kcat(bootstrapServers: bootstrap).produceMany(topic: "ferry.status", messages + [(key: "junk", value: "{\"id\": 7}")])
+        let listed = try await runCommand(ferry, ["transfers", "--bootstrap-servers", bootstrap])
+        let list = listed.stdout
+        // What is not a status is counted and the first one named, on standard error.
+        #expect(listed.status == 0 && listed.stderr.contains("skipped 1 message(s) that are not statuses; the first: ferry.status[0] at offset 30: "
+                                                            + "wrong type for 'id' (expected a string)"), "\(listed.stderr)")
         // Exit 1: the transfer failed; the line is what matters.
         let one = try await runCommand(ferry, ["status", "t-1", "--bootstrap-servers", bootstrap]).stdout
         #expect(list.contains("30 transfer(s)"), "\(list)")
