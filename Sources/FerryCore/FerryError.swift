@@ -16,6 +16,17 @@ public struct FerryError: Error, Sendable, Hashable, Codable, CustomStringConver
     /// even a refusal or a 503, is not this.
     public var isNoAnswer: Bool { code == .connectionError || code == .credentialsUnavailable }
 
+    /// The failure is an upload source's (an `https://` source the worker
+    /// fetches), not the store's: it says nothing of the store's health. Not
+    /// encoded: statuses and DLQ records carry the code and the message.
+    public var isSourceFailure = false
+
+    /// The store gave no answer: what outage checks act on. A source that
+    /// gives none is the transfer's own failure, retried and reported as such.
+    public var isStoreNoAnswer: Bool { isNoAnswer && !isSourceFailure }
+
+    private enum CodingKeys: String, CodingKey { case code, message }
+
     /// Stable error codes. Names follow S3's where one exists.
     public struct Code: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
         public var rawValue: String

@@ -1,7 +1,8 @@
 import FerryCore
 
 /// Says whether the object store is down, after a request got no answer
-/// (`FerryError.isNoAnswer`). The engine asks before it retries such a request:
+/// (`FerryError.isStoreNoAnswer`; a source that gives none is not asked about).
+/// The engine asks before it retries such a request:
 /// retries into a store that is down only wait out more cut-offs. The worker's
 /// `StorageGate` and `ferry cp --recursive`'s `StorageBreaker` answer it.
 public protocol OutageCheck: Sendable {

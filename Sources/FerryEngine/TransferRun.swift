@@ -71,7 +71,7 @@ struct TransferRun: Sendable {
                 Counter(label: "ferry_retries_total", dimensions: [("operation", operation), ("code", error.code.rawValue)]).increment()
             }, stopsRetrying: { [outageCheck] error in
                 // A store that is down: no retry into it (each could wait out the low-speed cut-off).
-                guard error.isNoAnswer, let outageCheck else { return false }
+                guard error.isStoreNoAnswer, let outageCheck else { return false }
                 return await outageCheck.confirmsOutage(error)
             }) { () async throws(FerryError) -> T in
                 while true {

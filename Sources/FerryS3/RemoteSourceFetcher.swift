@@ -15,7 +15,19 @@ public final class RemoteSourceFetcher: Sendable {
     }
 
     /// Writes the body into `descriptor` from offset 0; returns its length.
+    /// Its failures are marked as the source's (`FerryError.isSourceFailure`):
+    /// a source that does not answer is no sign that the store is down.
     public func fetch(_ url: String, into descriptor: Int32, progress: TransferMeter?) async throws(FerryError) -> Int64 {
+        do throws(FerryError) {
+            return try await fetchFollowingRedirects(url, into: descriptor, progress: progress)
+        } catch {
+            var failure = error
+            failure.isSourceFailure = true
+            throw failure
+        }
+    }
+
+    private func fetchFollowingRedirects(_ url: String, into descriptor: Int32, progress: TransferMeter?) async throws(FerryError) -> Int64 {
         var current = url
         for _ in 0...policy.maxRedirects {
             if let refusal = policy.refusal(of: current, what: "source") { throw refusal }

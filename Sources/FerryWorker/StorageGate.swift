@@ -74,7 +74,7 @@ final class StorageGate: OutageCheck {
     /// answer (the transfer should wait for it), false when it does (the
     /// failure is the transfer's own and is reported).
     func confirmsOutage(_ error: FerryError) async -> Bool {
-        guard error.isNoAnswer else { return false }  // an answer: the transfer's own failure
+        guard error.isStoreNoAnswer else { return false }  // an answer, or a source's silence: the transfer's own failure
         let failed = ContinuousClock.now
         let reuse = probeReuseSeconds
         if let last = state.withLock({ $0.lastProbe }), !last.reachable, last.at.duration(to: failed) < .seconds(reuse) { return true }

@@ -45,7 +45,7 @@ final class StorageBreaker: OutageCheck {
     /// engine asks it too, before it retries a copy's request that got no answer.
     func confirmsOutage(_ error: FerryError) async -> Bool {
         guard reason == nil else { return true }
-        guard error.isNoAnswer else { return false }
+        guard error.isStoreNoAnswer else { return false }
         let silence = await probes.run { [probe] () async -> FerryError? in
             do throws(FerryError) {
                 try await probe()

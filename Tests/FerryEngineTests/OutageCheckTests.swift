@@ -90,6 +90,46 @@ import Testing
         #expect(store.puts == 4 && asks.count.value == 0)
     }
 
+    /// An `https://` source that gives no answer is the transfer's own failure,
+    /// not the store's: retried as any failure, never asked about. It cost a
+    /// probe of the store per retry, and while the store was down too the
+    /// transfer waited for the store instead of failing for its source.
+    @Test func aSourceThatGivesNoAnswerIsNotAskedAbout() async throws {
+        let root = try TestPaths.temporaryDirectory("outage-source")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let source = try Store(.hangUp)
+        let store = try Store(.hangUp)
+        let client = S3Client(.init(endpoint: try S3Endpoint(url: store.endpoint), region: "us-east-1",
+                                    credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
+        var configuration = TransferEngine.Configuration()
+        configuration.defaults.retryPolicy = RetryPolicy(retryLimit: 3, baseDelaySeconds: 0.01, maxDelaySeconds: 0.01)
+        var policy = RemoteSourcePolicy()
+        policy.schemes = ["http", "https"]
+        policy.allowedRanges = [try AddressRange("127.0.0.0/8")]
+        configuration.remoteSources = RemoteSourceFetcher(policy: policy)
+        let engine = TransferEngine(store: client, dataRoot: try DataRoot(root.path), configuration: configuration,
+                                    logger: Logger(label: "test.outage-check"))
+        let request = TransferRequest(id: "s1", op: .upload, bucket: "bkt", key: "s.bin", source: "\(source.endpoint)/file.bin")
+        // The check would say the store is down, as it is here: it is never asked.
+        let asks = Asks(answering: true)
+        var failure: FerryError?
+        do throws(FerryError) {
+            _ = try await engine.run(TransferJob(request: request, objectKey: "s.bin"), outageCheck: asks)
+        } catch {
+            failure = error
+        }
+        let error = try #require(failure)
+        #expect(error.code == .connectionError && error.isSourceFailure && !error.isStoreNoAnswer, "\(error)")
+        #expect(error.message.contains("127.0.0.1:\(source.server.port)/file.bin"), "the source is named: \(error)")
+        #expect(source.requests == ["GET", "GET", "GET", "GET"] && asks.count.value == 0 && store.requests.isEmpty,
+                "source \(source.requests), store \(store.requests), \(asks.count.value) asks")
+        // Not carried by what is published: a status or DLQ record has the code and the message only.
+        let encoded = try JSONEncoder().encode(error)
+        let decoded = try JSONDecoder().decode(FerryError.self, from: encoded)
+        let keys = try #require(try JSONSerialization.jsonObject(with: encoded) as? [String: Any]).keys.sorted()
+        #expect(decoded == FerryError(error.code, error.message) && keys == ["code", "message"], "\(keys)")
+    }
+
     /// A store that takes the connection and never answers: the probe gives
     /// up at its time limit (10 s), where a request waits out the low-speed cut-off (30 s).
     @Test func theProbeOfASilentStoreEndsAtItsTimeLimit() async throws {

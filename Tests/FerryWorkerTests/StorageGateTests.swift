@@ -37,6 +37,10 @@ import Testing
         for code in [FerryError.Code.accessDenied, .noSuchKey, .slowDown, .storageError, .badDigest, .timedOut, .cancelled] {
             #expect(await !gate.confirmsOutage(FerryError(code, "x")), "\(code)")
         }
+        // So is an upload source that gives no answer: it says nothing of the store.
+        var source = Self.refused
+        source.isSourceFailure = true
+        #expect(await !gate.confirmsOutage(source))
         #expect(store.probes.load(ordering: .relaxed) == 0)
         #expect(gate.isReachable)
         #expect(await gate.confirmsOutage(Self.refused))
