@@ -26,14 +26,24 @@ final class PartitionLanes: Sendable {
         /// Whether `message` was being handled when a worker stopped (it then runs alone, by itself).
         func isSuspect(_ message: KafkaMessage) async -> Bool { await starts.prior(message) > 0 }
 
-        /// The crash-loop breaker's decision for `messages` (the next ones of
-        /// this lane, in order); unless quarantined, their starts are recorded
-        /// in Kafka before it returns. The caller holds `IsolationGate.process`
-        /// (alone when one is a suspect) from before this until they are settled.
-        func admit(_ messages: [KafkaMessage]) async -> LaneStarts.Admission {
-            guard let first = messages.first else { return .run }
+        /// Handles `messages` (the next ones of this lane, in order) under the
+        /// crash-loop breaker, inside `IsolationGate.process` until they are
+        /// settled: alone when `alone` (a suspect among them), after every
+        /// breaker's records are brought up to date. Their starts are recorded
+        /// in Kafka before `run`; a message started `maxStarts` times without
+        /// an outcome goes to `quarantined` (with that count) instead. False
+        /// when the partition left meanwhile, else what the chosen body says.
+        func guarded(_ messages: [KafkaMessage], alone: Bool, run: () async -> Bool,
+                     quarantined: (_ starts: Int) async -> Bool) async -> Bool {
+            await IsolationGate.process.enter(exclusive: alone)
+            defer { IsolationGate.process.leave(exclusive: alone) }
+            guard !isRevoked, let first = messages.first else { return false }
+            if alone { await IsolationGate.process.settleAll() }
             state.position.store(first.offset, ordering: .relaxed)
-            return await starts.admit(messages, position: first.offset)
+            switch await starts.admit(messages, position: first.offset) {
+            case .quarantine(let count): return await quarantined(count)
+            case .run: return await run()
+            }
         }
 
         /// Everything up to and including `message` is handled (committable).

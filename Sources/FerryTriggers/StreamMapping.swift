@@ -71,19 +71,14 @@ final class StreamMapping: Sendable {
     /// starts recorded in Kafka first; a record started `maxStarts` times
     /// without an outcome is not invoked but sent to the failure destination.
     private func handleGuarded(_ messages: [KafkaMessage], lane: PartitionLanes.Lane, alone: Bool) async -> Bool {
-        await IsolationGate.process.enter(exclusive: alone)
-        defer { IsolationGate.process.leave(exclusive: alone) }
-        guard !lane.isRevoked else { return false }
-        if alone { await IsolationGate.process.settleAll() }
-        switch await lane.admit(messages) {
-        case .quarantine(let starts):
+        await lane.guarded(messages, alone: alone) {
+            await handle(messages)
+        } quarantined: { starts in
             logger.error("stream record not invoked: \(WorkerCrashed(starts: starts)); sent to \(destination)",
                          metadata: ["partition": "\(messages[0].partition)", "offset": "\(messages[0].offset)"])
             let failure = StreamFailureRecord(trigger: trigger.name, condition: "WorkerCrashed", invokeCount: starts,
                                               items: [], messages: messages, error: WorkerCrashed(starts: starts))
             return await services.deadLetter(failure, topic: destination, key: messages[0].key)
-        case .run:
-            return await handle(messages)
         }
     }
 

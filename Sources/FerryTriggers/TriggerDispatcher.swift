@@ -66,13 +66,9 @@ public final class TriggerDispatcher: Sendable {
     /// was being handled when a worker stopped runs alone in the process; one
     /// that was, `maxStarts` times, is not invoked but dead-lettered.
     private func dispatchGuarded(_ message: KafkaMessage, lane: PartitionLanes.Lane) async -> Bool {
-        let alone = await lane.isSuspect(message)
-        await IsolationGate.process.enter(exclusive: alone)
-        defer { IsolationGate.process.leave(exclusive: alone) }
-        guard !lane.isRevoked else { return false }
-        if alone { await IsolationGate.process.settleAll() }
-        switch await lane.admit([message]) {
-        case .quarantine(let starts):
+        await lane.guarded([message], alone: await lane.isSuspect(message)) {
+            await dispatch(message)
+        } quarantined: { starts in
             logger.error("event not invoked: \(WorkerCrashed(starts: starts)); sent to \(services.topics.triggersDLQ)",
                          metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
             let event = try? JSONDecoder().decode(S3Event.self, from: Data(message.value))
@@ -81,8 +77,6 @@ public final class TriggerDispatcher: Sendable {
                                                               payload: event.map { .s3($0) } ?? .raw(String(decoding: message.value, as: UTF8.self)),
                                                               error: WorkerCrashed(starts: starts)),
                                              topic: services.topics.triggersDLQ, key: message.key)
-        case .run:
-            return await dispatch(message)
         }
     }
 
