@@ -15,6 +15,7 @@ public enum RequestDecoder {
 
     public static func decode(_ bytes: [UInt8]) -> Result<TransferRequest, Failure> {
         if let tooLarge = sizeFailure(bytes) { return .failure(tooLarge) }
+        if let unclear = strictnessFailure(bytes) { return .failure(unclear) }
         let data = Data(bytes)
         return decodeTransfer(data, loose: try? JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
@@ -24,6 +25,24 @@ public enum RequestDecoder {
         guard bytes.count > RequestLimits.maxMessageBytes else { return nil }
         return Failure(error: FerryError(.requestTooLarge, "request is \(bytes.count) bytes; the limit is \(RequestLimits.maxMessageBytes)"),
                        id: nil, op: nil)
+    }
+
+    /// A message that is not strict JSON (see `StrictJSON`), refused before any
+    /// reader picks a meaning for it. Its id and op are reported when the text
+    /// names each once.
+    static func strictnessFailure(_ bytes: [UInt8]) -> Failure? {
+        guard let problem = StrictJSON.check(bytes) else { return nil }
+        let error = problem.kind == .duplicateName
+            ? FerryError(.invalidRequest, "\(problem); JSON readers differ on which value counts, so the request is refused")
+            : FerryError(.malformedRequest, problem.refusing("message"))
+        let members = StrictJSON.members(of: bytes) ?? []
+        func once(_ name: String) -> String? {
+            let found = members.filter { $0.name == name }
+            return found.count == 1 ? StrictJSON.string(in: bytes, at: found[0].value) : nil
+        }
+        let id = once("id").flatMap { isValidId($0) ? $0 : nil }
+        let op = once("op").flatMap { TransferOperation(rawValue: $0) != nil || ItemOperation(rawValue: $0) != nil ? $0 : nil }
+        return Failure(error: error, id: id, op: op)
     }
 
     /// The transfer request in `data`, already parsed loosely (`loose`, nil when not a JSON object).

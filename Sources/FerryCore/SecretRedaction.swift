@@ -10,26 +10,41 @@ public enum SecretRedaction {
 
     /// The message with the values of `auth` and secret headers replaced by the
     /// placeholder, every other byte unchanged; and the names of the redacted
-    /// fields. A message that is not a JSON object is returned as it is.
+    /// fields. Every occurrence counts: a message that names `auth` twice has
+    /// two tokens, and readers differ on which they take. A message that is
+    /// not a JSON object is returned as it is.
     public static func redact(_ message: [UInt8]) -> (bytes: [UInt8], fields: [String]) {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(message)) as? [String: Any] else { return (message, []) }
-        var secrets: [(String, String)] = []
-        if let token = object["auth"] as? String, !token.isEmpty { secrets.append(("auth", token)) }
-        if let headers = object["headers"] as? [String: Any] {
-            for (name, value) in headers where secretHeaders.contains(name.lowercased()) {
-                if let value = value as? String, !value.isEmpty { secrets.append(("headers.\(name)", value)) }
+        guard let members = StrictJSON.members(of: message) else { return (message, []) }
+        var secrets: [(field: String, range: Range<Int>, value: String)] = []
+        for member in members {
+            if member.name == "auth" {
+                if let token = StrictJSON.string(in: message, at: member.value), !token.isEmpty {
+                    secrets.append(("auth", member.value, token))
+                }
+            } else if member.name == "headers", let headers = StrictJSON.members(of: message, in: member.value) {
+                for header in headers where secretHeaders.contains(header.name.lowercased()) {
+                    if let value = StrictJSON.string(in: message, at: header.value), !value.isEmpty {
+                        secrets.append(("headers.\(header.name)", header.value, value))
+                    }
+                }
             }
         }
         guard !secrets.isEmpty else { return (message, []) }
-        var text = String(decoding: message, as: UTF8.self)
-        for (_, value) in secrets {
-            // The value as JSON writes it (escaped), inside its quotes.
-            let encoded = String(decoding: (try? JSONEncoder().encode(value)) ?? Data(), as: UTF8.self)
-            text = text.replacingOccurrences(of: encoded, with: "\"\(placeholder)\"")
-            let unescaped = "\"\(value)\""
-            text = text.replacingOccurrences(of: unescaped, with: "\"\(placeholder)\"")
+        // Each value where it stands (from the end, so earlier ranges hold)…
+        var bytes = message
+        let quoted = Array("\"\(placeholder)\"".utf8)
+        for secret in secrets.sorted(by: { $0.range.lowerBound > $1.range.lowerBound }) {
+            bytes.replaceSubrange(secret.range, with: quoted)
         }
-        return (Array(text.utf8), secrets.map(\.0))
+        // …and wherever else the same secret is quoted (copied into another field).
+        var text = String(decoding: bytes, as: UTF8.self)
+        for secret in secrets {
+            let encoded = String(decoding: (try? JSONEncoder().encode(secret.value)) ?? Data(), as: UTF8.self)
+            text = text.replacingOccurrences(of: encoded, with: "\"\(placeholder)\"")
+            text = text.replacingOccurrences(of: "\"\(secret.value)\"", with: "\"\(placeholder)\"")
+        }
+        var named = Set<String>()
+        return (Array(text.utf8), secrets.map(\.field).filter { named.insert($0).inserted })
     }
 
     /// Whether a file holding secrets can be read by its group or others.

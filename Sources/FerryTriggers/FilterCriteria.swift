@@ -18,6 +18,10 @@ public struct FilterCriteria: Sendable {
         self.sources = patterns
         var parsed: [FilterPattern] = []
         for text in patterns {
+            // A field given twice would leave which matcher counts to the reader.
+            if let problem = StrictJSON.check(Array(text.utf8)) {
+                throw TriggerRegistrationError(problem.refusing("filter pattern \(text)"))
+            }
             guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
                 throw TriggerRegistrationError("filter pattern is not a JSON object: \(text)")
             }

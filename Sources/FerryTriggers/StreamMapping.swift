@@ -100,10 +100,14 @@ final class StreamMapping: Sendable {
             // Filters see the record's JSON as it arrived, as Lambda's do; one it
             // drops is not decoded. (JSON that does not parse fails below.)
             let value = Data(message.value), filters = trigger.mapping.filterCriteria
-            if !filters.isEmpty, let json = try? JSONSerialization.jsonObject(with: value), !filters.matches(json: json) {
+            // Held to StrictJSON before either reads it: the filter's reader keeps
+            // a repeated name's last value and the decoder its first.
+            let problem = StrictJSON.check(message.value)
+            if problem == nil, !filters.isEmpty, let json = try? JSONSerialization.jsonObject(with: value), !filters.matches(json: json) {
                 continue
             }
             do {
+                if let problem { throw problem }
                 let record = try JSONDecoder().decode(DynamoDBEvent.Record.self, from: value)
                 guard record.tableName == trigger.table else { continue }  // an unkeyed record of another table
                 var projected = record

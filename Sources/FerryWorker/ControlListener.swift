@@ -64,6 +64,12 @@ final class ControlListener: Sendable {
     }
 
     func apply(_ message: KafkaMessage, live: Bool) async {
+        // A name given twice could steer one transfer for whoever checked the other.
+        if let problem = StrictJSON.check(message.value) {
+            logger.warning("ignoring control message: \(problem)",
+                           metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
+            return
+        }
         guard let command = try? JSONDecoder().decode(ControlMessage.self, from: Data(message.value)) else {
             logger.warning("ignoring undecodable control message",
                            metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])

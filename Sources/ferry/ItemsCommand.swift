@@ -63,6 +63,8 @@ struct ItemsCommand: AsyncParsableCommand {
 
     static func attributes(_ json: String, option: String) throws -> AttributeMap {
         let parsed: Any
+        // Held to what the worker takes: a name given twice is refused there too.
+        if let problem = StrictJSON.check(Array(json.utf8)) { throw ValidationError(problem.refusing(option)) }
         do {
             parsed = try JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed])
         } catch {
@@ -107,8 +109,10 @@ struct ItemsCommand: AsyncParsableCommand {
         @Option(help: "The item, plain JSON.") var item: String
 
         func run() async throws {
+            // Bad input is refused before Kafka is touched.
+            let attributes = try ItemsCommand.attributes(item, option: "--item")
             let client = try ItemsCommand.client(kafka, log)
-            let id = try await client.putItem(try ItemsCommand.attributes(item, option: "--item"), into: try write.definition(),
+            let id = try await client.putItem(attributes, into: try write.definition(),
                                               id: write.requestId, accessLevel: try write.level(),
                                               identityId: write.identityId, auth: write.authToken)
             try await ItemsCommand.finish(id, client: client, write: write)
@@ -125,9 +129,10 @@ struct ItemsCommand: AsyncParsableCommand {
         @Option(parsing: .singleValue, help: "An attribute to remove (repeatable).") var remove: [String] = []
 
         func run() async throws {
+            let keyAttributes = try ItemsCommand.attributes(key, option: "--key")
+            let setAttributes = try set.map { try ItemsCommand.attributes($0, option: "--set") } ?? [:]
             let client = try ItemsCommand.client(kafka, log)
-            let id = try await client.updateItem(key: try ItemsCommand.attributes(key, option: "--key"), in: try write.definition(),
-                                                 set: try set.map { try ItemsCommand.attributes($0, option: "--set") } ?? [:], remove: remove,
+            let id = try await client.updateItem(key: keyAttributes, in: try write.definition(), set: setAttributes, remove: remove,
                                                  id: write.requestId, accessLevel: try write.level(),
                                                  identityId: write.identityId, auth: write.authToken)
             try await ItemsCommand.finish(id, client: client, write: write)
@@ -142,8 +147,9 @@ struct ItemsCommand: AsyncParsableCommand {
         @Option(help: "The key attributes, JSON.") var key: String
 
         func run() async throws {
+            let keyAttributes = try ItemsCommand.attributes(key, option: "--key")
             let client = try ItemsCommand.client(kafka, log)
-            let id = try await client.deleteItem(key: try ItemsCommand.attributes(key, option: "--key"), from: try write.definition(),
+            let id = try await client.deleteItem(key: keyAttributes, from: try write.definition(),
                                                  id: write.requestId, accessLevel: try write.level(),
                                                  identityId: write.identityId, auth: write.authToken)
             try await ItemsCommand.finish(id, client: client, write: write)

@@ -75,6 +75,8 @@ struct TriggersTestCommand: AsyncParsableCommand {
         let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: root.path), region: "us-east-1")
         let registry = try TriggerSetup.registry(environment: environment)
         let data = try CommandLineFile.data(event, "the event file")
+        // A worker refuses an event that names a member twice (or is no JSON); so does the test.
+        if let problem = StrictJSON.check(Array(data)) { throw ValidationError(problem.refusing(event)) }
         let recorded = RecordedTransfers()
         func context(timeout: Double, triggersCaller: @escaping @Sendable (String, String, String) -> Bool) -> TriggerContext {
             .local(handlerName: name, environment: environment, recorder: recorded, timeout: timeout,

@@ -232,6 +232,43 @@ import Testing
         #expect(Set(fields) == ["auth", "headers.x-amz-server-side-encryption-customer-key"])
     }
 
+    /// A name given twice has two values, and readers differ on which they take:
+    /// each is a secret. (Redaction read the last only, so the first, the one
+    /// Ferry's decoder used, went into the DLQ as it was.)
+    @Test func everyCopyOfASecretIsRedacted() throws {
+        let seed = FuzzReplay.seed
+        var rng = HostileInput.rng(seed: seed)
+        let names = ["x-amz-server-side-encryption-customer-key", "X-Amz-Server-Side-Encryption-Customer-Key",
+                     "x-amz-copy-source-server-side-encryption-customer-key", "cache-control"]
+        for round in 0..<500 {
+            var secrets: [String] = []
+            func secret() -> String {
+                let value = "s\(round)-\(secrets.count)-" + String((0..<8).map { _ in "abcXYZ019+/=".randomElement(using: &rng)! })
+                secrets.append(value)
+                return value
+            }
+            var members = [#""id":"r\#(round)""#, #""op":"upload""#, #""bucket":"b""#, #""key":"k""#]
+            for _ in 0..<Int.random(in: 1...3, using: &rng) { members.append(#""auth":"\#(secret())""#) }
+            for _ in 0..<Int.random(in: 0...3, using: &rng) {
+                var headers: [String] = []
+                for _ in 0..<Int.random(in: 1...3, using: &rng) {
+                    let name = names.randomElement(using: &rng)!
+                    headers.append(#""\#(name)":"\#(name == "cache-control" ? "no-cache" : secret())""#)
+                }
+                members.append(#""headers":{"# + headers.joined(separator: " , ") + "}")
+            }
+            members.shuffle(using: &rng)
+            let message = "{" + members.joined(separator: Bool.random(using: &rng) ? "," : ", ") + (Bool.random(using: &rng) ? ",}" : "}")
+            let (bytes, fields) = SecretRedaction.redact(Array(message.utf8))
+            let text = String(decoding: bytes, as: UTF8.self)
+            for value in secrets {
+                #expect(!text.contains(value), "seed \(seed) round \(round): \(value) left in \(text)")
+            }
+            #expect(fields.contains("auth") && Set(fields).count == fields.count)
+            #expect(text.contains("no-cache") == message.contains("no-cache"))
+        }
+    }
+
     @Test func messagesWithoutSecretsStayByteIdentical() {
         for message in ["{", "not json", #"{"id":"a","op":"delete","bucket":"b","key":"k"}"#] {
             let (bytes, fields) = SecretRedaction.redact(Array(message.utf8))

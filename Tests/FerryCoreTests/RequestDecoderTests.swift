@@ -1,4 +1,5 @@
 import FerryCore
+import FerryTestSupport
 import Foundation
 import Testing
 
@@ -62,6 +63,77 @@ import Testing
             Issue.record("a copy without a source was accepted"); return
         }
         #expect(failure.op == "copy", "a known op still names the rejected request's op")
+    }
+
+    /// No request that names a member twice is taken, whichever member, in
+    /// whichever object, however the second name is spelled: readers differ
+    /// on which value counts (a gateway may have checked the other one).
+    @Test func aRequestThatNamesAMemberTwiceIsRefused() throws {
+        typealias Member = (name: String, value: String, other: String)
+        let objects: [String: [Member]] = [
+            "": [("id", #""dup-0""#, #""dup-1""#), ("op", #""upload""#, #""delete""#), ("bucket", #""photos""#, #""victims""#),
+                 ("key", #""cats/tom.jpg""#, #""../../x""#), ("source", #""file:///data/a.jpg""#, #""file:///etc/passwd""#),
+                 ("accessLevel", #""private""#, #""guest""#), ("identityId", #""bob""#, #""alice""#),
+                 ("auth", #""tok.en.sig""#, #""other.tok.en""#), ("unknownField", "42", "43")],
+            "metadata": [("camera", #""x100""#, #""y""#), ("owner", #""bob""#, #""alice""#)],
+            "headers": [("cache-control", #""no-cache""#, #""max-age=1""#)],
+            "options": [("retryLimit", "2", "0"), ("partSizeBytes", "8388608", "5242880")],
+        ]
+        func text(_ members: [Member], _ extra: (index: Int, text: String)? = nil) -> String {
+            var parts = members.map { "\"\($0.name)\":\($0.value)" }
+            if let extra { parts.insert(extra.text, at: extra.index) }
+            return "{" + parts.joined(separator: ",") + "}"
+        }
+        func request(_ duplicate: (object: String, text: String, index: Int)? = nil) -> String {
+            var members = objects[""]!
+            for nested in ["metadata", "headers", "options"] {
+                let inner = duplicate?.object == nested ? (duplicate!.index, duplicate!.text) : nil
+                members.append((nested, text(objects[nested]!, inner), ""))
+            }
+            return text(members, duplicate?.object == "" ? (duplicate!.index, duplicate!.text) : nil)
+        }
+        #expect((try? decode(request()).get()) != nil, "the request without a repeat is valid")
+        let seed = FuzzReplay.seed
+        var rng = HostileInput.rng(seed: seed)
+        for round in 0..<1500 {
+            let object = objects.keys.sorted().randomElement(using: &rng)!
+            let member = objects[object]!.randomElement(using: &rng)!
+            // The name as written, or with one character as a \u escape (which reads the same).
+            var name = member.name
+            if Bool.random(using: &rng) {
+                let scalars = Array(name.unicodeScalars)
+                let at = Int.random(in: 0..<scalars.count, using: &rng)
+                name = String(String.UnicodeScalarView(scalars[..<at])) + String(format: "\\u%04x", scalars[at].value)
+                    + String(String.UnicodeScalarView(scalars[(at + 1)...]))
+            }
+            let value = Bool.random(using: &rng) ? member.other : member.value
+            let count = objects[object]!.count + (object.isEmpty ? 3 : 0)
+            let text = request((object, "\"\(name)\":\(value)", Int.random(in: 0...count, using: &rng)))
+            guard case .failure(let failure) = decode(text) else {
+                Issue.record("seed \(seed) round \(round): taken: \(text)")
+                continue
+            }
+            let path = object.isEmpty ? member.name : "\(object).\(member.name)"
+            #expect(failure.error.code == .invalidRequest && failure.error.message.contains("'\(path)' appears more than once"),
+                    "seed \(seed) round \(round): \(failure.error) for \(text)")
+            // The rejection names the request only when the text names it once.
+            #expect(failure.id == (path == "id" ? nil : "dup-0"))
+        }
+    }
+
+    @Test func aTrailingCommaIsRefusedAndTheRequestNamed() {
+        guard case .failure(let failure) = decode(#"{"id":"tc-1","op":"delete","bucket":"bkt","key":"k",}"#) else {
+            Issue.record("a trailing comma was taken"); return
+        }
+        #expect(failure.error.code == .malformedRequest)
+        #expect(failure.error.message == "message is not valid JSON: a comma before '}' at byte 51")
+        #expect(failure.id == "tc-1" && failure.op == "delete")
+        // Item requests come through the same door.
+        guard case .failure(let item) = RequestDecoder.decodeAny(Array(#"{"id":"i-1","op":"putItem","table":"posts","item":{"id":"p","id":"q"}}"#.utf8)) else {
+            Issue.record("an item that names a member twice was taken"); return
+        }
+        #expect(item.error.code == .invalidRequest && item.error.message.contains("member 'item.id' appears more than once"))
+        #expect(item.id == "i-1" && item.op == "putItem")
     }
 
     @Test func idLimits() {

@@ -88,4 +88,24 @@ import Testing
     func whatIsNotANotificationIsRefused(payload: String) {
         #expect(throws: FerryError.self) { try decode(payload) }
     }
+
+    /// A notification that names a member twice, at any level or inside an
+    /// SNS `Message` or SQS `body`, is refused with where: which key or
+    /// bucket it announces depends on the reader.
+    @Test func aNotificationThatNamesAMemberTwiceIsRefused() throws {
+        let good = Self.aws
+        #expect(throws: Never.self) { try decode(good) }
+        let twice = good.replacingOccurrences(of: #""key":"#, with: #""key":"private/alice/x","key":"#)
+        #expect(twice != good)
+        #expect(throws: FerryError.self) { try decode(twice) }
+        do { _ = try decode(twice) } catch {
+            #expect((error as? FerryError)?.message.contains("member 'Records[0].s3.object.key' appears more than once") == true, "\(error)")
+        }
+        let sns = String(decoding: try JSONSerialization.data(withJSONObject: ["Type": "Notification", "Message": twice]), as: UTF8.self)
+        do { _ = try decode(sns); Issue.record("an SNS Message with a repeat was taken") } catch {
+            #expect((error as? FerryError)?.message.hasPrefix("an SNS Message: member 'Records[0].s3.object.key'") == true, "\(error)")
+        }
+        let sqs = String(decoding: try JSONSerialization.data(withJSONObject: ["Records": [["body": twice]]]), as: UTF8.self)
+        #expect(throws: FerryError.self) { try decode(sqs) }
+    }
 }

@@ -55,6 +55,11 @@ import Testing
         (["enqueue", "delete", "--bucket", "b", "--key", "k", "--bootstrap-servers", "x", "--metadata", "bad"], "NAME=VALUE"),
         (["items", "put", "--table", "posts:id", "--bootstrap-servers", "x", "--item", #"{"id":"p","n":1e999}"#],
          "--item is not valid JSON: Number 1e999 is not representable"),
+        // Held to what a worker takes (StrictJSON): a name given twice, a trailing comma.
+        (["items", "put", "--table", "posts:id", "--bootstrap-servers", "x", "--item", #"{"id":"p","id":"q"}"#],
+         "--item: member 'id' appears more than once in its object (at byte 10)"),
+        (["items", "put", "--table", "posts:id", "--bootstrap-servers", "x", "--item", #"{"id":"p",}"#],
+         "--item is not valid JSON: a comma before '}' at byte 9"),
         (["cancel", "bad id!", "--bootstrap-servers", "x"], "'bad id!' is no transfer id"),
         (["pause", String(repeating: "i", count: 129), "--bootstrap-servers", "x"], "is no transfer id"),
         (["status", "a/b", "--bootstrap-servers", "x"], "'a/b' is no transfer id"),
@@ -82,6 +87,17 @@ import Testing
         let result = try await runCommand(ferry, arguments, environment: credentials)
         #expect(result.status == 64, "\(arguments): exit \(result.status)")
         #expect(result.stderr.contains(reason), "\(arguments): \(result.stderr)")
+    }
+
+    /// `ferry triggers test` refuses an event a worker would refuse: one that names a member twice.
+    @Test func triggersTestRefusesAnEventThatNamesAMemberTwice() async throws {
+        let dir = try TestPaths.temporaryDirectory("event-twice")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("event.json")
+        try Data(#"{"Records":[{"eventName":"ObjectCreated:Put","eventName":"ObjectRemoved:Delete"}]}"#.utf8).write(to: file)
+        let result = try await runCommand(ferry, ["triggers", "test", "audit-log", "--event", file.path], environment: credentials)
+        #expect(result.status == 64, "exit \(result.status): \(result.stderr)")
+        #expect(result.stderr.contains("\(file.path): member 'Records[0].eventName' appears more than once"), "\(result.stderr)")
     }
 
     /// The README's first command: `ferry dev --demo` runs the embedded default end to end and exits 0.

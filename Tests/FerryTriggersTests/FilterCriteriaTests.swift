@@ -47,6 +47,8 @@ import Testing
         #"{"eventName":[{"prefix":1}]}"#,
         #"{"eventName":[{"wildcard":"x*"}]}"#,                         // unknown rule
         #"{"dynamodb":{"NewImage":{"size":{"N":[{"numeric":[">"]}]}}}}"#,
+        #"{"eventName":["INSERT"],"eventName":["REMOVE"]}"#,           // a field twice: which counts is the reader's guess
+        #"{"eventName":["INSERT"],}"#,
     ])
     func malformedPatternsAreRefusedAtStartUp(pattern: String) {
         #expect(throws: TriggerRegistrationError.self) { try FilterCriteria(patterns: [pattern]) }

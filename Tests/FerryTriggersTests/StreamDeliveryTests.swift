@@ -362,4 +362,21 @@ import Testing
         #expect(dlq.count == 1, "\(dlq.map(\.value))")
         #expect(dlq.first?.value.contains("UndecodableRecord") == true)
     }
+
+    /// A record that names `eventName` twice could pass the filter on one value
+    /// (its reader keeps the last) and reach the handler with the other (the
+    /// decoder keeps the first): it is dead-lettered before either reads it.
+    @Test func aRecordNamingAMemberTwiceIsNeitherFilteredNorHandled() async throws {
+        let handler = Scripted()
+        let filters = try FilterCriteria(patterns: [#"{"eventName":["INSERT"]}"#])
+        let trigger = StreamTriggerRegistration(name: "inserts", table: "objects", mapping: EventSourceMapping(filterCriteria: filters),
+                                                handler: handler)
+        let remove = String(decoding: try JSONEncoder().encode(Self.record("twice", 1, name: .remove)), as: UTF8.self)
+        #expect(remove.contains(#""eventName":"REMOVE""#))
+        let twice = remove.replacingOccurrences(of: #""eventName":"REMOVE""#, with: #""eventName":"REMOVE","eventName":"INSERT""#)
+        let dlq = try await deadLettersAfter([("objects/b/twice", twice)], trigger: trigger, handler: handler)
+        #expect(dlq.count == 1, "\(dlq.map(\.value))")
+        #expect(dlq.first?.value.contains("UndecodableRecord") == true)
+        #expect(dlq.first?.value.contains("appears more than once") == true, "\(dlq.map(\.value))")
+    }
 }

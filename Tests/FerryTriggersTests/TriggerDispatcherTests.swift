@@ -86,13 +86,16 @@ import Testing
         let handler = FlakyHandler(failures: 0)
         let trigger = S3TriggerRegistration(name: "ok", events: ["*"], handler: handler)
         let testEvent = #"{"Service":"Amazon S3","Event":"s3:TestEvent","Time":"2026-01-01T00:00:00.000Z","Bucket":"b","RequestId":"r","HostId":"h"}"#
-        let dlq = try await run([trigger], messages: ["{not json", testEvent, try json(event(key: "after"))]) {
-            handler.attempts.withLock { $0.count } >= 1 && !$0.isEmpty
+        // An event that names a member twice: readers differ on what it says.
+        let twice = try json(event(key: "twice")).replacingOccurrences(of: #""eventName":"#, with: #""eventName":"ObjectRemoved:Delete","eventName":"#)
+        let dlq = try await run([trigger], messages: ["{not json", testEvent, twice, try json(event(key: "after"))]) {
+            handler.attempts.withLock { $0.count } >= 1 && $0.count >= 2
         }
         #expect(handler.attempts.withLock { $0.count } == 1)
-        // The garbage is dead-lettered; S3's test event is skipped, not dead-lettered.
-        #expect(dlq.count == 1)
-        #expect(dlq.first?.value.contains("UndecodableEvent") == true)
+        // The garbage and the repeat are dead-lettered; S3's test event is skipped, not dead-lettered.
+        #expect(dlq.count == 2)
+        #expect(dlq.allSatisfy { $0.value.contains("UndecodableEvent") })
+        #expect(dlq.contains { $0.value.contains("member 'Records[0].eventName' appears more than once") }, "\(dlq.map(\.value))")
     }
 
     @Test func slowHandlersTimeOut() async throws {

@@ -58,10 +58,19 @@ public enum StoreNotificationDecoder {
 
     public static func decode(_ body: [UInt8]) throws(FerryError) -> [StoreNotification] {
         guard body.count <= maxBytes else { throw FerryError(.requestTooLarge, "notification is \(body.count) bytes; the limit is \(maxBytes)") }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
-            throw FerryError(.malformedRequest, "notification is not a JSON object")
+        return try decode(try strictObject(body, "notification"), depth: 0)
+    }
+
+    /// The JSON object `bytes` holds, held to `StrictJSON` first (a name given
+    /// twice would let this reader and another see different events).
+    private static func strictObject(_ bytes: [UInt8], _ what: String) throws(FerryError) -> [String: Any] {
+        if let problem = StrictJSON.check(bytes) {
+            throw FerryError(.malformedRequest, problem.refusing(what))
         }
-        return try decode(object, depth: 0)
+        guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
+            throw FerryError(.malformedRequest, "\(what) is not a JSON object")
+        }
+        return object
     }
 
     private static func decode(_ object: [String: Any], depth: Int) throws(FerryError) -> [StoreNotification] {
@@ -71,11 +80,10 @@ public enum StoreNotificationDecoder {
             if records.first.flatMap({ ($0 as? [String: Any])?["body"] }) != nil {
                 var all: [StoreNotification] = []
                 for record in records {
-                    guard let message = record as? [String: Any], let body = message["body"] as? String,
-                          let inner = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] else {
+                    guard let message = record as? [String: Any], let body = message["body"] as? String else {
                         throw FerryError(.malformedRequest, "an SQS message body is not a JSON object")
                     }
-                    all += try decode(inner, depth: depth + 1)
+                    all += try decode(try strictObject(Array(body.utf8), "an SQS message body"), depth: depth + 1)
                 }
                 return all
             }
@@ -85,11 +93,10 @@ public enum StoreNotificationDecoder {
         if let type = object["Type"] as? String {
             switch type {
             case "Notification":
-                guard let message = object["Message"] as? String,
-                      let inner = try? JSONSerialization.jsonObject(with: Data(message.utf8)) as? [String: Any] else {
+                guard let message = object["Message"] as? String else {
                     throw FerryError(.malformedRequest, "SNS notification without an S3 event in Message")
                 }
-                return try decode(inner, depth: depth + 1)
+                return try decode(try strictObject(Array(message.utf8), "an SNS Message"), depth: depth + 1)
             case "SubscriptionConfirmation", "UnsubscribeConfirmation":
                 return []
             default:

@@ -11,6 +11,7 @@ extension RequestDecoder {
     /// The JSON is parsed once, whichever kind the message is.
     public static func decodeAny(_ bytes: [UInt8]) -> Result<WorkerRequest, Failure> {
         if let tooLarge = sizeFailure(bytes) { return .failure(tooLarge) }
+        if let unclear = strictnessFailure(bytes) { return .failure(unclear) }
         let data = Data(bytes)
         let loose = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
         guard let loose, let op = loose["op"] as? String, let itemOp = ItemOperation(rawValue: op) else {
