@@ -5,8 +5,8 @@ import PropertyBased
 /// from a valid request and takes one to three mutations from a catalogue
 /// that covers every field of the request schema (wrong types, boundary and
 /// extreme numbers, odd Unicode and bytes, dot segments, traversal, FIFO and
-/// symlink tricks, SSRF sources, header injection, oversized values), or is
-/// replaced by raw bytes. A share of messages is left valid, so the suite can
+/// symlink tricks, SSRF sources, header injection, oversized values, a member
+/// named twice), or is replaced by raw bytes. A share of messages is left valid, so the suite can
 /// check that valid work interleaved with hostile work still completes.
 public struct HostileRequestGenerator {
     /// The places a generated request may name. Everything a hostile request
@@ -48,6 +48,8 @@ public struct HostileRequestGenerator {
     public let sandbox: Sandbox
     private var rng: Xoshiro
     private var counter = 0
+    /// Set by the "named twice" mutation: a member (quoted name, JSON value) the encoded text repeats.
+    private var repeated: (name: String, value: String, field: String)?
 
     public init(seed: UInt64, sandbox: Sandbox) {
         self.seed = seed
@@ -70,6 +72,7 @@ public struct HostileRequestGenerator {
             return Message(id: nil, key: randomKafkaKey(), value: bytes, isValid: false, mutations: [what])
         }
         var mutations: [String] = []
+        repeated = nil
         for _ in 0..<Int.random(in: 1...3, using: &rng) {
             mutations.append(mutate(&request))
         }
@@ -86,10 +89,21 @@ public struct HostileRequestGenerator {
             value = encode(request)
             mutations.append("\(largest.key) dropped to fit the broker")
         }
-        let carriedId = request["id"].flatMap { literal -> String? in
+        var carriedId = request["id"].flatMap { literal -> String? in
             guard literal.hasPrefix("\""), literal.hasSuffix("\"") else { return nil }
             let inner = String(literal.dropFirst().dropLast())
             return inner == id ? id : nil
+        }
+        if let repeated {
+            // First or last: readers that keep either would see the other value.
+            let member = Array("\(repeated.name):\(repeated.value)".utf8)
+            if Bool.random(using: &rng) {
+                value.insert(contentsOf: member + [UInt8(ascii: ",")], at: 1)
+            } else {
+                value.insert(contentsOf: [UInt8(ascii: ",")] + member, at: value.count - 1)
+            }
+            // An id given twice names no request.
+            if repeated.field == "id" { carriedId = nil }
         }
         return Message(id: carriedId, key: randomKafkaKey(), value: value, isValid: false, mutations: mutations)
     }
@@ -137,7 +151,7 @@ public struct HostileRequestGenerator {
     private mutating func mutate(_ fields: inout [String: String]) -> String {
         let schema = ["id", "op", "bucket", "key", "accessLevel", "identityId", "targetIdentityId", "source", "destination",
                       "contentType", "metadata", "headers", "options", "auth", "callback", "sourceAccessLevel", "sourceIdentityId", "unknown"]
-        switch Int.random(in: 0..<17, using: &rng) {
+        switch Int.random(in: 0..<18, using: &rng) {
         case 0:
             let field = schema.randomElement(using: &rng)!
             let value = HostileInput.jsonValue(&rng)
@@ -239,6 +253,21 @@ public struct HostileRequestGenerator {
             fields["op"] = HostileInput.jsonString("upload")
             fields["source"] = HostileInput.jsonString(source)
             return "claimCheck=\(source.prefix(60))"
+        case 17:
+            // A member named twice, the second spelled alike or with one character escaped.
+            let field = ["id", "op", "bucket", "key", "accessLevel", "identityId", "targetIdentityId", "source", "destination",
+                         "auth", "headers", "metadata"].randomElement(using: &rng)!
+            let value = [HostileInput.jsonString("alice"), HostileInput.jsonString(sandbox.victimBucket), HostileInput.jsonString("private"),
+                         HostileInput.jsonString("../private/alice/secret.txt"), HostileInput.jsonString(sandbox.victimFile.absoluteString),
+                         #"{"x-amz-copy-source":"/victim/secret.txt"}"#, HostileInput.jsonValue(&rng)].randomElement(using: &rng)!
+            var name = HostileInput.jsonString(field)
+            if Bool.random(using: &rng) {
+                let scalars = Array(field.unicodeScalars), at = Int.random(in: 0..<scalars.count, using: &rng)
+                name = "\"" + String(String.UnicodeScalarView(scalars[..<at])) + String(format: "\\u%04x", scalars[at].value)
+                    + String(String.UnicodeScalarView(scalars[(at + 1)...])) + "\""
+            }
+            repeated = (name, value, field)
+            return "\(field) named twice (\(name)=\(value.prefix(40)))"
         default:
             let id = ["", String(repeating: "i", count: 129), "a b", "x/../y", "é", "id\n"].randomElement(using: &rng)!
             fields["id"] = HostileInput.jsonString(id)
