@@ -12,6 +12,10 @@ public struct KafkaMessage: Sendable {
     /// Milliseconds since the epoch, when the broker gives one.
     public var timestampMs: Int64?
 
+    /// `timestampMs` as a date: when the message entered its topic (its
+    /// producer's create time, or the broker's append time).
+    public var queuedAt: Date? { timestampMs.map { Date(timeIntervalSince1970: Double($0) / 1000) } }
+
     public var keyString: String? { key.map { String(decoding: $0, as: UTF8.self) } }
 
     public func header(_ name: String) -> String? {

@@ -24,10 +24,14 @@ public final class KafkaProducer: Sendable {
         poller = PollThread(name: "ferry-kafka-producer") { _ = rd_kafka_poll(handle.rk, 100) }
     }
 
-    /// Sends one message and waits for its delivery report.
-    public func send(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)] = []) async throws(KafkaError) {
+    /// Sends one message and waits for its delivery report. `timestampMs`
+    /// sets the message's create time (default: now).
+    public func send(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)] = [],
+                     timestampMs: Int64? = nil) async throws(KafkaError) {
         let result: Result<Void, KafkaError> = await withCheckedContinuation { continuation in
-            post(topic: topic, key: key, value: value, headers: headers) { continuation.resume(returning: $0) }
+            postReporting(topic: topic, key: key, value: value, headers: headers, timestampMs: timestampMs) {
+                continuation.resume(returning: $0.map { _ in () })
+            }
         }
         try result.mapError(explained).get()
     }
@@ -52,10 +56,10 @@ public final class KafkaProducer: Sendable {
         handle.log.explain(error, brokers: bootstrapServers)
     }
 
-    private func postReporting(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)],
+    private func postReporting(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)], timestampMs: Int64? = nil,
                                onDelivery: @escaping @Sendable (Result<KafkaPosition, KafkaError>) -> Void) {
         let box = Unmanaged.passRetained(DeliveryBox(onDelivery))
-        if let error = enqueue(topic: topic, key: key, value: value, headers: headers, opaque: box.toOpaque()) {
+        if let error = enqueue(topic: topic, key: key, value: value, headers: headers, timestampMs: timestampMs, opaque: box.toOpaque()) {
             box.release()
             onDelivery(.failure(error))
         }
@@ -112,7 +116,7 @@ public final class KafkaProducer: Sendable {
     }
 
     /// Hands the message to librdkafka, which copies key and value; an empty value goes as null (a tombstone).
-    private func enqueue(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)],
+    private func enqueue(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)], timestampMs: Int64?,
                          opaque: UnsafeMutableRawPointer) -> KafkaError? {
         let nativeHeaders = rd_kafka_headers_new(headers.count)
         for (name, v) in headers {
@@ -140,6 +144,12 @@ public final class KafkaProducer: Sendable {
                         k.u.mem.ptr = UnsafeMutableRawPointer(mutating: keyBytes.baseAddress)
                         k.u.mem.size = keyBytes.count
                         vus.append(k)
+                    }
+                    if let timestampMs {
+                        var t = rd_kafka_vu_t()
+                        t.vtype = RD_KAFKA_VTYPE_TIMESTAMP
+                        t.u.i64 = timestampMs
+                        vus.append(t)
                     }
                     guard let error = rd_kafka_produceva(handle.rk, vus, vus.count) else { return nil }
                     // On failure the headers were not taken over.

@@ -110,7 +110,7 @@ public struct StreamFailureRecord: Sendable, Codable {
         let all = items.map(\.message) + messages
         let records = items.map(\.record)
         func arrival(_ message: KafkaMessage?) -> String {
-            Timestamp.iso8601(message?.timestampMs.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? Date())
+            Timestamp.iso8601(message?.queuedAt ?? Date())
         }
         timestamp = Timestamp.iso8601(Date())
         requestContext = .init(requestId: UUID().uuidString, functionArn: "ferry:trigger:\(trigger)", condition: condition,

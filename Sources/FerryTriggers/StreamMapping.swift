@@ -146,8 +146,14 @@ final class StreamMapping: Sendable {
         while !pending.isEmpty {
             var batch = pending.removeFirst()
             if mapping.maximumRecordAgeSeconds >= 0 {
+                // Age from when the record entered the stream topic (as a DynamoDB stream
+                // ages its records): a record `ferry reconcile` writes late carries the
+                // change's own, older time. Without a queue time, that time stands in.
                 let now = Date().timeIntervalSince1970
-                let expired = batch.filter { now - ($0.record.dynamodb.approximateCreationDateTime ?? now) > mapping.maximumRecordAgeSeconds }
+                let expired = batch.filter {
+                    now - ($0.message.queuedAt?.timeIntervalSince1970 ?? $0.record.dynamodb.approximateCreationDateTime ?? now)
+                        > mapping.maximumRecordAgeSeconds
+                }
                 if !expired.isEmpty {
                     logger.error("\(expired.count) record(s) older than MaximumRecordAgeInSeconds sent to \(destination)")
                     let failure = StreamFailureRecord(trigger: trigger.name, condition: "RecordAgeExceeded", invokeCount: invocations,

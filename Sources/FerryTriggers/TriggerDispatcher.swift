@@ -104,17 +104,23 @@ public final class TriggerDispatcher: Sendable {
         for trigger in registry.s3Triggers {
             let records = event.records.filter(trigger.matches)
             guard !records.isEmpty else { continue }
-            guard await invoke(trigger, with: S3Event(records: records), key: message.key) else { return false }
+            guard await invoke(trigger, with: S3Event(records: records), key: message.key, queuedAt: message.queuedAt) else { return false }
         }
         return true
     }
 
     /// One asynchronous invocation: first try plus retries while the event is
     /// young enough, then an invocation record. Returns false when shutdown interrupted it.
-    func invoke(_ trigger: S3TriggerRegistration, with event: S3Event, key: [UInt8]?) async -> Bool {
+    ///
+    /// An event's age counts from `queuedAt`, when it entered `<prefix>.events`
+    /// (as Lambda counts from its own queue), not from its `eventTime`: that is
+    /// the write's time by the store's clock, which may be skewed, and days old
+    /// for a write `ferry reconcile` announces late. Without a queue time the
+    /// event's earliest `eventTime` stands in.
+    func invoke(_ trigger: S3TriggerRegistration, with event: S3Event, key: [UInt8]?, queuedAt: Date? = nil) async -> Bool {
         let delivery = trigger.delivery
         let requestId = UUID().uuidString
-        let eventTime = event.records.compactMap { Timestamp.parse($0.eventTime) }.min()
+        let eventTime = queuedAt ?? event.records.compactMap { Timestamp.parse($0.eventTime) }.min()
         var log = logger
         log[metadataKey: "trigger"] = "\(trigger.name)"
         log[metadataKey: "requestId"] = "\(requestId)"

@@ -81,7 +81,7 @@ final class ControlListener: Sendable {
                            metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
             return
         }
-        let sent = message.timestampMs.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? Date()
+        let sent = message.queuedAt ?? Date()
         let evictedBefore = book.evicted
         let after = book.record(command, at: sent)
         if case let evicted = book.evicted - evictedBefore, evicted > 0 {

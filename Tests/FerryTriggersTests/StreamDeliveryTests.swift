@@ -62,9 +62,13 @@ import Testing
             kcat = Kcat(bootstrapServers: cluster.bootstrapServers)
         }
 
-        func send(_ records: [DynamoDBEvent.Record]) async throws {
+        /// Each record enters the topic at its creation time, as a worker's own
+        /// records do, or at `queuedAt` (a record written late, as by `ferry reconcile`).
+        func send(_ records: [DynamoDBEvent.Record], queuedAt: Date? = nil) async throws {
             for record in records {
-                try await producer.send(topic: topics.streams, key: record.kafkaKey, value: Array(try JSONEncoder().encode(record)))
+                let queued = queuedAt?.timeIntervalSince1970 ?? record.dynamodb.approximateCreationDateTime
+                try await producer.send(topic: topics.streams, key: Array(record.kafkaKey.utf8), value: Array(try JSONEncoder().encode(record)),
+                                        timestampMs: queued.map { Int64($0 * 1000) })
             }
         }
 
@@ -171,6 +175,24 @@ import Testing
         let failed = try parse(try #require(dlq.first))
         #expect((failed["requestContext"] as? [String: Any])?["condition"] as? String == "RecordAgeExceeded")
         #expect((failed["records"] as? [[String: Any]])?.map { $0["eventID"] as? String } == ["old#1"])
+    }
+
+    /// A record's age counts from when it entered the stream topic: one that
+    /// `ferry reconcile` writes today for a change made two days ago (its
+    /// creation time) is young, and delivered.
+    @Test func aRecordWrittenLateIsAgedFromItsArrival() async throws {
+        let handler = Scripted()
+        let trigger = StreamTriggerRegistration(name: "aged", table: "objects",
+                                                mapping: EventSourceMapping(maximumRecordAgeSeconds: 60), handler: handler)
+        let kafka = try Cluster(partitions: 1, logger: logger)
+        let dispatcher = try kafka.dispatcher([trigger], logger: logger)
+        let running = Task { await dispatcher.run() }
+        try await kafka.send([Self.record("late", 1, created: Date().addingTimeInterval(-2 * 86_400))], queuedAt: Date())
+        _ = await eventually(timeout: 90) { !handler.seen.isEmpty }
+        running.cancel()
+        await running.value
+        #expect(handler.seen.flatMap { $0 } == ["late#1"])
+        #expect(try await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ).isEmpty)
     }
 
     @Test func filterCriteriaSelectRecordsAndViewTypeShapesThem() async throws {

@@ -31,8 +31,8 @@ import Testing
     }
 
     /// Runs a dispatcher over `messages` until `done` holds for the DLQ's records so far; returns the DLQ.
-    func run(_ triggers: [S3TriggerRegistration], messages: [String], keys: [String]? = nil, requests: RequestsSeen? = nil,
-             until done: @escaping ([Kcat.Record]) -> Bool) async throws -> [Kcat.Record] {
+    func run(_ triggers: [S3TriggerRegistration], messages: [String], keys: [String]? = nil, queuedAt: [Date?]? = nil,
+             requests: RequestsSeen? = nil, until done: @escaping ([Kcat.Record]) -> Bool) async throws -> [Kcat.Record] {
         let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
         let topics = Topics(prefix: "t\(UUID().uuidString.prefix(6))")
         for topic in topics.all { try cluster.createTopic(topic, partitions: 2) }
@@ -43,7 +43,10 @@ import Testing
         let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
                                                topics: topics, kafka: kafka, producer: producer, logger: logger)
         let running = Task { await dispatcher.run() }
-        for (i, m) in messages.enumerated() { try await producer.send(topic: topics.events, key: keys?[i] ?? "b/k", value: Array(m.utf8)) }
+        for (i, m) in messages.enumerated() {
+            try await producer.send(topic: topics.events, key: Array((keys?[i] ?? "b/k").utf8), value: Array(m.utf8),
+                                    timestampMs: queuedAt?[i].map { Int64($0.timeIntervalSince1970 * 1000) })
+        }
         let kcat = Kcat(bootstrapServers: cluster.bootstrapServers)
 
         _ = try await eventually(timeout: 40, every: 0.3) { done(try await kcat.consumeAll(topic: topics.triggersDLQ)) }
@@ -117,11 +120,17 @@ import Testing
         let handler = FlakyHandler(failures: 0)
         let trigger = S3TriggerRegistration(name: "young-only", events: ["*"],
                                             delivery: AsyncDelivery(maximumEventAgeSeconds: 60), handler: handler)
-        let old = Timestamp.iso8601(Date().addingTimeInterval(-120))
-        let dlq = try await run([trigger], messages: [try json(event(key: "old", eventTime: old)), try json(event(key: "new"))]) {
-            !$0.isEmpty && handler.attempts.withLock { $0.count } >= 1
+        // Age counts from the queue (the message's time), not from eventTime: an event
+        // queued two minutes ago is old; one `ferry reconcile` queues now for a write
+        // two days old is young.
+        let twoMinutesAgo = Date().addingTimeInterval(-120), twoDaysAgo = Timestamp.iso8601(Date().addingTimeInterval(-2 * 86_400))
+        let dlq = try await run([trigger], messages: [try json(event(key: "old", eventTime: Timestamp.iso8601(twoMinutesAgo))),
+                                                     try json(event(key: "late", eventTime: twoDaysAgo)), try json(event(key: "new"))],
+                                queuedAt: [twoMinutesAgo, nil, nil]) {
+            !$0.isEmpty && handler.attempts.withLock { $0.count } >= 2
         }
-        #expect(handler.attempts.withLock { $0.count } == 1)  // only the young event
+        #expect(handler.attempts.withLock { $0.count } == 2)  // the late and the new event
+        #expect(dlq.count == 1)
         let parsed = try JSONSerialization.jsonObject(with: Data(try #require(dlq.first).value.utf8)) as! [String: Any]
         let context = parsed["requestContext"] as! [String: Any]
         #expect(context["condition"] as? String == "EventAgeExceeded")
