@@ -239,10 +239,17 @@ final class StreamMapping: Sendable {
                 return .success
             }
             Counter(label: "ferry_trigger_invocations_total", dimensions: [("handler", trigger.name), ("outcome", "partial")]).increment()
-            let ids = Set(response.batchItemFailures.map(\.itemIdentifier))
-            // Lambda treats an empty or unknown identifier as a failure of the whole batch.
-            let known = Set(batch.map(\.record.eventID))
-            return ids.isSubset(of: known) ? .itemFailures(ids) : .failure(BatchItemFailed(eventIDs: ids))
+            // A record is named by its SequenceNumber, as Lambda's stream handlers name it, or by
+            // its eventID (Ferry's first form). Lambda treats an empty or unknown identifier
+            // as a failure of the whole batch.
+            var known: [String: String] = [:]
+            for item in batch {
+                known[item.record.dynamodb.sequenceNumber] = item.record.eventID
+                known[item.record.eventID] = item.record.eventID
+            }
+            let named = response.batchItemFailures.map(\.itemIdentifier)
+            guard named.allSatisfy({ known[$0] != nil }) else { return .failure(BatchItemFailed(eventIDs: Set(named))) }
+            return .itemFailures(Set(named.compactMap { known[$0] }))
         } catch {
             if Task.isCancelled { return .interrupted }
             Counter(label: "ferry_trigger_invocations_total", dimensions: [("handler", trigger.name), ("outcome", "failure")]).increment()
@@ -263,6 +270,7 @@ final class StreamMapping: Sendable {
 
 /// The handler reported these records as failed.
 public struct BatchItemFailed: Error, CustomStringConvertible {
+    /// The identifiers as the handler gave them (sequence numbers or event ids).
     public var eventIDs: Set<String>
     public var description: String { "handler reported failed records: \(eventIDs.sorted().joined(separator: ", "))" }
 }

@@ -118,9 +118,29 @@ public struct WebhookTarget: S3EventHandler, StreamRecordHandler {
     }
 
     public func handle(_ event: DynamoDBEvent, context: TriggerContext) async throws -> StreamBatchResponse {
-        let body = try await post(event, context: context)
-        guard !body.isEmpty, let response = try? JSONDecoder().decode(StreamBatchResponse.self, from: Data(body)) else { return .success }
-        return response
+        try Self.batchResponse(from: try await post(event, context: context))
+    }
+
+    /// A stream batch's answer, by Lambda's rules: no body, a body that is not
+    /// a JSON object (`OK`), or an object without a `batchItemFailures` list
+    /// (or with null or an empty one) is success; a list whose entries are not
+    /// each an object with a non-empty string `itemIdentifier` (null, empty,
+    /// misnamed) fails the whole batch, as does an object that names a member
+    /// twice. (Such answers were taken for success, so records the handler
+    /// said had failed were checkpointed.)
+    static func batchResponse(from body: [UInt8]) throws -> StreamBatchResponse {
+        guard !body.isEmpty, let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else { return .success }
+        if let problem = StrictJSON.check(body) { throw InvalidBatchResponse(reason: "\(problem)") }
+        guard let list = object["batchItemFailures"], !(list is NSNull) else { return .success }
+        guard let entries = list as? [Any] else { throw InvalidBatchResponse(reason: "batchItemFailures is not a list") }
+        var failures: [StreamBatchResponse.Failure] = []
+        for (index, entry) in entries.enumerated() {
+            guard let identifier = (entry as? [String: Any])?["itemIdentifier"] as? String, !identifier.isEmpty else {
+                throw InvalidBatchResponse(reason: "batchItemFailures[\(index)] has no itemIdentifier that is a non-empty string")
+            }
+            failures.append(.init(itemIdentifier: identifier))
+        }
+        return StreamBatchResponse(batchItemFailures: failures)
     }
 
     private func post<T: Encodable>(_ event: T, context: TriggerContext) async throws -> [UInt8] {
@@ -173,4 +193,11 @@ public struct KafkaForwardTarget: S3EventHandler, StreamRecordHandler {
         }
         return producer
     }
+}
+
+/// A webhook's answer to a stream batch that Lambda would not take as a
+/// partial-batch response: the whole batch failed.
+public struct InvalidBatchResponse: Error, CustomStringConvertible {
+    public var reason: String
+    public var description: String { "invalid batch response: \(reason)" }
 }

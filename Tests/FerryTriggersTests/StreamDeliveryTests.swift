@@ -123,9 +123,13 @@ import Testing
         #expect(failure["errorMessage"] as? String == "planned failure")
     }
 
-    @Test func partialBatchFailureRetriesFromTheFirstFailedItem() async throws {
+    /// A failed record is named by its SequenceNumber (Lambda's itemIdentifier for
+    /// streams) or by its eventID.
+    @Test(arguments: [false, true])
+    func partialBatchFailureRetriesFromTheFirstFailedItem(bySequenceNumber: Bool) async throws {
         let handler = Scripted { records, n in
-            n == 1 && records.count == 5 ? StreamBatchResponse(failedEventIDs: [records[3].eventID, records[2].eventID]) : .success
+            let name = { (record: DynamoDBEvent.Record) in bySequenceNumber ? record.dynamodb.sequenceNumber : record.eventID }
+            return n == 1 && records.count == 5 ? StreamBatchResponse(failedEventIDs: [name(records[3]), name(records[2])]) : .success
         }
         let trigger = StreamTriggerRegistration(name: "partial", table: "objects",
                                                 mapping: EventSourceMapping(maximumBatchingWindowSeconds: 1, reportBatchItemFailures: true, retryDelaySeconds: 0.05),

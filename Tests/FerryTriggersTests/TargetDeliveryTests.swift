@@ -97,8 +97,13 @@ import Testing
         #expect(failures[0].value.contains("passed \(HTTPRequest.defaultMaxBodyInMemory) bytes"), "\(failures[0].value.prefix(600))")
     }
 
-    @Test func webhookStreamTargetHonoursBatchItemFailures() async throws {
-        let hook = try await webhook(statuses: "200", reply: #"{"batchItemFailures":[{"itemIdentifier":"k#1"}]}"#)
+    /// The webhook names the failed record by eventID, by SequenceNumber (as a
+    /// Lambda handler does), or by null (Lambda: the whole batch failed).
+    @Test(arguments: ["eventID", "sequenceNumber", "null"])
+    func webhookStreamTargetHonoursBatchItemFailures(naming: String) async throws {
+        let identifier = ["eventID": #""k#1""#, "sequenceNumber": "\"\(StreamDeliveryTests.record("k", 1).dynamodb.sequenceNumber)\"",
+                          "null": "null"][naming]!
+        let hook = try await webhook(statuses: "200", reply: #"{"batchItemFailures":[{"itemIdentifier":\#(identifier)}]}"#)
         var registry = TriggerRegistry()
         try TargetDeclaration(name: "index-hook", type: "webhook", url: hook.url, table: "objects", viewType: "KEYS_ONLY",
                               maximumBatchingWindowSeconds: 1, maximumRetryAttempts: 1).register(into: &registry)
@@ -116,10 +121,37 @@ import Testing
             let event = try? JSONDecoder().decode(DynamoDBEvent.self, from: Data((post["body"] as! String).utf8))
             return event?.records.map(\.eventID) ?? []
         }
-        // The whole batch, then from the reported failure on; given up after one retry.
-        #expect(batches == [["k#0", "k#1", "k#2"], ["k#1", "k#2"]])
+        // The whole batch, then from the reported failure on (or all of it again); given up after one retry.
+        #expect(batches == [["k#0", "k#1", "k#2"], naming == "null" ? ["k#0", "k#1", "k#2"] : ["k#1", "k#2"]], "\(naming)")
         let dlq = try await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ)
         #expect(dlq.first?.value.contains("RetryAttemptsExhausted") == true)
+    }
+
+    /// A webhook's answer to a stream batch, by Lambda's rules: success unless
+    /// it reports failures; a report Lambda could not read fails the whole
+    /// batch (such answers passed for success, checkpointing what had failed).
+    @Test(arguments: [
+        ("", "success"), ("OK", "success"), ("[1]", "success"), ("{}", "success"), (#"{"batchItemFailures":null}"#, "success"),
+        (#"{"batchItemFailures":[]}"#, "success"), (#"{"status":"done"}"#, "success"),
+        (#"{"batchItemFailures":[{"itemIdentifier":"k#1"},{"itemIdentifier":"100"}]}"#, "k#1,100"),
+        (#"{"batchItemFailures":[{"itemIdentifier":null}]}"#, "failure"),
+        (#"{"batchItemFailures":[{"itemIdentifier":""}]}"#, "failure"),
+        (#"{"batchItemFailures":[{"itemId":"k#1"}]}"#, "failure"),
+        (#"{"batchItemFailures":[{"itemIdentifier":7}]}"#, "failure"),
+        (#"{"batchItemFailures":["k#1"]}"#, "failure"),
+        (#"{"batchItemFailures":{"itemIdentifier":"k#1"}}"#, "failure"),
+        (#"{"batchItemFailures":[],"batchItemFailures":[{"itemIdentifier":"k#1"}]}"#, "failure"),
+    ])
+    func aWebhooksBatchAnswerIsReadAsLambdaReadsIt(body: String, expected: String) {
+        let outcome: String
+        do {
+            let response = try WebhookTarget.batchResponse(from: Array(body.utf8))
+            outcome = response.batchItemFailures.isEmpty ? "success" : response.batchItemFailures.map(\.itemIdentifier).joined(separator: ",")
+        } catch {
+            #expect(error is InvalidBatchResponse)
+            outcome = "failure"
+        }
+        #expect(outcome == expected, "\(body)")
     }
 
     @Test func kafkaTargetForwardsEventsToItsTopic() async throws {
