@@ -37,8 +37,9 @@ public struct AsyncDelivery: Sendable, Hashable {
     public var retryDelaySeconds: Double
     /// An invocation running longer is cancelled and counts as failed.
     public var timeoutSeconds: Double
-    /// An event older than this (from its `eventTime`) is not invoked again but
-    /// dead-lettered with `EventAgeExceeded` (Lambda: 60 s – 6 h, default 6 h).
+    /// An event older than this (counted from when it entered `<prefix>.events`)
+    /// is not invoked again but dead-lettered with `EventAgeExceeded` (Lambda:
+    /// 60 s – 6 h, default 6 h).
     public var maximumEventAgeSeconds: Double
     /// At most this many invocations of the handler at once (Lambda's reserved
     /// concurrency); nil: one per partition of `<prefix>.events`.

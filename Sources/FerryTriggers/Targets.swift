@@ -47,6 +47,37 @@ public struct TargetDeclaration: Sendable, Codable, Hashable {
         self.maximumEventAgeSeconds = maximumEventAgeSeconds; self.timeoutSeconds = timeoutSeconds; self.maximumConcurrency = maximumConcurrency
     }
 
+    /// Why the delivery settings cannot stand, if they cannot: a value outside
+    /// Lambda's range for it, or a setting of the other kind of source. Refused
+    /// rather than clamped or ignored, so what runs is what was written.
+    func settingProblem() -> String? {
+        let stream = table != nil
+        let misplaced = stream
+            ? [("maximumEventAgeSeconds", maximumEventAgeSeconds != nil), ("prefix", prefix != nil), ("suffix", suffix != nil)]
+            : [("batchSize", batchSize != nil), ("maximumBatchingWindowSeconds", maximumBatchingWindowSeconds != nil),
+               ("maximumRecordAgeSeconds", maximumRecordAgeSeconds != nil), ("bisectBatchOnFunctionError", bisectBatchOnFunctionError != nil),
+               ("onFailureDestination", onFailureDestination != nil), ("filters", filters != nil), ("viewType", viewType != nil)]
+        if let key = misplaced.first(where: \.1)?.0 {
+            return "\(key) applies to \(stream ? "S3 sources (events)" : "stream sources (table)") only"
+        }
+        func outside(_ key: String, _ value: Double?, _ range: String, _ allowed: (Double) -> Bool) -> String? {
+            guard let value, !(value.isFinite && allowed(value)) else { return nil }
+            let shown = value.rounded() == value && abs(value) < 1e15 ? String(Int64(value)) : "\(value)"
+            return "\(key) must be \(range), got \(shown)"
+        }
+        return [
+            outside("batchSize", batchSize.map(Double.init), "1…10000") { (1...10_000).contains($0) },
+            outside("maximumBatchingWindowSeconds", maximumBatchingWindowSeconds, "0…300") { (0...300).contains($0) },
+            outside("maximumRecordAgeSeconds", maximumRecordAgeSeconds, "-1 (no limit) or 60…604800") { $0 == -1 || (60...604_800).contains($0) },
+            stream ? outside("maximumRetryAttempts", maximumRetryAttempts.map(Double.init), "-1 (until the records expire) or 0…10000") {
+                $0 == -1 || (0...10_000).contains($0)
+            } : outside("maximumRetryAttempts", maximumRetryAttempts.map(Double.init), "0…2") { (0...2).contains($0) },
+            outside("maximumEventAgeSeconds", maximumEventAgeSeconds, "60…21600") { (60...21_600).contains($0) },
+            outside("timeoutSeconds", timeoutSeconds, "1…900") { (1...900).contains($0) },
+            outside("maximumConcurrency", maximumConcurrency.map(Double.init), "1…1000") { (1...1_000).contains($0) },
+        ].lazy.compactMap { $0 }.first
+    }
+
     /// Adds the declared trigger to `registry`; a declaration that cannot work is an error naming it.
     public func register(into registry: inout TriggerRegistry, http: CurlTransport = CurlTransport()) throws(TriggerRegistrationError) {
         let target: any S3EventHandler & StreamRecordHandler
@@ -68,6 +99,7 @@ public struct TargetDeclaration: Sendable, Codable, Hashable {
         default:
             throw TriggerRegistrationError("target '\(name)': unknown type '\(type)' (webhook or kafka)")
         }
+        if let problem = settingProblem() { throw TriggerRegistrationError("target '\(name)': \(problem)") }
         switch (events, table) {
         case (let events?, nil):
             try registry.register(S3TriggerRegistration(

@@ -127,6 +127,42 @@ import Testing
         #expect(dlq.first?.value.contains("RetryAttemptsExhausted") == true)
     }
 
+    /// A declared setting outside Lambda's range for it, or one of the other kind
+    /// of source, is refused when the file is read, naming it: it was clamped
+    /// (batchSize 0 ran as 1, 7 retries as 2) or taken (a timeout of -1 s, an
+    /// event age of 5 s) or ignored (a stream's filters on an S3 source).
+    @Test(arguments: [
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", table: "objects", batchSize: 0), "batchSize must be 1…10000, got 0"),
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", table: "objects", maximumBatchingWindowSeconds: 9999), "maximumBatchingWindowSeconds must be 0…300"),
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", table: "objects", maximumRecordAgeSeconds: 10), "maximumRecordAgeSeconds must be -1 (no limit) or 60…604800, got 10"),
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", table: "objects", maximumRetryAttempts: 70_000), "maximumRetryAttempts must be -1"),
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", events: ["*"], maximumRetryAttempts: 7), "maximumRetryAttempts must be 0…2, got 7"),
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", events: ["*"], maximumEventAgeSeconds: 5), "maximumEventAgeSeconds must be 60…21600, got 5"),
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", events: ["*"], timeoutSeconds: -1), "timeoutSeconds must be 1…900, got -1"),
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", events: ["*"], timeoutSeconds: .nan), "timeoutSeconds must be 1…900, got nan"),
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", events: ["*"], maximumConcurrency: 0), "maximumConcurrency must be 1…1000, got 0"),
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", events: ["*"], filters: [#"{"eventName":["INSERT"]}"#]), "filters applies to stream sources (table) only"),
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", events: ["*"], batchSize: 10), "batchSize applies to stream sources"),
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", table: "objects", maximumEventAgeSeconds: 600), "maximumEventAgeSeconds applies to S3 sources (events) only"),
+    ])
+    func aDeclaredSettingOutsideItsRangeIsRefused(declaration: TargetDeclaration, message: String) {
+        var registry = TriggerRegistry()
+        do {
+            try declaration.register(into: &registry)
+            Issue.record("taken: \(declaration)")
+        } catch {
+            #expect("\(error)".contains("target 't': \(message)"), "\(error)")
+        }
+        var edges = TriggerRegistry()
+        #expect(throws: Never.self) {
+            try TargetDeclaration(name: "s", type: "kafka", topic: "x", table: "objects", batchSize: 10_000, maximumBatchingWindowSeconds: 300,
+                                  maximumRecordAgeSeconds: 604_800, maximumRetryAttempts: -1, timeoutSeconds: 900, maximumConcurrency: 1_000)
+                .register(into: &edges)
+            try TargetDeclaration(name: "a", type: "kafka", topic: "x", events: ["*"], maximumRetryAttempts: 0, maximumEventAgeSeconds: 60,
+                                  timeoutSeconds: 1).register(into: &edges)
+        }
+    }
+
     /// A webhook's answer to a stream batch, by Lambda's rules: success unless
     /// it reports failures; a report Lambda could not read fails the whole
     /// batch (such answers passed for success, checkpointing what had failed).
