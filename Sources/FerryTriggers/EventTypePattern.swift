@@ -12,6 +12,17 @@ public struct EventTypePattern: Sendable, Hashable, CustomStringConvertible, Exp
 
     public var description: String { pattern }
 
+    /// The event types Ferry announces (its own writes, and what ingest takes
+    /// from stores), and the patterns that name them.
+    public static let announced = ["ObjectCreated:Put", "ObjectCreated:Post", "ObjectCreated:Copy", "ObjectCreated:CompleteMultipartUpload",
+                                   "ObjectRemoved:Delete", "ObjectRemoved:DeleteMarkerCreated"]
+    public static let wildcards = ["*", "ObjectCreated:*", "ObjectRemoved:*"]
+
+    /// Whether some event Ferry announces can match: a pattern that none can
+    /// (a typo such as `ObjectCreated:Pt`, or `ObjectRestore:*`, which S3 has
+    /// but Ferry never announces) would leave its trigger silent for ever.
+    public var isAnnounced: Bool { Self.wildcards.contains(pattern) || Self.announced.contains(pattern) }
+
     /// Whether an event named `eventName` (with or without `s3:`) is of this type.
     public func matches(_ eventName: String) -> Bool {
         let name = eventName.hasPrefix("s3:") ? Substring(eventName.dropFirst(3)) : Substring(eventName)

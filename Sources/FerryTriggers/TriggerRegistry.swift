@@ -25,6 +25,10 @@ public struct TriggerRegistry: Sendable {
         guard !registration.events.isEmpty else {
             throw TriggerRegistrationError("trigger '\(registration.name)' names no event types")
         }
+        if let silent = registration.events.first(where: { !$0.isAnnounced }) {
+            throw TriggerRegistrationError("trigger '\(registration.name)': no event of type '\(silent)' is ever announced; the types are "
+                + (EventTypePattern.wildcards + EventTypePattern.announced).joined(separator: ", ") + " (with or without 's3:')")
+        }
         // S3 refuses two notification configurations that could both fire for one
         // event: same event type, overlapping prefixes and overlapping suffixes.
         if let clash = s3Triggers.first(where: { Self.overlap($0, registration) }) {

@@ -165,6 +165,18 @@ import Triggers
         S3TriggerRegistration(name: name, events: events, prefix: prefix, suffix: suffix, handler: Nop())
     }
 
+    /// An event type no event can have is refused, naming the types there are:
+    /// a typo, or one S3 has and Ferry never announces, left its trigger silent.
+    @Test(arguments: ["ObjectCreated:Pt", "ObjectCreated", "objectcreated:*", "ObjectRestore:*", "s3:ObjectTagging:Put", "Object*", ""])
+    func anEventTypeThatIsNeverAnnouncedIsRefused(pattern: String) {
+        var registry = TriggerRegistry()
+        #expect(throws: TriggerRegistrationError.self) { try registry.register(registration("silent", [EventTypePattern(pattern)])) }
+        for known in EventTypePattern.wildcards + EventTypePattern.announced + ["s3:ObjectCreated:*", "s3:ObjectRemoved:Delete"] {
+            var fresh = TriggerRegistry()
+            #expect(throws: Never.self) { try fresh.register(registration("t", [EventTypePattern(known)])) }
+        }
+    }
+
     @Test(arguments: [
         // (a events, a prefix, a suffix, b events, b prefix, b suffix, overlap)
         (["ObjectCreated:*"], "", "", ["ObjectCreated:Put"], "images/", ".jpg", true),
