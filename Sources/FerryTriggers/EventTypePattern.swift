@@ -12,10 +12,13 @@ public struct EventTypePattern: Sendable, Hashable, CustomStringConvertible, Exp
 
     public var description: String { pattern }
 
-    /// The event types Ferry announces (its own writes, and what ingest takes
-    /// from stores), and the patterns that name them.
+    /// The event types Ferry announces: its own writes' and S3's, and the
+    /// ones MinIO adds that ingest passes on (retention, legal hold and
+    /// tagging changes, versions removed together).
     public static let announced = ["ObjectCreated:Put", "ObjectCreated:Post", "ObjectCreated:Copy", "ObjectCreated:CompleteMultipartUpload",
-                                   "ObjectRemoved:Delete", "ObjectRemoved:DeleteMarkerCreated"]
+                                   "ObjectRemoved:Delete", "ObjectRemoved:DeleteMarkerCreated",
+                                   "ObjectCreated:PutRetention", "ObjectCreated:PutLegalHold", "ObjectCreated:PutTagging",
+                                   "ObjectCreated:DeleteTagging", "ObjectRemoved:DeleteAllVersions", "ObjectRemoved:NoOP"]
     public static let wildcards = ["*", "ObjectCreated:*", "ObjectRemoved:*"]
 
     /// Whether some event Ferry announces can match: a pattern that none can
