@@ -94,7 +94,10 @@ public struct HostileRequestGenerator {
             let inner = String(literal.dropFirst().dropLast())
             return inner == id ? id : nil
         }
-        if let repeated {
+        if let repeated, request[repeated.field] == nil {
+            // Named once, it would be an ordinary (valid) field, not a repeat.
+            mutations.append("(\(repeated.field) absent: not repeated)")
+        } else if let repeated {
             // First or last: readers that keep either would see the other value.
             let member = Array("\(repeated.name):\(repeated.value)".utf8)
             if Bool.random(using: &rng) {
@@ -257,9 +260,11 @@ public struct HostileRequestGenerator {
             // A member named twice, the second spelled alike or with one character escaped.
             let field = ["id", "op", "bucket", "key", "accessLevel", "identityId", "targetIdentityId", "source", "destination",
                          "auth", "headers", "metadata"].randomElement(using: &rng)!
-            let value = [HostileInput.jsonString("alice"), HostileInput.jsonString(sandbox.victimBucket), HostileInput.jsonString("private"),
-                         HostileInput.jsonString("../private/alice/secret.txt"), HostileInput.jsonString(sandbox.victimFile.absoluteString),
-                         #"{"x-amz-copy-source":"/victim/secret.txt"}"#, HostileInput.jsonValue(&rng)].randomElement(using: &rng)!
+            let value = field == "headers" ? #"{"x-amz-copy-source":"/victim/secret.txt"}"#
+                : field == "metadata" ? #"{"note":"twice"}"#
+                : [HostileInput.jsonString("alice"), HostileInput.jsonString(sandbox.victimBucket), HostileInput.jsonString("private"),
+                   HostileInput.jsonString("../private/alice/secret.txt"), HostileInput.jsonString(sandbox.victimFile.absoluteString),
+                   HostileInput.jsonValue(&rng)].randomElement(using: &rng)!
             var name = HostileInput.jsonString(field)
             if Bool.random(using: &rng) {
                 let scalars = Array(field.unicodeScalars), at = Int.random(in: 0..<scalars.count, using: &rng)
