@@ -86,6 +86,16 @@ final class StreamMapping: Sendable {
     struct Item: Sendable {
         var message: KafkaMessage
         var record: DynamoDBEvent.Record
+        /// When the record entered the stream topic (the message's time, else the
+        /// change's), never later than when it was read: its age counts from here.
+        var queuedAt: Double
+
+        init(message: KafkaMessage, record: DynamoDBEvent.Record, readAt: Date = Date()) {
+            self.message = message
+            self.record = record
+            queuedAt = min(message.queuedAt?.timeIntervalSince1970 ?? record.dynamodb.approximateCreationDateTime ?? readAt.timeIntervalSince1970,
+                           readAt.timeIntervalSince1970)
+        }
     }
 
     /// Decodes, ages and filters a batch, then delivers it. False when shutdown interrupted it.
@@ -150,10 +160,7 @@ final class StreamMapping: Sendable {
                 // ages its records): a record `ferry reconcile` writes late carries the
                 // change's own, older time. Without a queue time, that time stands in.
                 let now = Date().timeIntervalSince1970
-                let expired = batch.filter {
-                    now - ($0.message.queuedAt?.timeIntervalSince1970 ?? $0.record.dynamodb.approximateCreationDateTime ?? now)
-                        > mapping.maximumRecordAgeSeconds
-                }
+                let expired = batch.filter { now - $0.queuedAt > mapping.maximumRecordAgeSeconds }
                 if !expired.isEmpty {
                     logger.error("\(expired.count) record(s) older than MaximumRecordAgeInSeconds sent to \(destination)")
                     let failure = StreamFailureRecord(trigger: trigger.name, condition: "RecordAgeExceeded", invokeCount: invocations,

@@ -101,10 +101,11 @@ public final class TriggerDispatcher: Sendable {
                                                               invokeCount: 0, payload: .raw(String(decoding: message.value, as: UTF8.self)),
                                                               error: error), topic: services.topics.triggersDLQ, key: message.key)
         }
+        let queuedAt = message.queuedAt(notAfter: Date())
         for trigger in registry.s3Triggers {
             let records = event.records.filter(trigger.matches)
             guard !records.isEmpty else { continue }
-            guard await invoke(trigger, with: S3Event(records: records), key: message.key, queuedAt: message.queuedAt) else { return false }
+            guard await invoke(trigger, with: S3Event(records: records), key: message.key, queuedAt: queuedAt) else { return false }
         }
         return true
     }
@@ -116,11 +117,12 @@ public final class TriggerDispatcher: Sendable {
     /// (as Lambda counts from its own queue), not from its `eventTime`: that is
     /// the write's time by the store's clock, which may be skewed, and days old
     /// for a write `ferry reconcile` announces late. Without a queue time the
-    /// event's earliest `eventTime` stands in.
+    /// event's earliest `eventTime` stands in. Neither counts from later than
+    /// the time the event was read: a clock ahead must not keep it young.
     func invoke(_ trigger: S3TriggerRegistration, with event: S3Event, key: [UInt8]?, queuedAt: Date? = nil) async -> Bool {
         let delivery = trigger.delivery
         let requestId = UUID().uuidString
-        let eventTime = queuedAt ?? event.records.compactMap { Timestamp.parse($0.eventTime) }.min()
+        let eventTime = (queuedAt ?? event.records.compactMap { Timestamp.parse($0.eventTime) }.min()).map { min($0, Date()) }
         var log = logger
         log[metadataKey: "trigger"] = "\(trigger.name)"
         log[metadataKey: "requestId"] = "\(requestId)"

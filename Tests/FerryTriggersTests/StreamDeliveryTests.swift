@@ -199,6 +199,32 @@ import Testing
         #expect(try await kafka.kcat.consumeAll(topic: kafka.topics.triggersDLQ).isEmpty)
     }
 
+    /// A record stamped an hour ahead (a producer's clock ahead, or a change time
+    /// from such a clock) ages from when it was read: with retries without end and
+    /// a 1 s age limit, it leaves for the DLQ as too old instead of being retried
+    /// for an hour.
+    @Test func aRecordStampedInTheFutureAgesFromWhenItWasRead() async throws {
+        let handler = Scripted { _, _ in throw Planned() }
+        let trigger = StreamTriggerRegistration(name: "skewed", table: "objects",
+                                                mapping: EventSourceMapping(maximumRecordAgeSeconds: 1, retryDelaySeconds: 0.3),
+                                                handler: handler)
+        let anHourAhead = Date().addingTimeInterval(3_600)
+        let dlq = try await run(trigger, [Self.record("ahead", 1, created: anHourAhead)]) { !$0.isEmpty }
+        let failed = try parse(try #require(dlq.first))
+        #expect((failed["requestContext"] as? [String: Any])?["condition"] as? String == "RecordAgeExceeded")
+        #expect((2...6).contains(handler.seen.count))
+        // Without a message time, the change's time stands in, held to the time of reading too.
+        let readAt = Date()
+        let item = StreamMapping.Item(message: KafkaMessage(topic: "s", partition: 0, offset: 0, key: nil, value: []),
+                                      record: Self.record("ahead", 2, created: anHourAhead), readAt: readAt)
+        #expect(item.queuedAt == readAt.timeIntervalSince1970)
+        let old = Date().addingTimeInterval(-600)
+        let stamped = StreamMapping.Item(message: KafkaMessage(topic: "s", partition: 0, offset: 0, key: nil, value: [],
+                                                               timestampMs: Int64(old.timeIntervalSince1970 * 1000)),
+                                         record: Self.record("ahead", 3, created: anHourAhead), readAt: readAt)
+        #expect(abs(stamped.queuedAt - old.timeIntervalSince1970) < 0.002)
+    }
+
     @Test func filterCriteriaSelectRecordsAndViewTypeShapesThem() async throws {
         let handler = Scripted()
         let images = Mutex<[Bool]>([])

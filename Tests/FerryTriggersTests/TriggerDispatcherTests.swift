@@ -137,6 +137,25 @@ import Testing
         #expect(context["approximateInvokeCount"] as? Int == 0)
     }
 
+    /// A producer whose clock runs an hour ahead stamps its events an hour in the
+    /// future. Their age counts from when they were read, so the age limit still
+    /// holds: the third attempt, 1.8 s after the first, finds the event older than
+    /// 1 s. (Counted from the stamp, the event stayed young and all three ran.)
+    @Test func anEventStampedInTheFutureAgesFromWhenItWasRead() async throws {
+        let handler = FlakyHandler(failures: 10)
+        let trigger = S3TriggerRegistration(name: "skewed", events: ["*"],
+                                            delivery: AsyncDelivery(maximumRetryAttempts: 2, retryDelaySeconds: 0.6, maximumEventAgeSeconds: 1),
+                                            handler: handler)
+        let anHourAhead = Date().addingTimeInterval(3_600)
+        let dlq = try await run([trigger], messages: [try json(event(key: "ahead", eventTime: Timestamp.iso8601(anHourAhead)))],
+                                queuedAt: [anHourAhead]) { !$0.isEmpty }
+        let parsed = try JSONSerialization.jsonObject(with: Data(try #require(dlq.first).value.utf8)) as! [String: Any]
+        let context = parsed["requestContext"] as! [String: Any]
+        #expect(context["condition"] as? String == "EventAgeExceeded")
+        #expect(context["approximateInvokeCount"] as? Int == 2)
+        #expect(handler.attempts.withLock { $0 } == [1, 2])
+    }
+
     /// Writes one object: where depends on the test.
     struct Writer: S3EventHandler {
         let key: String
