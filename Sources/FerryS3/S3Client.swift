@@ -87,6 +87,12 @@ public final class S3Client: ObjectStore {
         let response = try await send("GetObject", method: "GET", bucket: input.bucket, key: input.key, headers: headers,
                                       sink: .file(descriptor: descriptor, offset: offset),
                                       sinkLimit: input.maxBytes ?? input.range.map(Self.byteCount), progress: progress, observer: observer)
+        if let range = input.range, let problem = ServedRange.problem(asked: range, status: response.status,
+                                                                      contentRange: response.header("content-range"),
+                                                                      bodyLength: response.bodyLength) {
+            throw FerryError(.storageError, "GetObject of \(input.bucket)/\(input.key) answered with other bytes than asked for: "
+                + "\(problem); they are not used")
+        }
         var attributes = Self.getAttributes(response.headers)
         attributes.bytesReceived = response.bodyLength
         return attributes

@@ -71,7 +71,9 @@ public final class TriggerDispatcher: Sendable {
         } quarantined: { starts in
             logger.error("event not invoked: \(WorkerCrashed(starts: starts)); sent to \(services.topics.triggersDLQ)",
                          metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
-            let event = try? JSONDecoder().decode(S3Event.self, from: Data(message.value))
+            // Read as `dispatch` reads it (StrictJSON first): a text with a repeated
+            // name goes into the record as it arrived, not as one of its readings.
+            let event = StrictJSON.check(message.value) == nil ? try? JSONDecoder().decode(S3Event.self, from: Data(message.value)) : nil
             return await services.deadLetter(InvocationRecord(requestId: UUID().uuidString, triggerName: "-", condition: "WorkerCrashed",
                                                               invokeCount: starts,
                                                               payload: event.map { .s3($0) } ?? .raw(String(decoding: message.value, as: UTF8.self)),
