@@ -41,8 +41,7 @@ public final class ItemClient: Sendable {
     @discardableResult
     public func putItem(_ item: AttributeMap, into table: TableDefinition, id: String = UUID().uuidString,
                         accessLevel: AccessLevel? = nil, identityId: String? = nil, auth: String? = nil) async throws -> String {
-        let keys = try table.keys(of: item)
-        try await send(["op": "putItem", "table": table.name, "item": plain(item)], table: table, keys: keys, id: id,
+        try await send(["op": "putItem", "table": table.name], attributes: ["item": item], table: table, id: id,
                        accessLevel: accessLevel, identityId: identityId, auth: auth)
         return id
     }
@@ -52,9 +51,8 @@ public final class ItemClient: Sendable {
     public func updateItem(key: AttributeMap, in table: TableDefinition, set: AttributeMap = [:], remove: [String] = [],
                            id: String = UUID().uuidString, accessLevel: AccessLevel? = nil, identityId: String? = nil,
                            auth: String? = nil) async throws -> String {
-        let keys = try table.keys(of: key)
-        try await send(["op": "updateItem", "table": table.name, "key": plain(key), "item": plain(set), "remove": remove],
-                       table: table, keys: keys, id: id, accessLevel: accessLevel, identityId: identityId, auth: auth)
+        try await send(["op": "updateItem", "table": table.name, "remove": remove], attributes: ["key": key, "item": set],
+                       table: table, id: id, accessLevel: accessLevel, identityId: identityId, auth: auth)
         return id
     }
 
@@ -62,8 +60,7 @@ public final class ItemClient: Sendable {
     @discardableResult
     public func deleteItem(key: AttributeMap, from table: TableDefinition, id: String = UUID().uuidString,
                            accessLevel: AccessLevel? = nil, identityId: String? = nil, auth: String? = nil) async throws -> String {
-        let keys = try table.keys(of: key)
-        try await send(["op": "deleteItem", "table": table.name, "key": plain(key)], table: table, keys: keys, id: id,
+        try await send(["op": "deleteItem", "table": table.name], attributes: ["key": key], table: table, id: id,
                        accessLevel: accessLevel, identityId: identityId, auth: auth)
         return id
     }
@@ -87,24 +84,35 @@ public final class ItemClient: Sendable {
         return status
     }
 
-    private func send(_ fields: [String: Any], table: TableDefinition, keys: AttributeMap, id: String, accessLevel: AccessLevel?,
-                      identityId: String?, auth: String?) async throws {
+    /// `attributes` (item, key) are written as `ItemJSONText` writes them, numbers exactly.
+    private func send(_ fields: [String: Any], attributes: KeyValuePairs<String, AttributeMap>, table: TableDefinition, id: String,
+                      accessLevel: AccessLevel?, identityId: String?, auth: String?) async throws {
         var json = fields
         json["id"] = id
         json["accessLevel"] = accessLevel?.rawValue
         json["identityId"] = identityId
         json["auth"] = auth
-        let bytes = Array(try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys, .withoutEscapingSlashes]))
-        // The rules a worker applies, checked before anything is sent.
-        if case .failure(let failure) = RequestDecoder.decodeAny(bytes) { throw TransferClientError.invalidRequest(failure.error) }
-        let itemKey = table.itemKey(keys)
+        var bytes = Array(try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys, .withoutEscapingSlashes]))
+        bytes.removeLast()  // the closing brace: the attributes follow
+        for (name, map) in attributes {
+            do {
+                bytes += Array(",\"\(name)\":\(try ItemJSONText.text(map, field: name))".utf8)
+            } catch {
+                throw TransferClientError.invalidRequest(error)
+            }
+        }
+        bytes.append(UInt8(ascii: "}"))
+        // The rules a worker applies, checked before anything is sent; the item's
+        // key as the worker reads it (numbers in their canonical form).
+        let decoded = RequestDecoder.decodeAny(bytes)
+        if case .failure(let failure) = decoded { throw TransferClientError.invalidRequest(failure.error) }
+        guard case .success(.item(let request)) = decoded else { throw TransferClientError.invalidRequest(FerryError(.internalError, "not an item request")) }
+        let itemKey = table.itemKey(try table.keys(of: request.op == .putItem ? request.item : request.key))
         try await transfers.producerSend(topic: topics.requests, key: ItemRequest.kafkaKey(table: table.name, itemKey: itemKey), value: bytes)
         if let op = (fields["op"] as? String).flatMap(ItemOperation.init) {
             sent.withLock { $0[id] = (table.name, itemKey, op) }
         }
     }
-
-    private func plain(_ map: AttributeMap) -> Any { ItemJSON.plain(.map(map)) }
 
     // MARK: reads
 

@@ -17,8 +17,26 @@ public enum RequestDecoder {
         if let tooLarge = sizeFailure(bytes) { return .failure(tooLarge) }
         if let unclear = strictnessFailure(bytes) { return .failure(unclear) }
         let data = Data(bytes)
-        return decodeTransfer(data, loose: try? JSONSerialization.jsonObject(with: data) as? [String: Any])
+        return decodeTransfer(data, loose: looseObject(bytes, data: data))
     }
+
+    /// `JSONSerialization`'s reading of a text StrictJSON took, for the fields
+    /// that choose the path. Where it cannot read the whole (a number past a
+    /// Double's range, such as 1e400, is valid JSON), the top-level members
+    /// are read one by one and one it cannot read stands as `Unreadable`: the
+    /// failure then names that member, not "message is not a JSON object".
+    static func looseObject(_ bytes: [UInt8], data: Data) -> [String: Any]? {
+        if let whole = try? JSONSerialization.jsonObject(with: data) { return whole as? [String: Any] }
+        guard let members = StrictJSON.members(of: bytes) else { return nil }
+        var object: [String: Any] = [:]
+        for member in members {
+            object[member.name] = (try? JSONSerialization.jsonObject(with: Data(bytes[member.value]), options: [.fragmentsAllowed])) ?? Unreadable()
+        }
+        return object
+    }
+
+    /// A member's value Foundation's reader refused (see `looseObject`).
+    struct Unreadable {}
 
     /// A message over the size limit, refused before it is parsed.
     static func sizeFailure(_ bytes: [UInt8]) -> Failure? {

@@ -62,20 +62,15 @@ struct ItemsCommand: AsyncParsableCommand {
     }
 
     static func attributes(_ json: String, option: String) throws -> AttributeMap {
-        let parsed: Any
+        let bytes = Array(json.utf8)
         // Held to what the worker takes: a name given twice is refused there too.
-        if let problem = StrictJSON.check(Array(json.utf8)) { throw ValidationError(problem.refusing(option)) }
-        do {
-            parsed = try JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed])
-        } catch {
-            // Foundation's reason (the offset, a number out of range) is in the underlying error's description.
-            let reason = ((error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String) ?? "\(error)"
-            throw ValidationError("\(option) is not valid JSON: \(reason)")
+        if let problem = StrictJSON.check(bytes) { throw ValidationError(problem.refusing(option)) }
+        let first = bytes.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D || $0 == 0xEF || $0 == 0xBB || $0 == 0xBF }.first
+        guard first == UInt8(ascii: "{") else {
+            throw ValidationError("\(option) must be a JSON object ({…}), got \(first == UInt8(ascii: "[") ? "an array" : "a single value")")
         }
-        guard let object = parsed as? [String: Any] else {
-            throw ValidationError("\(option) must be a JSON object ({…}), got \(parsed is [Any] ? "an array" : "a single value")")
-        }
-        return try configured { try ItemJSON.map(object, field: option) }
+        // Read from the text, as the worker reads it: numbers keep every digit.
+        return try configured { try ItemJSONText.map(json, field: option) }
     }
 
     static func finish(_ id: String, client: ItemClient, write: WriteOptions) async throws {
@@ -95,10 +90,12 @@ struct ItemsCommand: AsyncParsableCommand {
     }
 
     static func printJSON(_ record: ItemRecord) {
-        let plain: [String: Any] = ["table": record.table, "version": record.version, "item": ItemJSON.plain(.map(record.item)),
-                                    "owner": record.owner ?? NSNull(), "updatedAt": record.updatedAt]
-        let data = (try? JSONSerialization.data(withJSONObject: plain, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
-        print(TerminalText.visibleJSON(String(decoding: data, as: UTF8.self)))
+        let rest: [String: Any] = ["table": record.table, "version": record.version, "owner": record.owner ?? NSNull(),
+                                   "updatedAt": record.updatedAt]
+        let data = (try? JSONSerialization.data(withJSONObject: rest, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        // The item first (keys stay sorted), written as the worker keeps it: numbers with every digit.
+        let item = (try? ItemJSONText.text(record.item, field: "item", shown: true)) ?? "null"
+        print(TerminalText.visibleJSON("{\"item\":\(item),\(String(decoding: data.dropFirst(), as: UTF8.self))"))
     }
 
     struct Put: AsyncParsableCommand {

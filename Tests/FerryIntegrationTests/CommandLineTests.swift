@@ -54,7 +54,7 @@ import Testing
         (["enqueue", "upload", "--bucket", "bkt", "--key", "k", "--bootstrap-servers", "x"], "upload needs a source"),
         (["enqueue", "delete", "--bucket", "b", "--key", "k", "--bootstrap-servers", "x", "--metadata", "bad"], "NAME=VALUE"),
         (["items", "put", "--table", "posts:id", "--bootstrap-servers", "x", "--item", #"{"id":"p","n":1e999}"#],
-         "--item is not valid JSON: Number 1e999 is not representable"),
+         "'--item.n' is out of DynamoDB's number range"),
         // Held to what a worker takes (StrictJSON): a name given twice, a trailing comma.
         (["items", "put", "--table", "posts:id", "--bootstrap-servers", "x", "--item", #"{"id":"p","id":"q"}"#],
          "--item: member 'id' appears more than once in its object (at byte 10)"),

@@ -221,6 +221,61 @@ import Testing
     /// The same writes with the worker SIGKILLed twice mid-way: every item ends
     /// written, no item points at a missing file, and nothing is left stored
     /// that no item references.
+    /// An item's numbers, from the producer to a stream handler, through a real
+    /// worker: written by the Swift client and by `ferry items put`, with 38
+    /// digits, at the ends of DynamoDB's range and with trailing zeros, each
+    /// arrives in the stream record with its value intact, as boto3's
+    /// TypeDeserializer (the reader of Python stream handlers) reads it. Key
+    /// `3.0` names the item key `3` names. A number DynamoDB refuses is refused.
+    @Test func numbersKeepEveryDigitFromProducerToStreamHandler() async throws {
+        try await withSetup("item-numbers") { setup in
+            let worker = try startWorker(setup, "worker-numbers")
+            defer { Task { _ = await worker.stop() } }
+            let written = ["n38": "12345678901234567890123456789012345678", "tiny": "1e-130", "huge": "9.99e125",
+                           "money": "12.50", "small": "-0.000123", "round": "1E2"]
+            var item: AttributeMap = ["id": .string("num-1")]
+            for (name, text) in written { item[name] = .number(text) }
+            let viaClient = try await setup.client.putItem(item, into: Self.table, id: "num-client")
+            let text = "{\"id\":\"num-2\"," + written.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + "}"
+            _ = try await setup.env.ferry(["items", "put", "--table", "posts:id", "--id", "num-cli", "--item", text])
+            _ = try await setup.env.ferry(["items", "put", "--table", "posts:id", "--id", "num-key-a", "--item", #"{"id":3,"n":1}"#])
+            _ = try await setup.env.ferry(["items", "update", "--table", "posts:id", "--id", "num-key-b", "--key", #"{"id":3.0}"#,
+                                           "--set", #"{"n":2}"#])
+            // Written past the client (which refuses it) straight to the topic, as any producer may.
+            let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: setup.env.cluster.bootstrapServers), logger: logger)
+            try await producer.send(topic: "ferry.requests", key: Array("tables/posts/x".utf8),
+                                    value: Array(#"{"id":"num-bad","op":"putItem","table":"posts","item":{"id":"x","n":1e-400}}"#.utf8))
+            #expect(try await setup.completed([viaClient, "num-cli", "num-key-a", "num-key-b", "num-bad"]))
+            let bad = try await setup.env.statuses().first { $0.id == "num-bad" && $0.state.isTerminal }
+            #expect(bad?.state == .rejected && bad?.error?.message.contains("'item.n' is out of DynamoDB's number range") == true,
+                    "\(String(describing: bad))")
+            // The stream records as they are on the topic, read by boto3.
+            let raw = try await setup.env.kcat.consumeAll(topic: "ferry.streams").map(\.value)
+                .filter { $0.contains("\"num-1\"") || $0.contains("\"num-2\"") }
+            try #require(raw.count == 2)
+            let check = """
+                import json, sys
+                from decimal import Decimal
+                from boto3.dynamodb.types import TypeDeserializer
+                written = json.loads(sys.argv[1])
+                for line in sys.stdin:
+                    image = TypeDeserializer().deserialize({"M": json.loads(line)["dynamodb"]["NewImage"]})
+                    for name, text in written.items():
+                        assert image[name] == Decimal(text), (name, image[name], text)
+                print("ok")
+                """
+            let verdict = try await runChecked("python3", ["-c", check, String(decoding: try JSONEncoder().encode(written), as: UTF8.self)],
+                                               input: Data((raw.joined(separator: "\n") + "\n").utf8))
+            #expect(verdict.trimmingCharacters(in: .whitespacesAndNewlines) == "ok", "\(verdict)")
+            // 3 and 3.0: one item, updated in place (version 2), not two.
+            let items = try await setup.tableContents()
+            let keyed = items.values.filter { $0.item["id"]?.stringValue?.hasPrefix("3") == true }
+            #expect(keyed.count == 1 && keyed.first?.version == 2 && keyed.first?.item["n"] == .number("2")
+                    && keyed.first?.item["id"] == .number("3"), "\(keyed)")
+            #expect(items.values.first { $0.item["id"] == .string("num-2") }?.item["n38"] == .number("12345678901234567890123456789012345678"))
+        }
+    }
+
     @Test func itemsSurviveSigkill() async throws {
         try await withSetup("items-kill") { setup in
             var worker = try startWorker(setup, "worker-items-kill-1")

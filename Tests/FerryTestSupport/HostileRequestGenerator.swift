@@ -296,6 +296,8 @@ public struct HostileRequestGenerator {
         let item = [
             "{\"id\":\(id),\"picture\":\(file)}",
             "{\"id\":\(id),\"pics\":[\(file),\(file)],\"n\":1e400}",
+            // Numbers DynamoDB refuses and Foundation rounded or zeroed without a word.
+            "{\"id\":\(id),\"picture\":\(file),\"n\":[1e-400,1234567890123456789012345678901234567890123,9.99e125]}",
             "{\"id\":{\"S\":\"x\"},\"picture\":\(file)}",
             "{\"picture\":\(file)}",
             "{\"id\":\(id),\"deep\":" + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + "}",

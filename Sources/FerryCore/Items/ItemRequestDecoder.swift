@@ -13,13 +13,13 @@ extension RequestDecoder {
         if let tooLarge = sizeFailure(bytes) { return .failure(tooLarge) }
         if let unclear = strictnessFailure(bytes) { return .failure(unclear) }
         let data = Data(bytes)
-        let loose = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        let loose = looseObject(bytes, data: data)
         guard let loose, let op = loose["op"] as? String, let itemOp = ItemOperation(rawValue: op) else {
             return decodeTransfer(data, loose: loose).map(WorkerRequest.transfer)
         }
         let id = loose["id"] as? String
         do throws(FerryError) {
-            return .success(.item(try ItemRequestDecoder.decode(loose, op: itemOp)))
+            return .success(.item(try ItemRequestDecoder.decode(loose, text: bytes, op: itemOp)))
         } catch {
             return .failure(Failure(error: error, id: id.flatMap(isValidId) == true ? id : nil, op: op))
         }
@@ -30,16 +30,20 @@ extension RequestDecoder {
 /// envelope rules as transfers, a table name, plain-JSON attributes, and
 /// `S3ObjectInput`s that pass the upload rules.
 enum ItemRequestDecoder {
-    static func decode(_ json: [String: Any], op: ItemOperation) throws(FerryError) -> ItemRequest {
+    /// `json` is `text` as `JSONSerialization` reads it; attributes are read
+    /// from `text` itself (`ItemJSONText`), so numbers keep every digit.
+    static func decode(_ json: [String: Any], text: [UInt8], op: ItemOperation) throws(FerryError) -> ItemRequest {
+        let members = StrictJSON.members(of: text) ?? []
         func string(_ name: String) throws(FerryError) -> String? {
             guard let value = json[name], !(value is NSNull) else { return nil }
             guard let text = value as? String else { throw FerryError(.invalidRequest, "wrong type for '\(name)'") }
             return text
         }
         func object(_ name: String) throws(FerryError) -> AttributeMap? {
-            guard let value = json[name], !(value is NSNull) else { return nil }
-            guard let object = value as? [String: Any] else { throw FerryError(.invalidRequest, "'\(name)' must be a JSON object") }
-            return try ItemJSON.map(object, field: name)
+            // Decided by the text: Foundation's reader may not read it (a number past a Double's range).
+            guard let member = members.last(where: { $0.name == name }), !(json[name] is NSNull) else { return nil }
+            guard text[member.value].first == UInt8(ascii: "{") else { throw FerryError(.invalidRequest, "'\(name)' must be a JSON object") }
+            return try ItemJSONText.map(text, at: member.value, field: name)
         }
         guard let id = try string("id") else { throw FerryError(.invalidRequest, "missing required field 'id'") }
         guard RequestDecoder.isValidId(id) else {
