@@ -36,20 +36,21 @@ public enum ItemView {
                                          arguments: [change.table, change.itemKey]), held >= change.version {
             return false
         }
-        var partitionKey = "", sortKey: String?, sortNumber: Double?
+        var partitionKey = "", sortKey: String?, sortNumber: Double?, sortOrder: String?
         if let record = change.record {
             partitionKey = record.keys[record.keySchema.first ?? ""]?.stringValue ?? ""
             if record.keySchema.count > 1, let sort = record.keys[record.keySchema[1]] {
                 sortKey = sort.stringValue
-                if case .number(let n) = sort { sortNumber = Double(n) }
+                if case .number(let n) = sort { sortNumber = Double(n); sortOrder = DynamoNumber.orderKey(n) }
             }
         }
         let blob = try change.record.map { try JSONEncoder().encode($0) }
         try db.cachedStatement(sql: """
-            INSERT INTO item_view (tableName, itemKey, partitionKey, sortKey, sortNumber, version, record) VALUES (?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO item_view (tableName, itemKey, partitionKey, sortKey, sortNumber, sortOrder, version, record)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (tableName, itemKey) DO UPDATE SET partitionKey = excluded.partitionKey, sortKey = excluded.sortKey,
-              sortNumber = excluded.sortNumber, version = excluded.version, record = excluded.record
-            """).execute(arguments: [change.table, change.itemKey, partitionKey, sortKey, sortNumber, change.version, blob])
+              sortNumber = excluded.sortNumber, sortOrder = excluded.sortOrder, version = excluded.version, record = excluded.record
+            """).execute(arguments: [change.table, change.itemKey, partitionKey, sortKey, sortNumber, sortOrder, change.version, blob])
         return true
     }
 
@@ -65,23 +66,26 @@ public enum ItemView {
     /// sort-key prefix or an inclusive range (numbers compare as numbers).
     static func query(_ q: ItemQuery, in db: Database) throws -> [ItemRecord] {
         let (table, partitionKey, sortKeyPrefix, from, to, limit) = (q.table, q.partitionKey, q.sortKeyPrefix, q.from, q.to, q.limit)
-        var sql = "SELECT record FROM item_view WHERE tableName = ? AND partitionKey = ? AND record IS NOT NULL"
-        var arguments: [any DatabaseValueConvertible] = [table, partitionKey]
+        // A numeric partition key is held in its canonical form: "3.0" asks for the items of 3.
+        let canonicalKey = ItemQuery.canonicalNumber(partitionKey) ?? partitionKey
+        var sql = "SELECT record FROM item_view WHERE tableName = ? AND partitionKey IN (?, ?) AND record IS NOT NULL"
+        var arguments: [any DatabaseValueConvertible] = [table, partitionKey, canonicalKey]
         if let prefix = sortKeyPrefix {
             sql += " AND substr(sortKey, 1, ?) = ?"
             arguments += [prefix.count, prefix]
         }
         for (bound, op) in [(from, ">="), (to, "<=")] {
             guard let bound else { continue }
-            if let number = Double(bound) {
-                sql += " AND (sortNumber \(op) ? OR (sortNumber IS NULL AND sortKey \(op) ?))"
-                arguments += [number, bound]
+            if let order = DynamoNumber.orderKey(bound) {
+                // Numbers compare exactly (`DynamoNumber.orderKey`), not as Doubles.
+                sql += " AND (sortOrder \(op) ? OR (sortOrder IS NULL AND sortKey \(op) ?))"
+                arguments += [order, bound]
             } else {
                 sql += " AND sortKey \(op) ?"
                 arguments.append(bound)
             }
         }
-        sql += " ORDER BY sortNumber, sortKey LIMIT ?"
+        sql += " ORDER BY sortOrder, sortKey LIMIT ?"
         arguments.append(limit)
         return try Data.fetchAll(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments)).map {
             try JSONDecoder().decode(ItemRecord.self, from: $0)
@@ -170,6 +174,17 @@ extension WorkerStateStore: ItemViewWriter {
                 t.column("sequencer", .text).notNull()
                 t.column("createdAt", .double).notNull()
             }
+        }
+        // Numeric sort keys in exact order: `sortNumber`, a Double, tied 19-digit keys
+        // (nanosecond times, snowflake ids) and put ranges' ends in the wrong place.
+        migrator.registerMigration("v7-item-sort-order") { db in
+            try db.alter(table: "item_view") { t in t.add(column: "sortOrder", .text) }
+            for row in try Row.fetchAll(db, sql: "SELECT tableName, itemKey, sortKey FROM item_view WHERE sortNumber IS NOT NULL") {
+                let sortKey: String? = row["sortKey"]
+                try db.execute(sql: "UPDATE item_view SET sortOrder = ? WHERE tableName = ? AND itemKey = ?",
+                               arguments: [sortKey.flatMap(DynamoNumber.orderKey), row["tableName"] as String, row["itemKey"] as String])
+            }
+            try db.create(index: "item_view_order", on: "item_view", columns: ["tableName", "partitionKey", "sortOrder"])
         }
     }
 }

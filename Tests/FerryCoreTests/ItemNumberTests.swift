@@ -145,4 +145,35 @@ import Testing
         #expect(throws: FerryError.self) { try ItemJSONText.text(["n": .number("1e400")], field: "item") }
         #expect(throws: FerryError.self) { try ItemJSONText.text(["n": .number("12abc")], field: "item") }
     }
+
+    /// `orderKey` orders any two numbers as Python's decimal module does: byte
+    /// order of the keys is numeric order, exact at any length of digits.
+    @Test func orderKeysOrderAsDecimalsDo() async throws {
+        let seed = FuzzReplay.seed
+        var rng = SeededGenerator(seed: seed)
+        var pairs: [(String, String, String, String)] = []
+        while pairs.count < 3_000 {
+            let a = Self.numberText(&rng)
+            // Near neighbours too: the same digits with one changed, or extended.
+            let b = Bool.random(using: &rng) ? Self.numberText(&rng) : a + (a.contains("e") || a.contains("E") ? "" : "1")
+            guard let x = DynamoNumber.orderKey(a), let y = DynamoNumber.orderKey(b) else { continue }
+            pairs.append((a, b, x, y))
+        }
+        let compare = """
+            import sys
+            from decimal import Context
+            exact = Context(prec=100000, Emax=999999999, Emin=-999999999)
+            for line in sys.stdin:
+                a, b = line.split()
+                x, y = exact.create_decimal(a), exact.create_decimal(b)
+                print(-1 if x < y else (1 if x > y else 0))
+            """
+        let input = pairs.map { "\($0.0) \($0.1)" }.joined(separator: "\n") + "\n"
+        let verdicts = try await runChecked("python3", ["-c", compare], input: Data(input.utf8)).split(separator: "\n").map(String.init)
+        try #require(verdicts.count == pairs.count)
+        for ((a, b, x, y), verdict) in zip(pairs, verdicts) {
+            let ours = x == y ? "0" : (x.utf8.lexicographicallyPrecedes(y.utf8) ? "-1" : "1")
+            #expect(ours == verdict, "\(a) vs \(b): keys \(x) \(y) say \(ours), Python \(verdict) (FERRY_FUZZ_SEED=\(seed))")
+        }
+    }
 }

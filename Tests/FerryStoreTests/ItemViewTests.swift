@@ -35,4 +35,58 @@ import Testing
         #expect(try await store.currentItem(table: "posts", itemKey: key)?.record?.item["title"] == .string("v6"))
         #expect(try await store.queryItems(ItemQuery(table: "posts", partitionKey: "p1")).map(\.version) == [6])
     }
+
+    /// Numeric sort keys order exactly, as DynamoDB orders them: as Doubles,
+    /// 19-digit keys (nanosecond times) tied, so their order was arbitrary and a
+    /// range ending at one took its neighbours too. A numeric partition key
+    /// typed in another form (`3.0`) finds its items. Also after the migration
+    /// that adds the exact order to a view written before it.
+    @Test func numericSortKeysOrderExactly() async throws {
+        let dir = try TestPaths.temporaryDirectory("item-order")
+        // In the order DynamoDB sorts them.
+        let sorted = ["-9.99E+125", "-1764355200123456790", "-1764355200123456789", "-5.5", "-5", "-0.1",
+                      "-0." + String(repeating: "0", count: 129) + "1", "0", "0." + String(repeating: "0", count: 129) + "1",
+                      "0.1", "0.12", "0.125", "12.5", "1764355200123456788", "1764355200123456789", "1764355200123456790",
+                      "12345678901234567890123456789012345678", "1E+38", "9.99E+125"]
+        func items(_ partition: AttributeValue) -> [ItemVersion] {
+            sorted.enumerated().map { i, n in
+                let keys: AttributeMap = ["p": partition, "t": .number(n)]
+                return ItemVersion(table: "events", itemKey: "[\(partition),{\"N\":\"\(n)\"}]", version: 1,
+                                   record: ItemRecord(table: "events", keySchema: ["p", "t"], keys: keys, item: keys, version: 1, owner: nil,
+                                                      requestId: "r\(i)", updatedAt: ""))
+            }
+        }
+        func sortKeys(_ records: [ItemRecord]) -> [String] { records.compactMap { $0.keys["t"]?.stringValue } }
+        func check(_ store: WorkerStateStore, _ when: String) async throws {
+            #expect(sortKeys(try await store.queryItems(ItemQuery(table: "events", partitionKey: "u"))) == sorted, "\(when)")
+            let range = try await store.queryItems(ItemQuery(table: "events", partitionKey: "u", from: "1764355200123456789",
+                                                             to: "1764355200123456790"))
+            #expect(sortKeys(range) == ["1764355200123456789", "1764355200123456790"], "\(when)")
+            let negative = try await store.queryItems(ItemQuery(table: "events", partitionKey: "u", from: "-1764355200123456790", to: "-5.50"))
+            #expect(sortKeys(negative) == ["-1764355200123456790", "-1764355200123456789", "-5.5"], "\(when)")
+            #expect(try await store.queryItems(ItemQuery(table: "events", partitionKey: "3.0")).count == sorted.count, "\(when)")
+            // The in-memory view's rules (ItemQuery) agree with SQLite's.
+            let all = items(.string("u")).compactMap(\.record).shuffled()
+            #expect(sortKeys(all.filter(ItemQuery(table: "events", partitionKey: "u").matches).sorted(by: ItemQuery.sortKeyOrder)) == sorted)
+            #expect(sortKeys(all.filter(ItemQuery(table: "events", partitionKey: "u", from: "1764355200123456789",
+                                                  to: "1764355200123456790").matches)).sorted() == ["1764355200123456789", "1764355200123456790"])
+        }
+        do {
+            let store = try WorkerStateStore(directory: dir)
+            try await store.apply(items(.string("u")).shuffled() + items(.number("3")), topic: "ferry.tables.events", partition: 0, next: 1)
+            try await check(store, "as written")
+        }
+        // The view as a worker of the version before kept it: no exact order, then opened again.
+        let downgrade = """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            db.execute("DROP INDEX item_view_order")
+            db.execute("ALTER TABLE item_view DROP COLUMN sortOrder")
+            db.execute("DELETE FROM grdb_migrations WHERE identifier = 'v7-item-sort-order'")
+            db.commit()
+            """
+        _ = try await runChecked("python3", ["-c", downgrade, dir.appendingPathComponent("ferry.sqlite").path])
+        let reopened = try WorkerStateStore(directory: dir)
+        try await check(reopened, "after the migration")
+    }
 }

@@ -15,7 +15,8 @@ public struct ItemQuery: Sendable, Hashable {
 
     /// Whether `record` answers the query (the SQLite view applies the same rule in SQL).
     public func matches(_ record: ItemRecord) -> Bool {
-        guard record.table == table, record.keys[record.keySchema.first ?? ""]?.stringValue == partitionKey else { return false }
+        guard record.table == table, let key = record.keys[record.keySchema.first ?? ""]?.stringValue,
+              key == partitionKey || key == Self.canonicalNumber(partitionKey) else { return false }
         let sort = record.keySchema.count > 1 ? record.keys[record.keySchema[1]] : nil
         let text = sort?.stringValue
         if let prefix = sortKeyPrefix, !(text?.hasPrefix(prefix) ?? false) { return false }
@@ -24,11 +25,18 @@ public struct ItemQuery: Sendable, Hashable {
         return true
     }
 
-    /// Orders records by sort key: numbers by value, others by text.
+    /// The canonical text of a key typed as a number (`3.0` → `3`), or nil.
+    public static func canonicalNumber(_ text: String) -> String? {
+        try? DynamoNumber.canonical(Array(text.utf8), field: "key")
+    }
+
+    /// Orders records by sort key: numbers by value (exactly), others by text.
     public static func sortKeyOrder(_ a: ItemRecord, _ b: ItemRecord) -> Bool {
         let x = a.keySchema.count > 1 ? a.keys[a.keySchema[1]] : nil
         let y = b.keySchema.count > 1 ? b.keys[b.keySchema[1]] : nil
-        if case .number(let m)? = x, case .number(let n)? = y, let dm = Double(m), let dn = Double(n) { return dm < dn }
+        if case .number(let m)? = x, case .number(let n)? = y, let om = DynamoNumber.orderKey(m), let on = DynamoNumber.orderKey(n) {
+            return om.utf8.lexicographicallyPrecedes(on.utf8)
+        }
         return (x?.stringValue ?? "") < (y?.stringValue ?? "")
     }
 
@@ -36,8 +44,8 @@ public struct ItemQuery: Sendable, Hashable {
 
     private static func compare(_ value: AttributeValue?, _ bound: String) -> Order {
         guard let value else { return .orderedAscending }
-        if case .number(let n) = value, let a = Double(n), let b = Double(bound) {
-            return a < b ? .orderedAscending : (a > b ? .orderedDescending : .orderedSame)
+        if case .number(let n) = value, let a = DynamoNumber.orderKey(n), let b = DynamoNumber.orderKey(bound) {
+            return a.utf8.lexicographicallyPrecedes(b.utf8) ? .orderedAscending : (a == b ? .orderedSame : .orderedDescending)
         }
         let text = value.stringValue ?? ""
         return text < bound ? .orderedAscending : (text > bound ? .orderedDescending : .orderedSame)
