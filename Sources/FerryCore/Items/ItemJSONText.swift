@@ -15,8 +15,8 @@ public enum ItemJSONText {
     public static let maxDepth = 32
 
     /// The object at `range` of `bytes` (text `StrictJSON.check` accepted) as
-    /// an item: the rules of `ItemJSON` (depth, attribute names) and
-    /// `DynamoNumber`. Throws `InvalidRequest` naming the attribute.
+    /// an item: at most `maxDepth` levels, attribute names of 1–255 bytes,
+    /// numbers by `DynamoNumber`. Throws `InvalidRequest` naming the attribute.
     public static func map(_ bytes: [UInt8], at range: Range<Int>, field: String) throws(FerryError) -> AttributeMap {
         var reader = Reader(bytes: bytes, index: range.lowerBound, end: range.upperBound)
         guard case .map(let map) = try reader.value(field: field) else {
@@ -42,73 +42,55 @@ public enum ItemJSONText {
     /// `shown`: for people (`ferry items get`), a stored number DynamoDB would
     /// refuse (kept before numbers were checked) is shown as a string, not refused.
     public static func text(_ map: AttributeMap, field: String, shown: Bool = false) throws(FerryError) -> String {
-        var out = ""
+        var out: [UInt8] = []
         try write(.map(map), field: field, depth: -1, shown: shown, to: &out)
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 
-    private static func write(_ value: AttributeValue, field: String, depth: Int, shown: Bool, to out: inout String) throws(FerryError) {
+    private static func write(_ value: AttributeValue, field: String, depth: Int, shown: Bool, to out: inout [UInt8]) throws(FerryError) {
         guard depth <= maxDepth else {
             throw FerryError(.invalidRequest, "'\(field)' is nested deeper than \(maxDepth) levels")
         }
         switch value {
-        case .string(let s): quote(s, to: &out)
+        case .string(let s): JSONText.append(string: s, to: &out)
         case .number(let n):
             do {
-                out += try DynamoNumber.canonical(Array(n.utf8), field: field)
+                out += try DynamoNumber.canonical(Array(n.utf8), field: field).utf8
             } catch where shown {
-                quote(n, to: &out)
+                JSONText.append(string: n, to: &out)
             }
-        case .binary(let b): quote(Data(b).base64EncodedString(), to: &out)
-        case .bool(let b): out += b ? "true" : "false"
-        case .null: out += "null"
+        case .binary(let b): JSONText.append(string: Data(b).base64EncodedString(), to: &out)
+        case .bool(let b): out += (b ? "true" : "false").utf8
+        case .null: out += "null".utf8
         case .stringSet(let set): try write(.list(set.map(AttributeValue.string)), field: field, depth: depth, shown: shown, to: &out)
         case .numberSet(let set): try write(.list(set.map(AttributeValue.number)), field: field, depth: depth, shown: shown, to: &out)
         case .binarySet(let set): try write(.list(set.map(AttributeValue.binary)), field: field, depth: depth, shown: shown, to: &out)
         case .list(let list):
-            out += "["
+            out.append(UInt8(ascii: "["))
             for (index, element) in list.enumerated() {
-                if index > 0 { out += "," }
+                if index > 0 { out.append(UInt8(ascii: ",")) }
                 try write(element, field: "\(field)[\(index)]", depth: depth + 1, shown: shown, to: &out)
             }
-            out += "]"
+            out.append(UInt8(ascii: "]"))
         case .map(let map):
-            out += "{"
+            out.append(UInt8(ascii: "{"))
             for (index, (name, element)) in map.sorted(by: { $0.key < $1.key }).enumerated() {
-                if index > 0 { out += "," }
-                quote(name, to: &out)
-                out += ":"
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                JSONText.append(string: name, to: &out)
+                out.append(UInt8(ascii: ":"))
                 try write(element, field: Reader.member(field, name), depth: depth + 1, shown: shown, to: &out)
             }
-            out += "}"
+            out.append(UInt8(ascii: "}"))
         }
     }
 
-    /// A JSON string: quotes, backslashes and control characters escaped.
-    static func quote(_ text: String, to out: inout String) {
-        out += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
-    }
-
-    /// An open object or array while its members are read.
+    /// An open object or array while its members are read (its contents are
+    /// kept apart, in `maps` and `lists`, so adding one is done in place: an
+    /// object of n members must not be copied n times).
     private enum Open {
-        case object(AttributeMap, field: String, name: String)
-        case list([AttributeValue], field: String)
+        case object(field: String, name: String)
+        case list(field: String)
     }
-
     private struct Reader {
         let bytes: [UInt8]
         var index: Int
@@ -133,7 +115,7 @@ public enum ItemJSONText {
             return text
         }
 
-        /// `"name":`, with ItemJSON's rule for names.
+        /// `"name":`; a name is 1–255 bytes.
         mutating func memberName(in field: String) throws(FerryError) -> String {
             skipWhitespace()
             guard peek == UInt8(ascii: "\"") else { throw broken() }
@@ -150,6 +132,8 @@ public enum ItemJSONText {
         /// One value with everything in it, without recursion.
         mutating func value(field: String) throws(FerryError) -> AttributeValue {
             var stack: [Open] = []
+            var maps: [AttributeMap] = []
+            var lists: [[AttributeValue]] = []
             var field = field
             while true {
                 skipWhitespace()
@@ -165,14 +149,16 @@ public enum ItemJSONText {
                     skipWhitespace()
                     if peek == UInt8(ascii: "}") { index += 1; done = .map([:]); break }
                     let name = try memberName(in: field)
-                    stack.append(.object([:], field: field, name: name))
+                    stack.append(.object(field: field, name: name))
+                    maps.append([:])
                     field = Self.member(field, name)
                     continue
                 case UInt8(ascii: "["):
                     index += 1
                     skipWhitespace()
                     if peek == UInt8(ascii: "]") { index += 1; done = .list([]); break }
-                    stack.append(.list([], field: field))
+                    stack.append(.list(field: field))
+                    lists.append([])
                     field = "\(field)[0]"
                     continue
                 case UInt8(ascii: "\""):
@@ -190,8 +176,8 @@ public enum ItemJSONText {
                     done = .number(try DynamoNumber.canonical(bytes[start..<index], field: field))
                 }
                 // A value is complete: add it to its container, closing those it completes.
-                while true {
-                    guard var open = stack.popLast() else {
+                closing: while true {
+                    guard let open = stack.last else {
                         skipWhitespace()
                         guard index == end else { throw broken() }
                         return done
@@ -199,31 +185,29 @@ public enum ItemJSONText {
                     skipWhitespace()
                     let isObject = if case .object = open { true } else { false }
                     guard let next = peek, next == UInt8(ascii: ",") || next == UInt8(ascii: isObject ? "}" : "]") else { throw broken() }
-                    let more = next == UInt8(ascii: ",")
                     index += 1
+                    let more = next == UInt8(ascii: ",")
                     switch open {
-                    case .object(var map, let parent, let name):
-                        map[name] = done
-                        if more {
-                            let next = try memberName(in: parent)
-                            open = .object(map, field: parent, name: next)
-                            stack.append(open)
-                            field = Self.member(parent, next)
-                        } else {
-                            field = parent
-                            done = .map(map)
+                    case .object(let parent, let name):
+                        maps[maps.count - 1][name] = done
+                        guard more else {
+                            stack.removeLast()
+                            (done, field) = (.map(maps.removeLast()), parent)
+                            continue closing
                         }
-                    case .list(var list, let parent):
-                        list.append(done)
-                        if more {
-                            field = "\(parent)[\(list.count)]"
-                            stack.append(.list(list, field: parent))
-                        } else {
-                            field = parent
-                            done = .list(list)
+                        let following = try memberName(in: parent)
+                        stack[stack.count - 1] = .object(field: parent, name: following)
+                        field = Self.member(parent, following)
+                    case .list(let parent):
+                        lists[lists.count - 1].append(done)
+                        guard more else {
+                            stack.removeLast()
+                            (done, field) = (.list(lists.removeLast()), parent)
+                            continue closing
                         }
+                        field = "\(parent)[\(lists[lists.count - 1].count)]"
                     }
-                    if more { break }
+                    break closing
                 }
             }
         }
