@@ -3,6 +3,7 @@ import FerryKafka
 import Foundation
 import Logging
 import Metrics
+import Synchronization
 
 /// One stream trigger's event source mapping: reads `<prefix>.streams` in its
 /// own consumer group, and per partition gathers batches (BatchSize,
@@ -16,25 +17,52 @@ import Metrics
 final class StreamMapping: Sendable {
     let trigger: StreamTriggerRegistration
     private let services: TriggerServices
-    private let lanes: PartitionLanes
+    /// The mapping's consumer: made at once, or (`LATEST`) once its starting position is pinned.
+    private let lanes: Mutex<PartitionLanes?>
+    private let makeLanes: @Sendable () throws(KafkaError) -> PartitionLanes
+    private let pin: (@Sendable () async -> Bool)?
     private let logger: Logger
 
     init(trigger: StreamTriggerRegistration, services: TriggerServices, kafka: KafkaConfiguration, group: String,
          maxStarts: Int = 3, logger: Logger) throws(KafkaError) {
         self.trigger = trigger
         self.services = services
-        var log = logger
-        log[metadataKey: "trigger"] = "\(trigger.name)"
+        var named = logger
+        named[metadataKey: "trigger"] = "\(trigger.name)"
+        let log = named
         self.logger = log
-        lanes = try PartitionLanes(kafka: kafka, group: group, topics: [services.topics.streams], maxStarts: maxStarts, logger: log)
+        let topic = services.topics.streams
+        makeLanes = { () throws(KafkaError) in try PartitionLanes(kafka: kafka, group: group, topics: [topic], maxStarts: maxStarts, logger: log) }
+        switch trigger.mapping.startingPosition {
+        case .trimHorizon:
+            // The group starts at each partition's beginning by itself (auto.offset.reset=earliest).
+            lanes = Mutex(try makeLanes())
+            pin = nil
+        case .latest:
+            // Joining before the pin would start the group at the beginning.
+            lanes = Mutex(nil)
+            pin = { await StartingPositionPin.pinLatestRetrying(kafka: kafka, group: group, topic: topic, logger: log) }
+        }
     }
 
     var destination: String { trigger.mapping.onFailureDestination ?? services.topics.triggersDLQ }
 
-    var assignedPartitions: Set<TopicPartition> { lanes.assignedPartitions }
+    var assignedPartitions: Set<TopicPartition> { lanes.withLock { $0?.assignedPartitions } ?? [] }
 
     func run() async {
-        await lanes.run { [self] lane in await work(lane) }
+        var made = lanes.withLock { $0 }
+        if made == nil, let pin {
+            guard await pin() else { return }
+            do {
+                let fresh = try makeLanes()
+                lanes.withLock { $0 = fresh }
+                made = fresh
+            } catch {
+                logger.critical("stream trigger cannot start its consumer: \(error)")
+                return
+            }
+        }
+        await made?.run { [self] lane in await work(lane) }
     }
 
     private func work(_ lane: PartitionLanes.Lane) async {

@@ -46,12 +46,15 @@ public struct EventSourceMapping: Sendable {
     public var timeoutSeconds: Double
     /// At most this many invocations at once across partitions; nil: one per partition.
     public var maximumConcurrency: Int?
+    /// Where a new mapping starts reading (its consumer group has no position yet).
+    public var startingPosition: StartingPosition
 
     public init(batchSize: Int = 100, maximumBatchingWindowSeconds: Double = 0, maximumRetryAttempts: Int = -1,
                 maximumRecordAgeSeconds: Double = -1, bisectBatchOnFunctionError: Bool = false,
                 reportBatchItemFailures: Bool = false, onFailureDestination: String? = nil,
                 filterCriteria: FilterCriteria = FilterCriteria(), retryDelaySeconds: Double = 1,
-                timeoutSeconds: Double = 30, maximumConcurrency: Int? = nil) {
+                timeoutSeconds: Double = 30, maximumConcurrency: Int? = nil, startingPosition: StartingPosition = .trimHorizon) {
+        self.startingPosition = startingPosition
         self.batchSize = min(10_000, max(1, batchSize))
         self.maximumBatchingWindowSeconds = min(300, max(0, maximumBatchingWindowSeconds))
         self.maximumRetryAttempts = max(-1, maximumRetryAttempts)
@@ -64,4 +67,17 @@ public struct EventSourceMapping: Sendable {
         self.timeoutSeconds = timeoutSeconds
         self.maximumConcurrency = maximumConcurrency.map { max(1, $0) }
     }
+}
+
+/// Lambda's `StartingPosition` for a DynamoDB stream: where a new event source
+/// mapping begins. It applies once, when the mapping's consumer group has no
+/// position; from then on the mapping goes on from where it got to, across
+/// restarts and whichever worker runs it.
+public enum StartingPosition: String, Sendable, CaseIterable {
+    /// Every record the stream topic still holds (Kafka's retention).
+    case trimHorizon = "TRIM_HORIZON"
+    /// Only records written after the mapping first started (its position
+    /// is pinned to the topic's end then, so records written while no worker
+    /// runs it are still delivered later).
+    case latest = "LATEST"
 }

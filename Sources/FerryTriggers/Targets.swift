@@ -27,6 +27,8 @@ public struct TargetDeclaration: Sendable, Codable, Hashable {
     public var bisectBatchOnFunctionError: Bool?
     public var onFailureDestination: String?
     public var filters: [String]?
+    /// `TRIM_HORIZON` (default) or `LATEST`.
+    public var startingPosition: String?
     // Delivery (both)
     public var maximumRetryAttempts: Int?
     public var maximumEventAgeSeconds: Double?
@@ -38,7 +40,8 @@ public struct TargetDeclaration: Sendable, Codable, Hashable {
                 batchSize: Int? = nil, maximumBatchingWindowSeconds: Double? = nil, maximumRecordAgeSeconds: Double? = nil,
                 bisectBatchOnFunctionError: Bool? = nil, onFailureDestination: String? = nil, filters: [String]? = nil,
                 maximumRetryAttempts: Int? = nil, maximumEventAgeSeconds: Double? = nil, timeoutSeconds: Double? = nil,
-                maximumConcurrency: Int? = nil) {
+                maximumConcurrency: Int? = nil, startingPosition: String? = nil) {
+        self.startingPosition = startingPosition
         self.name = name; self.type = type; self.url = url; self.headers = headers; self.topic = topic
         self.events = events; self.prefix = prefix; self.suffix = suffix; self.table = table; self.viewType = viewType
         self.batchSize = batchSize; self.maximumBatchingWindowSeconds = maximumBatchingWindowSeconds
@@ -56,9 +59,13 @@ public struct TargetDeclaration: Sendable, Codable, Hashable {
             ? [("maximumEventAgeSeconds", maximumEventAgeSeconds != nil), ("prefix", prefix != nil), ("suffix", suffix != nil)]
             : [("batchSize", batchSize != nil), ("maximumBatchingWindowSeconds", maximumBatchingWindowSeconds != nil),
                ("maximumRecordAgeSeconds", maximumRecordAgeSeconds != nil), ("bisectBatchOnFunctionError", bisectBatchOnFunctionError != nil),
-               ("onFailureDestination", onFailureDestination != nil), ("filters", filters != nil), ("viewType", viewType != nil)]
+               ("onFailureDestination", onFailureDestination != nil), ("filters", filters != nil), ("viewType", viewType != nil),
+               ("startingPosition", startingPosition != nil)]
         if let key = misplaced.first(where: \.1)?.0 {
             return "\(key) applies to \(stream ? "S3 sources (events)" : "stream sources (table)") only"
+        }
+        if let startingPosition, StartingPosition(rawValue: startingPosition) == nil {
+            return "startingPosition must be \(StartingPosition.allCases.map(\.rawValue).joined(separator: " or ")), got '\(startingPosition)'"
         }
         func outside(_ key: String, _ value: Double?, _ range: String, _ allowed: (Double) -> Bool) -> String? {
             guard let value, !(value.isFinite && allowed(value)) else { return nil }
@@ -125,7 +132,8 @@ public struct TargetDeclaration: Sendable, Codable, Hashable {
                                             bisectBatchOnFunctionError: bisectBatchOnFunctionError ?? false,
                                             reportBatchItemFailures: type == "webhook", onFailureDestination: onFailureDestination,
                                             filterCriteria: try FilterCriteria(patterns: filters ?? []),
-                                            timeoutSeconds: timeoutSeconds ?? 30, maximumConcurrency: maximumConcurrency),
+                                            timeoutSeconds: timeoutSeconds ?? 30, maximumConcurrency: maximumConcurrency,
+                                            startingPosition: startingPosition.flatMap(StartingPosition.init) ?? .trimHorizon),
                 handler: target))
         default:
             throw TriggerRegistrationError("target '\(name)': give either 'events' (an S3 source) or 'table' (a stream source)")

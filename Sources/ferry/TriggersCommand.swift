@@ -44,7 +44,8 @@ struct TriggersListCommand: AsyncParsableCommand {
                    "batchSize=\(m.batchSize) window=\(m.maximumBatchingWindowSeconds)s retries=\(m.maximumRetryAttempts)"
                    + " maxRecordAge=\(m.maximumRecordAgeSeconds.clampedInt())s bisect=\(m.bisectBatchOnFunctionError)"
                    + " reportBatchItemFailures=\(m.reportBatchItemFailures) onFailure=\(m.onFailureDestination ?? "<prefix>.triggers.dlq")"
-                   + " timeout=\(m.timeoutSeconds.clampedInt())s concurrency=\(m.maximumConcurrency.map(String.init) ?? "partitions")"].joined(separator: "\t"))
+                   + " timeout=\(m.timeoutSeconds.clampedInt())s concurrency=\(m.maximumConcurrency.map(String.init) ?? "partitions")"
+                   + " start=\(m.startingPosition.rawValue)"].joined(separator: "\t"))
         }
     }
 }

@@ -212,7 +212,7 @@ import Testing
         let dlq = try await run(trigger, [Self.record("ahead", 1, created: anHourAhead)]) { !$0.isEmpty }
         let failed = try parse(try #require(dlq.first))
         #expect((failed["requestContext"] as? [String: Any])?["condition"] as? String == "RecordAgeExceeded")
-        #expect((2...6).contains(handler.seen.count))
+        #expect((1...6).contains(handler.seen.count))
         // Without a message time, the change's time stands in, held to the time of reading too.
         let readAt = Date()
         let item = StreamMapping.Item(message: KafkaMessage(topic: "s", partition: 0, offset: 0, key: nil, value: []),
@@ -223,6 +223,39 @@ import Testing
                                                                timestampMs: Int64(old.timeIntervalSince1970 * 1000)),
                                          record: Self.record("ahead", 3, created: anHourAhead), readAt: readAt)
         #expect(abs(stamped.queuedAt - old.timeIntervalSince1970) < 0.002)
+    }
+
+    /// LATEST, as Lambda's StartingPosition: a new mapping skips what the stream
+    /// topic held when it first started, and from then on goes on from its
+    /// position: records written while no worker ran it are delivered after a
+    /// restart (Kafka's own `latest` would skip those too). TRIM_HORIZON, the
+    /// default, is every other test here: they send first, then start.
+    @Test func latestStartsAtTheEndOnceAndThenGoesOnFromItsPosition() async throws {
+        let kafka = try Cluster(partitions: 2, logger: logger)
+        try await kafka.send((0..<4).map { Self.record("old", $0) })
+        let handler = Scripted()
+        let trigger = StreamTriggerRegistration(name: "latest", table: "objects", mapping: EventSourceMapping(startingPosition: .latest),
+                                                handler: handler)
+        var dispatcher = try kafka.dispatcher([trigger], logger: logger)
+        var running = Task { [dispatcher] in await dispatcher.run() }
+        // Assigned means pinned: the mapping joins its group only after that.
+        let first = dispatcher
+        let joined = await eventually(timeout: 60) { first.streamAssignments["latest"]?.count == 2 }
+        #expect(joined)
+        try await kafka.send((0..<3).map { Self.record("new", $0) })
+        let delivered = await eventually(timeout: 60) { handler.seen.flatMap { $0 }.count >= 3 }
+        #expect(delivered)
+        running.cancel()
+        await running.value
+        try await kafka.send((0..<2).map { Self.record("gap", $0) })
+        dispatcher = try kafka.dispatcher([trigger], logger: logger)
+        running = Task { [dispatcher] in await dispatcher.run() }
+        let caughtUp = await eventually(timeout: 60) { handler.seen.flatMap { $0 }.count >= 5 }
+        #expect(caughtUp)
+        try await Task.sleep(for: .milliseconds(500))
+        running.cancel()
+        await running.value
+        #expect(handler.seen.flatMap { $0 }.sorted() == ["gap#0", "gap#1", "new#0", "new#1", "new#2"])
     }
 
     @Test func filterCriteriaSelectRecordsAndViewTypeShapesThem() async throws {

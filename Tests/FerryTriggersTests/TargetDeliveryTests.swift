@@ -144,6 +144,9 @@ import Testing
         (TargetDeclaration(name: "t", type: "kafka", topic: "x", events: ["*"], filters: [#"{"eventName":["INSERT"]}"#]), "filters applies to stream sources (table) only"),
         (TargetDeclaration(name: "t", type: "kafka", topic: "x", events: ["*"], batchSize: 10), "batchSize applies to stream sources"),
         (TargetDeclaration(name: "t", type: "kafka", topic: "x", table: "objects", maximumEventAgeSeconds: 600), "maximumEventAgeSeconds applies to S3 sources (events) only"),
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", table: "objects", startingPosition: "latest"), "startingPosition must be TRIM_HORIZON or LATEST, got 'latest'"),
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", table: "objects", startingPosition: "AT_TIMESTAMP"), "startingPosition must be TRIM_HORIZON or LATEST"),
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", events: ["*"], startingPosition: "LATEST"), "startingPosition applies to stream sources (table) only"),
     ])
     func aDeclaredSettingOutsideItsRangeIsRefused(declaration: TargetDeclaration, message: String) {
         var registry = TriggerRegistry()
@@ -156,7 +159,8 @@ import Testing
         var edges = TriggerRegistry()
         #expect(throws: Never.self) {
             try TargetDeclaration(name: "s", type: "kafka", topic: "x", table: "objects", batchSize: 10_000, maximumBatchingWindowSeconds: 300,
-                                  maximumRecordAgeSeconds: 604_800, maximumRetryAttempts: -1, timeoutSeconds: 900, maximumConcurrency: 1_000)
+                                  maximumRecordAgeSeconds: 604_800, maximumRetryAttempts: -1, timeoutSeconds: 900, maximumConcurrency: 1_000,
+                                  startingPosition: "LATEST")
                 .register(into: &edges)
             try TargetDeclaration(name: "a", type: "kafka", topic: "x", events: ["*"], maximumRetryAttempts: 0, maximumEventAgeSeconds: 60,
                                   timeoutSeconds: 1).register(into: &edges)

@@ -139,7 +139,7 @@ import Testing
 
     /// A producer whose clock runs an hour ahead stamps its events an hour in the
     /// future. Their age counts from when they were read, so the age limit still
-    /// holds: the third attempt, 1.8 s after the first, finds the event older than
+    /// holds: by the third attempt, 1.8 s after the first, the event is older than
     /// 1 s. (Counted from the stamp, the event stayed young and all three ran.)
     @Test func anEventStampedInTheFutureAgesFromWhenItWasRead() async throws {
         let handler = FlakyHandler(failures: 10)
@@ -152,8 +152,9 @@ import Testing
         let parsed = try JSONSerialization.jsonObject(with: Data(try #require(dlq.first).value.utf8)) as! [String: Any]
         let context = parsed["requestContext"] as! [String: Any]
         #expect(context["condition"] as? String == "EventAgeExceeded")
-        #expect(context["approximateInvokeCount"] as? Int == 2)
-        #expect(handler.attempts.withLock { $0 } == [1, 2])
+        // Two tries fit in the second (one, when a loaded machine is slow to make the first).
+        #expect((1...2).contains(context["approximateInvokeCount"] as? Int ?? 0))
+        #expect([[1], [1, 2]].contains(handler.attempts.withLock { $0 }))
     }
 
     /// Writes one object: where depends on the test.

@@ -1,0 +1,57 @@
+import FerryKafka
+import Logging
+
+/// A `LATEST` mapping's first position, made durable. Kafka's own
+/// `auto.offset.reset=latest` would start at the end again on every start
+/// until something is committed, so records written while no worker runs the
+/// mapping would be skipped: instead the ends are committed for the mapping's
+/// group before it joins, once, and from then on it goes on from its position.
+enum StartingPositionPin {
+    /// Commits each partition's end of `topic` for `group` when the group has
+    /// no committed position on any partition; returns the ends, or nil when it
+    /// had one (this mapping started before, on this worker or another).
+    static func pinLatest(kafka: KafkaConfiguration, group: String, topic: String, logger: Logger) async throws(KafkaError) -> [Int32: Int64]? {
+        let observer = try KafkaConsumer.observer(configuration: kafka, group: group, logger: logger)
+        do throws(KafkaError) {
+            let partitions = try await observer.partitions(of: topic).map { TopicPartition(topic: topic, partition: $0) }
+            if try await observer.committed(partitions).contains(where: { $0.offset >= 0 }) {
+                await observer.close()
+                return nil
+            }
+            let ends = try await observer.endOffsets(of: topic)
+            do {
+                try await observer.commit(ends.sorted { $0.key < $1.key }.map { TopicPartitionOffset(topic: topic, partition: $0.key, offset: $0.value) })
+            } catch {
+                // Refused when another worker's consumer joined the group first: that one pinned it.
+                guard try await observer.committed(partitions).contains(where: { $0.offset >= 0 }) else { throw error }
+                await observer.close()
+                return nil
+            }
+            await observer.close()
+            return ends
+        } catch {
+            await observer.close()
+            throw error
+        }
+    }
+
+    /// `pinLatest` until it succeeds or the task is cancelled (false then):
+    /// a mapping that cannot know where to start does not start.
+    static func pinLatestRetrying(kafka: KafkaConfiguration, group: String, topic: String, logger: Logger) async -> Bool {
+        var delay = 1.0
+        while !Task.isCancelled {
+            do {
+                if let ends = try await pinLatest(kafka: kafka, group: group, topic: topic, logger: logger) {
+                        let positions = ends.sorted { $0.key < $1.key }.map { "[\($0.key)] \($0.value)" }.joined(separator: ", ")
+                    logger.info("stream trigger starts at LATEST: position pinned at the end of \(topic) (\(positions))")
+                }
+                return true
+            } catch {
+                logger.error("stream trigger cannot pin its LATEST starting position yet, retrying in \(Int(delay)) s: \(error)")
+                try? await Task.sleep(for: .seconds(delay))
+                delay = min(delay * 2, 30)
+            }
+        }
+        return false
+    }
+}
