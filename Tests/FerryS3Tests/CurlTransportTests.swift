@@ -59,24 +59,33 @@ import Testing
     /// Accepts connections and holds them unanswered until `answerAll()`,
     /// which sends each a 200 and closes it.
     final class HeldResponder: Sendable {
-        final class Held: Sendable { let connections = Mutex<[Int32]>([]) }
+        /// Connections held, and whether `answerAll` was called (one arriving later, on a slow machine, is answered at once).
+        final class Held: Sendable { let state = Mutex<(connections: [Int32], answering: Bool)>(([], false)) }
         private let listener: LoopbackListener
         private let held = Held()
         var port: Int { listener.port }
-        var holding: Int { held.connections.withLock { $0.count } }
+        var holding: Int { held.state.withLock { $0.connections.count } }
 
         init() throws {
             let held = self.held
             listener = try LoopbackListener { connection in
-                held.connections.withLock { $0.append(connection) }
+                let now = held.state.withLock { s -> Bool in
+                    if !s.answering { s.connections.append(connection) }
+                    return s.answering
+                }
+                if now { Self.answer(connection) }
             }
         }
 
-        func answerAll() {
+        static func answer(_ connection: Int32) {
             let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok".utf8)
-            for connection in held.connections.withLock({ s in defer { s = [] }; return s }) {
-                _ = answer.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-                close(connection)
+            _ = answer.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            close(connection)
+        }
+
+        func answerAll() {
+            for connection in held.state.withLock({ s in s.answering = true; defer { s.connections = [] }; return s.connections }) {
+                Self.answer(connection)
             }
         }
     }
@@ -96,7 +105,8 @@ import Testing
                 return try await transport.execute(request)
             }
         }
-        #expect(await eventually(timeout: 10, every: 0.05) { server.holding == 48 }, "\(server.holding) connections held")
+        // Returns as soon as all are held; a loaded machine (the suite runs tests side by side) may take long to open 48.
+        #expect(await eventually(timeout: 60, every: 0.05) { server.holding == 48 }, "\(server.holding) connections held")
         #expect(transport.connectionsInUse == 48)
         server.answerAll()
         for request in requests {
