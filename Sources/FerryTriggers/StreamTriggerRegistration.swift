@@ -40,7 +40,7 @@ public struct EventSourceMapping: Sendable {
     public var onFailureDestination: String?
     /// Only records matching one of these patterns reach the handler; the others are skipped.
     public var filterCriteria: FilterCriteria
-    /// Wait before the first retry; doubled for each further one, at most 30 s.
+    /// Wait before the first retry; doubled for each further one, at most 30 s (or this, when longer).
     public var retryDelaySeconds: Double
     /// An invocation running longer is cancelled and counts as failed.
     public var timeoutSeconds: Double

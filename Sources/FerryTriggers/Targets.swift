@@ -34,14 +34,16 @@ public struct TargetDeclaration: Sendable, Codable, Hashable {
     public var maximumEventAgeSeconds: Double?
     public var timeoutSeconds: Double?
     public var maximumConcurrency: Int?
+    /// Wait before the first retry, doubled for each further one (Ferry's; Lambda waits 60 s, then 120 s).
+    public var retryDelaySeconds: Double?
 
     public init(name: String, type: String, url: String? = nil, headers: [String: String]? = nil, topic: String? = nil,
                 events: [String]? = nil, prefix: String? = nil, suffix: String? = nil, table: String? = nil, viewType: String? = nil,
                 batchSize: Int? = nil, maximumBatchingWindowSeconds: Double? = nil, maximumRecordAgeSeconds: Double? = nil,
                 bisectBatchOnFunctionError: Bool? = nil, onFailureDestination: String? = nil, filters: [String]? = nil,
                 maximumRetryAttempts: Int? = nil, maximumEventAgeSeconds: Double? = nil, timeoutSeconds: Double? = nil,
-                maximumConcurrency: Int? = nil, startingPosition: String? = nil) {
-        self.startingPosition = startingPosition
+                maximumConcurrency: Int? = nil, startingPosition: String? = nil, retryDelaySeconds: Double? = nil) {
+        self.startingPosition = startingPosition; self.retryDelaySeconds = retryDelaySeconds
         self.name = name; self.type = type; self.url = url; self.headers = headers; self.topic = topic
         self.events = events; self.prefix = prefix; self.suffix = suffix; self.table = table; self.viewType = viewType
         self.batchSize = batchSize; self.maximumBatchingWindowSeconds = maximumBatchingWindowSeconds
@@ -82,6 +84,7 @@ public struct TargetDeclaration: Sendable, Codable, Hashable {
             outside("maximumEventAgeSeconds", maximumEventAgeSeconds, "60…21600") { (60...21_600).contains($0) },
             outside("timeoutSeconds", timeoutSeconds, "1…900") { (1...900).contains($0) },
             outside("maximumConcurrency", maximumConcurrency.map(Double.init), "1…1000") { (1...1_000).contains($0) },
+            outside("retryDelaySeconds", retryDelaySeconds, "0…300") { (0...300).contains($0) },
         ].lazy.compactMap { $0 }.first
     }
 
@@ -111,7 +114,8 @@ public struct TargetDeclaration: Sendable, Codable, Hashable {
         case (let events?, nil):
             try registry.register(S3TriggerRegistration(
                 name: name, events: events.map { EventTypePattern($0) }, prefix: prefix ?? "", suffix: suffix ?? "",
-                delivery: AsyncDelivery(maximumRetryAttempts: maximumRetryAttempts ?? 2, timeoutSeconds: timeoutSeconds ?? 30,
+                delivery: AsyncDelivery(maximumRetryAttempts: maximumRetryAttempts ?? 2, retryDelaySeconds: retryDelaySeconds ?? 1,
+                                        timeoutSeconds: timeoutSeconds ?? 30,
                                         maximumEventAgeSeconds: maximumEventAgeSeconds ?? 21_600, maximumConcurrency: maximumConcurrency),
                 handler: target))
         case (nil, let table?):
@@ -131,7 +135,7 @@ public struct TargetDeclaration: Sendable, Codable, Hashable {
                                             maximumRetryAttempts: maximumRetryAttempts ?? -1, maximumRecordAgeSeconds: maximumRecordAgeSeconds ?? -1,
                                             bisectBatchOnFunctionError: bisectBatchOnFunctionError ?? false,
                                             reportBatchItemFailures: type == "webhook", onFailureDestination: onFailureDestination,
-                                            filterCriteria: try FilterCriteria(patterns: filters ?? []),
+                                            filterCriteria: try FilterCriteria(patterns: filters ?? []), retryDelaySeconds: retryDelaySeconds ?? 1,
                                             timeoutSeconds: timeoutSeconds ?? 30, maximumConcurrency: maximumConcurrency,
                                             startingPosition: startingPosition.flatMap(StartingPosition.init) ?? .trimHorizon),
                 handler: target))

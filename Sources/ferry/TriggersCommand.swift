@@ -31,7 +31,8 @@ struct TriggersListCommand: AsyncParsableCommand {
             let filter = [t.prefix.isEmpty ? nil : "prefix=\(t.prefix)", t.suffix.isEmpty ? nil : "suffix=\(t.suffix)"].compactMap { $0 }
             let d = t.delivery
             print([t.name, "s3:" + t.events.map(\.pattern).joined(separator: ","), filter.isEmpty ? "-" : filter.joined(separator: " "),
-                   "retries=\(d.maximumRetryAttempts) maxEventAge=\(d.maximumEventAgeSeconds.clampedInt())s timeout=\(d.timeoutSeconds.clampedInt())s"
+                   "retries=\(d.maximumRetryAttempts) retryDelay=\(d.retryDelaySeconds)s maxEventAge=\(d.maximumEventAgeSeconds.clampedInt())s"
+                   + " timeout=\(d.timeoutSeconds.clampedInt())s"
                    + " concurrency=\(d.maximumConcurrency.map(String.init) ?? "partitions")"].joined(separator: "\t"))
         }
         for t in registry.yielded {
@@ -41,7 +42,7 @@ struct TriggersListCommand: AsyncParsableCommand {
             let m = t.mapping
             print([t.name, "stream:\(t.table) \(t.viewType.rawValue)",
                    m.filterCriteria.isEmpty ? "-" : m.filterCriteria.sources.joined(separator: " OR "),
-                   "batchSize=\(m.batchSize) window=\(m.maximumBatchingWindowSeconds)s retries=\(m.maximumRetryAttempts)"
+                   "batchSize=\(m.batchSize) window=\(m.maximumBatchingWindowSeconds)s retries=\(m.maximumRetryAttempts) retryDelay=\(m.retryDelaySeconds)s"
                    + " maxRecordAge=\(m.maximumRecordAgeSeconds.clampedInt())s bisect=\(m.bisectBatchOnFunctionError)"
                    + " reportBatchItemFailures=\(m.reportBatchItemFailures) onFailure=\(m.onFailureDestination ?? "<prefix>.triggers.dlq")"
                    + " timeout=\(m.timeoutSeconds.clampedInt())s concurrency=\(m.maximumConcurrency.map(String.init) ?? "partitions")"

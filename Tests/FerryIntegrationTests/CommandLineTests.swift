@@ -538,12 +538,14 @@ import Testing
         try Data("""
             triggers:
               - {name: notify, type: webhook, url: "http://127.0.0.1:1/hook", events: ["ObjectRemoved:*"], prefix: public/}
-              - {name: mirror, type: kafka, topic: mirror.objects, table: objects, viewType: KEYS_ONLY, batchSize: 500, startingPosition: LATEST}
+              - {name: mirror, type: kafka, topic: mirror.objects, table: objects, viewType: KEYS_ONLY, batchSize: 500, startingPosition: LATEST,
+                 retryDelaySeconds: 60}
             """.utf8).write(to: config)
         let list = try await runChecked(ferry, ["triggers", "list", "--config", config.path, "--data-root", dir.path])
         #expect(list.contains("notify\ts3:ObjectRemoved:*\tprefix=public/\tretries=2"))
         #expect(list.contains("mirror\tstream:objects KEYS_ONLY\t-\tbatchSize=500"))
         #expect(list.contains("start=LATEST") && list.contains("start=TRIM_HORIZON"), "\(list)")
+        #expect(list.contains("retryDelay=60.0s") && list.contains("retryDelay=1.0s"), "\(list)")
         // The shipped catch-all audit log steps aside for the declared S3 target.
         #expect(list.contains("audit-log\tnot registered: overlaps 'notify'"))
         // Two declarations that overlap stop start-up with both names.

@@ -147,6 +147,8 @@ import Testing
         (TargetDeclaration(name: "t", type: "kafka", topic: "x", table: "objects", startingPosition: "latest"), "startingPosition must be TRIM_HORIZON or LATEST, got 'latest'"),
         (TargetDeclaration(name: "t", type: "kafka", topic: "x", table: "objects", startingPosition: "AT_TIMESTAMP"), "startingPosition must be TRIM_HORIZON or LATEST"),
         (TargetDeclaration(name: "t", type: "kafka", topic: "x", events: ["*"], startingPosition: "LATEST"), "startingPosition applies to stream sources (table) only"),
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", events: ["*"], retryDelaySeconds: 600), "retryDelaySeconds must be 0…300, got 600"),
+        (TargetDeclaration(name: "t", type: "kafka", topic: "x", table: "objects", retryDelaySeconds: -1), "retryDelaySeconds must be 0…300, got -1"),
     ])
     func aDeclaredSettingOutsideItsRangeIsRefused(declaration: TargetDeclaration, message: String) {
         var registry = TriggerRegistry()
@@ -165,6 +167,18 @@ import Testing
             try TargetDeclaration(name: "a", type: "kafka", topic: "x", events: ["*"], maximumRetryAttempts: 0, maximumEventAgeSeconds: 60,
                                   timeoutSeconds: 1).register(into: &edges)
         }
+    }
+
+    /// A declared retry wait is the one the trigger runs with (Lambda's 60 s for a
+    /// webhook whose service takes minutes to come back), for both kinds of source.
+    @Test func aDeclaredRetryDelayIsUsed() throws {
+        var registry = TriggerRegistry()
+        try TargetDeclaration(name: "slow-s3", type: "kafka", topic: "x", events: ["*"], retryDelaySeconds: 60).register(into: &registry)
+        try TargetDeclaration(name: "slow-stream", type: "kafka", topic: "x", table: "objects", retryDelaySeconds: 45).register(into: &registry)
+        try TargetDeclaration(name: "plain", type: "kafka", topic: "x", table: "transfers").register(into: &registry)
+        #expect(registry.s3Triggers.first { $0.name == "slow-s3" }?.delivery.retryDelaySeconds == 60)
+        #expect(registry.streamTriggers.first { $0.name == "slow-stream" }?.mapping.retryDelaySeconds == 45)
+        #expect(registry.streamTriggers.first { $0.name == "plain" }?.mapping.retryDelaySeconds == 1)
     }
 
     /// A webhook's answer to a stream batch, by Lambda's rules: success unless

@@ -91,7 +91,7 @@ public struct ConfigurationSources: Sendable {
         let fields = Set(["name", "type", "url", "headers", "topic", "events", "prefix", "suffix", "table", "viewType", "batchSize",
                           "maximumBatchingWindowSeconds", "maximumRecordAgeSeconds", "bisectBatchOnFunctionError",
                           "onFailureDestination", "filters", "maximumRetryAttempts", "maximumEventAgeSeconds", "timeoutSeconds",
-                          "maximumConcurrency", "startingPosition"])
+                          "maximumConcurrency", "startingPosition", "retryDelaySeconds"])
         var result: [TargetDeclaration] = []
         for (index, entry) in entries.enumerated() {
             if let unknown = entry.keys.sorted().first(where: { !fields.contains($0) }) {
