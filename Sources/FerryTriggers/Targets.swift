@@ -193,17 +193,33 @@ public struct WebhookTarget: S3EventHandler, StreamRecordHandler {
         var requestHeaders = [("Content-Type", "application/json"), ("X-Ferry-Request-Id", context.requestId),
                               ("X-Ferry-Attempt", String(context.attempt)), ("X-Ferry-Trigger", context.handlerName)]
         requestHeaders += headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-        let response = try await http.execute(HTTPRequest(method: "POST", url: url, headers: requestHeaders,
-                                                          body: .bytes(Array(try encoder.encode(event)))))
+        let body = Array(try encoder.encode(event))
+        let response: HTTPResponse
+        do {
+            response = try await http.execute(HTTPRequest(method: "POST", url: url, headers: requestHeaders, body: .bytes(body)))
+        } catch {
+            // The transport's message names the URL: only its origin goes on.
+            throw FerryError(error.code, error.message.replacingOccurrences(of: redactedURL(url), with: origin))
+        }
         guard (200..<300).contains(response.status) else {
-            throw WebhookRefused(url: url, status: response.status, body: String(decoding: response.body.prefix(200), as: UTF8.self))
+            throw WebhookRefused(url: origin, status: response.status, body: String(decoding: response.body.prefix(200), as: UTF8.self))
         }
         return response.body
+    }
+
+    /// What failures say of the URL: scheme, host and port. Its user info, path
+    /// and query stay out of logs and invocation records, which travel further
+    /// than the configuration: webhook URLs carry secrets there (a password,
+    /// a path token such as a chat service's `…/services/T0/B0/XXXX`, `?token=`).
+    var origin: String {
+        guard let parts = URLComponents(string: url), let scheme = parts.scheme, let host = parts.host else { return "<webhook>" }
+        return "\(scheme)://\(host.contains(":") ? "[\(host)]" : host)\(parts.port.map { ":\($0)" } ?? "")"
     }
 }
 
 /// A webhook answered with something other than 2xx.
 public struct WebhookRefused: Error, CustomStringConvertible {
+    /// The webhook's origin (`WebhookTarget.origin`), not its whole URL.
     public var url: String
     public var status: Int
     public var body: String

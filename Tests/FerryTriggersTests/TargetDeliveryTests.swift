@@ -169,6 +169,29 @@ import Testing
         }
     }
 
+    /// A webhook URL's secrets (user info, a path token, a query token) stay out
+    /// of its failures, which go to logs and invocation records: an answer
+    /// other than 2xx and a connection that fails both name the origin only.
+    @Test func aWebhooksSecretsStayOutOfItsFailures() async throws {
+        let refusing = try HTTPAnswerer(head: "HTTP/1.1 500 Busy", body: "try later")
+        let closed = try LoopbackListener { close($0) }  // accepts, then hangs up
+        let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: "/tmp"), region: "us-east-1")
+        let secrets = ["hook-user", "pa55word", "SECRETPATH", "SECRETQUERY"]
+        for port in [refusing.port, closed.port] {
+            let target = WebhookTarget(url: "http://hook-user:pa55word@127.0.0.1:\(port)/services/T0/B0/SECRETPATH?token=SECRETQUERY")
+            do {
+                try await target.handle(TriggerDispatcherTests().event(key: "a"), context: .local(handlerName: "hook", environment: environment))
+                Issue.record("a failing webhook succeeded")
+            } catch {
+                let text = "\(error)"
+                #expect(text.contains("http://127.0.0.1:\(port)"), "\(text)")
+                #expect(secrets.allSatisfy { !text.contains($0) }, "\(text)")
+            }
+        }
+        #expect(redactedURL("https://u:p@example.com:8443/a?b=c") == "https://example.com:8443/a")
+        #expect(redactedURL("https://example.com/a@b") == "https://example.com/a@b")
+    }
+
     /// A declared retry wait is the one the trigger runs with (Lambda's 60 s for a
     /// webhook whose service takes minutes to come back), for both kinds of source.
     @Test func aDeclaredRetryDelayIsUsed() throws {

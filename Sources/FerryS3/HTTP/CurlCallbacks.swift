@@ -272,6 +272,15 @@ let curlReadCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, Un
 }
 
 /// A URL fit for a message: presigned URLs carry credentials in the query, never printed.
-func redactedURL(_ url: String) -> String {
-    url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url
+/// A URL as failures name it: without its query (presigned signatures, tokens)
+/// and without user info (`user:password@`).
+public func redactedURL(_ url: String) -> String {
+    var text = url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url
+    if let scheme = text.range(of: "://") {
+        let authorityEnd = text[scheme.upperBound...].firstIndex(of: "/") ?? text.endIndex
+        if let at = text[scheme.upperBound..<authorityEnd].lastIndex(of: "@") {
+            text.replaceSubrange(scheme.upperBound...at, with: "")
+        }
+    }
+    return text
 }
