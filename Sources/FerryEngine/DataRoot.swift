@@ -124,7 +124,7 @@ public struct DataRoot: Sendable, Hashable {
     /// for `openat` / `renameat` / `unlinkat` relative to it.
     public func openParentBeneath(_ path: String, create: Bool) throws(FerryError) -> (descriptor: Int32, name: String) {
         let prefix = self.path.hasSuffix("/") ? self.path : self.path + "/"
-        guard path.hasPrefix(prefix) else { throw FerryError(.invalidPath, "\(path) is outside the data root") }
+        guard path.hasBytePrefix(prefix) else { throw FerryError(.invalidPath, "\(path) is outside the data root") }
         let components = path.dropFirst(prefix.count).split(separator: "/").map(String.init)
         guard let name = components.last, !components.contains(where: { $0 == ".." || $0 == "." }) else {
             throw FerryError(.invalidPath, "\(path) names no file inside the data root")
@@ -196,7 +196,7 @@ public struct DataRoot: Sendable, Hashable {
     }
 
     private func isInside(_ resolved: String) -> Bool {
-        resolved == path || resolved.hasPrefix(path.hasSuffix("/") ? path : path + "/")
+        resolved.utf8.elementsEqual(path.utf8) || resolved.hasBytePrefix(path.hasSuffix("/") ? path : path + "/")
     }
 
     private func requireInside(_ candidate: String, uri: String) throws(FerryError) {

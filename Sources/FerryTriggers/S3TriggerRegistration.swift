@@ -24,8 +24,9 @@ public struct S3TriggerRegistration: Sendable {
         matches(eventName: record.eventName, key: record.s3.object.decodedKey)
     }
 
+    /// Prefix and suffix by bytes, as S3's filter rules compare them.
     public func matches(eventName: String, key: String) -> Bool {
-        events.contains { $0.matches(eventName) } && key.hasPrefix(prefix) && key.hasSuffix(suffix)
+        events.contains { $0.matches(eventName) } && key.hasBytePrefix(prefix) && key.hasByteSuffix(suffix)
     }
 }
 

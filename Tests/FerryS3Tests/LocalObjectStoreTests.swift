@@ -115,4 +115,28 @@ import Testing
             }
         }
     }
+
+    /// A listing's prefix is matched by bytes, as S3 matches it: keys whose
+    /// characters and bytes disagree with the prefix's (a combining mark right
+    /// after it, canonical twins) are listed exactly when their bytes start
+    /// with it. (By characters, `tree/\u{301}x` was missing from a listing of
+    /// `tree/`, so `ferry cp --recursive` on the embedded store skipped it.)
+    @Test func listingPrefixesMatchByBytes() async throws {
+        let dir = try TestPaths.temporaryDirectory("local-store-bytes")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try LocalObjectStore(root: dir)
+        let keys = ["tree/\u{301}x", "tree/x", "tree/e\u{301}", "tree/\u{e9}", "tree/\u{212A}", "tree/K", "treé/a", "tree\u{301}/a"]
+        for key in keys { _ = try await store.putObject(PutObjectInput(bucket: "bkt", key: key), body: .bytes(Array(key.utf8))) }
+        for prefix in ["tree/", "tree/e", "tree/\u{e9}", "tree/K", "tree", ""] {
+            var listed: [String] = []
+            var token: String?
+            repeat {
+                let page = try await store.listObjects(bucket: "bkt", prefix: prefix, continuation: token, maxKeys: 2)
+                listed += page.items.map(\.key)
+                token = page.next
+            } while token != nil
+            let expected = keys.filter { Array($0.utf8).starts(with: Array(prefix.utf8)) }.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+            #expect(listed.map { Array($0.utf8) } == expected.map { Array($0.utf8) }, "prefix \(prefix.debugDescription): \(listed.map(\.debugDescription))")
+        }
+    }
 }

@@ -41,6 +41,17 @@ import Triggers
         #expect(!trigger.matches(record("ObjectRemoved:Delete", key: "public/my photos/a.jpg")))
     }
 
+    /// Prefix and suffix match by bytes, as S3's filter rules do: a key whose
+    /// first character after the prefix is a combining mark still has that prefix,
+    /// and a canonical twin (`e\u{301}` for `é`) of the suffix is not it.
+    @Test func prefixAndSuffixMatchByBytes() {
+        let trigger = S3TriggerRegistration(name: "accents", events: ["ObjectCreated:*"], prefix: "public/in/", suffix: "é.txt", handler: Recorder())
+        #expect(trigger.matches(record("ObjectCreated:Put", key: "public/in/\u{301}café.txt")))
+        #expect(!trigger.matches(record("ObjectCreated:Put", key: "public/in/cafe\u{301}.txt")))
+        let kelvin = S3TriggerRegistration(name: "k", events: ["*"], prefix: "public/K", handler: Recorder())
+        #expect(!kelvin.matches(record("ObjectCreated:Put", key: "public/\u{212A}elvin.txt")))
+    }
+
     @Test func registryRefusesDuplicatesAndEmptyEventLists() throws {
         var registry = TriggerRegistry()
         try registry.register(S3TriggerRegistration(name: "a", events: ["*"], handler: Recorder()))

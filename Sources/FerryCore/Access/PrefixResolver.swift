@@ -79,14 +79,14 @@ public struct TemplatePrefixResolver: PrefixResolver, Hashable {
             return (parts[0], parts.dropFirst().joined(separator: "{identityId}"))
         }
         let owned = [("protected", protected, split(protected)), ("private", `private`, split(`private`))]
-        for (level, template, (head, _)) in owned where guest.hasPrefix(head) || head.hasPrefix(guest) {
+        for (level, template, (head, _)) in owned where guest.hasBytePrefix(head) || head.hasBytePrefix(guest) {
             return "the guest prefix '\(guest)' and the \(level) template '\(template)' overlap: a guest key could address "
                 + "another level's objects (use --prefix-passthrough if levels are meant to be labels only)"
         }
         let (p, r) = (owned[0].2, owned[1].2)
         let apart = p.head == r.head
-            ? p.tail.hasPrefix("/") && r.tail.hasPrefix("/") && !p.tail.hasPrefix(r.tail) && !r.tail.hasPrefix(p.tail)
-            : !p.head.hasPrefix(r.head) && !r.head.hasPrefix(p.head)
+            ? p.tail.hasBytePrefix("/") && r.tail.hasBytePrefix("/") && !p.tail.hasBytePrefix(r.tail) && !r.tail.hasBytePrefix(p.tail)
+            : !p.head.hasBytePrefix(r.head) && !r.head.hasBytePrefix(p.head)
         return apart ? nil : "the protected template '\(protected)' and the private template '\(`private`)' overlap: "
             + "one identity's protected key could be another's private key"
     }
@@ -101,14 +101,16 @@ public struct TemplatePrefixResolver: PrefixResolver, Hashable {
     }
 
     public func area(of key: String) -> ObjectArea? {
-        if key.hasPrefix(guest) { return ObjectArea(level: .guest, owner: nil) }
+        // By bytes, as S3 tells keys apart: a key canonically equal to another's
+        // prefix but not byte-equal (a Kelvin sign for a K) is not in its area.
+        if key.hasBytePrefix(guest) { return ObjectArea(level: .guest, owner: nil) }
         for (level, template) in [(AccessLevel.protected, protected), (.private, `private`)] {
             let parts = template.components(separatedBy: "{identityId}")
-            guard parts.count == 2, key.hasPrefix(parts[0]) else { continue }
-            let rest = key.dropFirst(parts[0].count)
+            guard parts.count == 2, key.hasBytePrefix(parts[0]) else { continue }
+            let rest = key.droppingBytes(parts[0].utf8.count)
             // An identity holds no '/': the shortest one inside the first segment that the tail follows.
             let segment = rest.prefix { $0 != "/" }
-            for length in stride(from: 1, through: segment.count, by: 1) where rest.dropFirst(length).hasPrefix(parts[1]) {
+            for length in stride(from: 1, through: segment.count, by: 1) where rest.dropFirst(length).hasBytePrefix(parts[1]) {
                 let owner = String(segment.prefix(length))
                 if IdentityRule.violation(of: owner, field: "identityId") == nil { return ObjectArea(level: level, owner: owner) }
             }

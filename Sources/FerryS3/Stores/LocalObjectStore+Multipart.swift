@@ -101,7 +101,7 @@ extension LocalObjectStore {
             let uploads = try self.bucketDirectory(bucket, create: false).appendingPathComponent("uploads")
             let ids = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []
             return ids.compactMap { id -> MultipartUploadSummary? in
-                guard let record = try? self.uploadRecord(uploads.appendingPathComponent(id)), record.key.hasPrefix(prefix) else { return nil }
+                guard let record = try? self.uploadRecord(uploads.appendingPathComponent(id)), record.key.hasBytePrefix(prefix) else { return nil }
                 return MultipartUploadSummary(key: record.key, uploadId: id, initiated: Date(timeIntervalSince1970: record.initiated))
             }.sorted { ($0.key, $0.uploadId) < ($1.key, $1.uploadId) }
         }

@@ -147,7 +147,7 @@ public final class LocalObjectStore: ObjectStore {
             var entries: [IndexEntry] = []
             for name in names where name.hasSuffix(".json") && !name.hasPrefix(".") {
                 guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent(name).path),
-                      let entry = try? JSONDecoder().decode(IndexEntry.self, from: data), entry.key.hasPrefix(prefix) else { continue }
+                      let entry = try? JSONDecoder().decode(IndexEntry.self, from: data), entry.key.hasBytePrefix(prefix) else { continue }
                 if let continuation, !Array(continuation.utf8).lexicographicallyPrecedes(Array(entry.key.utf8)) { continue }
                 entries.append(entry)
             }
