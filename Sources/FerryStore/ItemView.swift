@@ -71,8 +71,9 @@ public enum ItemView {
         var sql = "SELECT record FROM item_view WHERE tableName = ? AND partitionKey IN (?, ?) AND record IS NOT NULL"
         var arguments: [any DatabaseValueConvertible] = [table, partitionKey, canonicalKey]
         if let prefix = sortKeyPrefix {
+            // SQLite's substr counts code points (Swift's count, characters): so many scalars, compared as bytes.
             sql += " AND substr(sortKey, 1, ?) = ?"
-            arguments += [prefix.count, prefix]
+            arguments += [prefix.unicodeScalars.count, prefix]
         }
         for (bound, op) in [(from, ">="), (to, "<=")] {
             guard let bound else { continue }

@@ -89,4 +89,38 @@ import Testing
         let reopened = try WorkerStateStore(directory: dir)
         try await check(reopened, "after the migration")
     }
+
+    /// String sort keys order, bound and prefix-match by their UTF-8 bytes, as
+    /// DynamoDB's do, in SQLite's view and in readers' in-memory rules alike
+    /// (the in-memory rules compared characters: `e\u{301}` equal to `é`; and
+    /// SQLite's prefix took as many code points as the prefix had characters,
+    /// so a prefix ending in a combining mark matched nothing).
+    @Test func stringSortKeysOrderByBytes() async throws {
+        let dir = try TestPaths.temporaryDirectory("item-string-order")
+        let keys = ["a", "e\u{301}", "e\u{301}x", "z", "\u{e9}", "\u{e9}x", "K", "\u{212A}", "\u{fc}ber", "\u{1F600}"]
+        let sorted = keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        let changes = keys.enumerated().map { i, k -> ItemVersion in
+            let keyMap: AttributeMap = ["p": .string("u"), "t": .string(k)]
+            return ItemVersion(table: "notes", itemKey: "[{\"S\":\"u\"},{\"S\":\"\(i)\"}]", version: 1,
+                               record: ItemRecord(table: "notes", keySchema: ["p", "t"], keys: keyMap, item: keyMap, version: 1, owner: nil,
+                                                  requestId: "r\(i)", updatedAt: ""))
+        }
+        let store = try WorkerStateStore(directory: dir)
+        try await store.apply(changes, topic: "ferry.tables.notes", partition: 0, next: 1)
+        func bytes(_ records: [ItemRecord]) -> [[UInt8]] { records.compactMap { $0.keys["t"]?.stringValue.map { Array($0.utf8) } } }
+        let records = changes.compactMap(\.record).shuffled()
+        let queries: [(ItemQuery, [String])] = [
+            (ItemQuery(table: "notes", partitionKey: "u"), sorted),
+            (ItemQuery(table: "notes", partitionKey: "u", sortKeyPrefix: "e\u{301}"), ["e\u{301}", "e\u{301}x"]),
+            (ItemQuery(table: "notes", partitionKey: "u", sortKeyPrefix: "\u{e9}"), ["\u{e9}", "\u{e9}x"]),
+            (ItemQuery(table: "notes", partitionKey: "u", from: "e\u{301}", to: "\u{e9}"), sorted.filter {
+                !$0.utf8.lexicographicallyPrecedes("e\u{301}".utf8) && !"\u{e9}".utf8.lexicographicallyPrecedes($0.utf8)
+            }),
+        ]
+        for (query, expected) in queries {
+            let want = expected.map { Array($0.utf8) }
+            #expect(bytes(try await store.queryItems(query)) == want, "SQLite: \(query)")
+            #expect(bytes(records.filter(query.matches).sorted(by: ItemQuery.sortKeyOrder)) == want, "in memory: \(query)")
+        }
+    }
 }

@@ -19,7 +19,7 @@ public struct ItemQuery: Sendable, Hashable {
               key == partitionKey || key == Self.canonicalNumber(partitionKey) else { return false }
         let sort = record.keySchema.count > 1 ? record.keys[record.keySchema[1]] : nil
         let text = sort?.stringValue
-        if let prefix = sortKeyPrefix, !(text?.hasPrefix(prefix) ?? false) { return false }
+        if let prefix = sortKeyPrefix, !(text?.hasBytePrefix(prefix) ?? false) { return false }
         if let from, Self.compare(sort, from) == .orderedAscending { return false }
         if let to, Self.compare(sort, to) == .orderedDescending { return false }
         return true
@@ -30,14 +30,15 @@ public struct ItemQuery: Sendable, Hashable {
         try? DynamoNumber.canonical(Array(text.utf8), field: "key")
     }
 
-    /// Orders records by sort key: numbers by value (exactly), others by text.
+    /// Orders records by sort key: numbers by value (exactly), others by their
+    /// UTF-8 bytes, as DynamoDB orders strings (and SQLite's view does).
     public static func sortKeyOrder(_ a: ItemRecord, _ b: ItemRecord) -> Bool {
         let x = a.keySchema.count > 1 ? a.keys[a.keySchema[1]] : nil
         let y = b.keySchema.count > 1 ? b.keys[b.keySchema[1]] : nil
         if case .number(let m)? = x, case .number(let n)? = y, let om = DynamoNumber.orderKey(m), let on = DynamoNumber.orderKey(n) {
             return om.utf8.lexicographicallyPrecedes(on.utf8)
         }
-        return (x?.stringValue ?? "") < (y?.stringValue ?? "")
+        return (x?.stringValue ?? "").utf8.lexicographicallyPrecedes((y?.stringValue ?? "").utf8)
     }
 
     private enum Order { case orderedAscending, orderedSame, orderedDescending }
@@ -48,6 +49,7 @@ public struct ItemQuery: Sendable, Hashable {
             return a.utf8.lexicographicallyPrecedes(b.utf8) ? .orderedAscending : (a == b ? .orderedSame : .orderedDescending)
         }
         let text = value.stringValue ?? ""
-        return text < bound ? .orderedAscending : (text > bound ? .orderedDescending : .orderedSame)
+        if text.utf8.elementsEqual(bound.utf8) { return .orderedSame }
+        return text.utf8.lexicographicallyPrecedes(bound.utf8) ? .orderedAscending : .orderedDescending
     }
 }
