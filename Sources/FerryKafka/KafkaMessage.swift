@@ -16,12 +16,6 @@ public struct KafkaMessage: Sendable {
     /// producer's create time, or the broker's append time).
     public var queuedAt: Date? { timestampMs.map { Date(timeIntervalSince1970: Double($0) / 1000) } }
 
-    /// `queuedAt`, but never later than `now`. The time is the producer's clock
-    /// (Kafka's CreateTime): a producer whose clock runs ahead would make its
-    /// messages young for as long as it is ahead, so an age limit counted from it
-    /// would not hold. Read once when the message is taken, it ages from then.
-    public func queuedAt(notAfter now: Date) -> Date? { queuedAt.map { min($0, now) } }
-
     public var keyString: String? { key.map { String(decoding: $0, as: UTF8.self) } }
 
     public func header(_ name: String) -> String? {

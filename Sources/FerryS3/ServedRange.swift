@@ -27,7 +27,8 @@ enum ServedRange {
         guard first == asked.lowerBound, last == lastAsked else {
             return "bytes \(first)-\(last) (\(said))"
         }
-        guard bodyLength == last - first + 1 else {
+        // Compared without `+ 1`: with a `*` total, `last` may be Int64.max.
+        guard bodyLength - 1 == last - first else {
             return "\(bodyLength) bytes of body for bytes \(first)-\(last) (\(said))"
         }
         return nil

@@ -13,26 +13,27 @@ enum StartingPositionPin {
     static func pinLatest(kafka: KafkaConfiguration, group: String, topic: String, logger: Logger) async throws(KafkaError) -> [Int32: Int64]? {
         let observer = try KafkaConsumer.observer(configuration: kafka, group: group, logger: logger)
         do throws(KafkaError) {
-            let partitions = try await observer.partitions(of: topic).map { TopicPartition(topic: topic, partition: $0) }
-            if try await observer.committed(partitions).contains(where: { $0.offset >= 0 }) {
-                await observer.close()
-                return nil
-            }
-            let ends = try await observer.endOffsets(of: topic)
-            do {
-                try await observer.commit(ends.sorted { $0.key < $1.key }.map { TopicPartitionOffset(topic: topic, partition: $0.key, offset: $0.value) })
-            } catch {
-                // Refused when another worker's consumer joined the group first: that one pinned it.
-                guard try await observer.committed(partitions).contains(where: { $0.offset >= 0 }) else { throw error }
-                await observer.close()
-                return nil
-            }
+            let pinned = try await pin(group: group, topic: topic, with: observer)
             await observer.close()
-            return ends
+            return pinned
         } catch {
             await observer.close()
             throw error
         }
+    }
+
+    private static func pin(group: String, topic: String, with observer: KafkaConsumer) async throws(KafkaError) -> [Int32: Int64]? {
+        let partitions = try await observer.partitions(of: topic).map { TopicPartition(topic: topic, partition: $0) }
+        if try await observer.committed(partitions).contains(where: { $0.offset >= 0 }) { return nil }
+        let ends = try await observer.endOffsets(of: topic)
+        do {
+            try await observer.commit(ends.sorted { $0.key < $1.key }.map { TopicPartitionOffset(topic: topic, partition: $0.key, offset: $0.value) })
+        } catch {
+            // Refused when another worker's consumer joined the group first: that one pinned it.
+            guard try await observer.committed(partitions).contains(where: { $0.offset >= 0 }) else { throw error }
+            return nil
+        }
+        return ends
     }
 
     /// `pinLatest` until it succeeds or the task is cancelled (false then):

@@ -103,11 +103,10 @@ public final class TriggerDispatcher: Sendable {
                                                               invokeCount: 0, payload: .raw(String(decoding: message.value, as: UTF8.self)),
                                                               error: error), topic: services.topics.triggersDLQ, key: message.key)
         }
-        let queuedAt = message.queuedAt(notAfter: Date())
         for trigger in registry.s3Triggers {
             let records = event.records.filter(trigger.matches)
             guard !records.isEmpty else { continue }
-            guard await invoke(trigger, with: S3Event(records: records), key: message.key, queuedAt: queuedAt) else { return false }
+            guard await invoke(trigger, with: S3Event(records: records), key: message.key, queuedAt: message.queuedAt) else { return false }
         }
         return true
     }
@@ -120,7 +119,8 @@ public final class TriggerDispatcher: Sendable {
     /// the write's time by the store's clock, which may be skewed, and days old
     /// for a write `ferry reconcile` announces late. Without a queue time the
     /// event's earliest `eventTime` stands in. Neither counts from later than
-    /// the time the event was read: a clock ahead must not keep it young.
+    /// the invocation's start: the stamp is the producing worker's clock, and a
+    /// clock ahead must not keep the event young.
     func invoke(_ trigger: S3TriggerRegistration, with event: S3Event, key: [UInt8]?, queuedAt: Date? = nil) async -> Bool {
         let delivery = trigger.delivery
         let requestId = UUID().uuidString

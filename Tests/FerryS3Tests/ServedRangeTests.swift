@@ -78,6 +78,9 @@ import Testing
             if problem == nil { taken += 1 } else { refused += 1 }
         }
         #expect(taken > 1_000 && refused > 1_000)
+        // Values at Int64's ends never trap (a '*' total lets `last` be Int64.max).
+        #expect(ServedRange.problem(asked: 0...Int64.max, status: 206, contentRange: "bytes 0-\(Int64.max)/*", bodyLength: 10) != nil)
+        #expect(ServedRange.problem(asked: 0...Int64.max, status: 206, contentRange: "bytes 0-99999999999999999999/*", bodyLength: 10) != nil)
     }
 
     @Test func aShiftedRangeFailsTheRequestAndAnHonestOneSucceeds() async throws {
