@@ -78,6 +78,9 @@ struct TransferRun: Sendable {
                     try await control.checkpoint()
                     guard interruptible else { return try await body() }
                     if let value = try await untilPaused(body) { return value }
+                    // Not a pause: this task was cancelled (a sibling part failed, the run is
+                    // ending). Sent again, the request would be cut again at once, for ever.
+                    if Task.isCancelled { throw FerryError(.cancelled, "\(what) stopped: its transfer is ending") }
                     logger.info("\(what) stopped by a pause; it is sent again on resume")
                 }
             }
@@ -86,9 +89,9 @@ struct TransferRun: Sendable {
         }
     }
 
-    /// Runs `body` until it ends or the transfer is paused or cancelled,
-    /// whichever comes first; nil when interrupted (the body's task is
-    /// cancelled, which aborts its HTTP request, and awaited).
+    /// Runs `body` until it ends or the transfer is paused or cancelled, or the
+    /// calling task is cancelled, whichever comes first; nil when interrupted
+    /// (the body's task is cancelled, which aborts its HTTP request, and awaited).
     private func untilPaused<T: Sendable>(_ body: @escaping @Sendable () async throws(FerryError) -> T) async throws(FerryError) -> T? {
         let control = self.control
         let outcome = await withTaskGroup(of: PausableOutcome<T>.self) { group in

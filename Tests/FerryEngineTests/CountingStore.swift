@@ -17,6 +17,10 @@ final class CountingStore: ObjectStore {
     let dropsIfNoneMatch: Bool
     /// Runs after each part is stored (the part's number), before the engine hears of it.
     let afterPart = Mutex<(@Sendable (Int) -> Void)?>(nil)
+    /// Runs before each part is sent (the part's number) and before each ranged GET
+    /// (the range's first byte); a throw is that request's failure.
+    let beforePart = Mutex<(@Sendable (Int) async throws(FerryError) -> Void)?>(nil)
+    let beforeRangedGet = Mutex<(@Sendable (Int64) async throws(FerryError) -> Void)?>(nil)
     /// Runs after each part is copied (the part's number), before the engine hears of it.
     let afterPartCopy = Mutex<(@Sendable (Int) async -> Void)?>(nil)
 
@@ -47,7 +51,10 @@ final class CountingStore: ObjectStore {
         throw FerryError(.connectionError, "PUT: the request was aborted before its answer")
     }
     func getObject(_ input: GetObjectInput, into descriptor: Int32, at offset: Int64, progress: TransferMeter?) async throws(FerryError) -> ObjectAttributes {
-        if input.range != nil { rangedGets.withLock { $0 += 1 } }
+        if let range = input.range {
+            rangedGets.withLock { $0 += 1 }
+            try await beforeRangedGet.withLock { $0 }?(range.lowerBound)
+        }
         return try await base.getObject(input, into: descriptor, at: offset, progress: progress)
     }
     func headObject(bucket: String, key: String, headers: [String: String]) async throws(FerryError) -> ObjectAttributes? {
@@ -66,6 +73,7 @@ final class CountingStore: ObjectStore {
     func uploadPart(_ location: ObjectLocation, uploadId: String, partNumber: Int, body: ObjectBody,
                     checksum: ChecksumAlgorithm?, headers: [String: String], progress: TransferMeter?) async throws(FerryError) -> CompletedPart {
         uploadedParts.withLock { $0.append(partNumber) }
+        try await beforePart.withLock { $0 }?(partNumber)
         let stored = try await base.uploadPart(location, uploadId: uploadId, partNumber: partNumber, body: body,
                                                checksum: checksum, headers: headers, progress: progress)
         afterPart.withLock { $0 }?(partNumber)
