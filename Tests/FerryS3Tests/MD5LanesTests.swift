@@ -53,10 +53,11 @@ import Testing
     /// eight messages exactly as the scalar steps advance each one: generated
     /// rounds (seeded; `FERRY_FUZZ_SEED` replays them) of 1–40 blocks from
     /// drawn chaining values, with some lanes repeating another lane's state
-    /// and data as a batch of fewer than eight files does.
-    @Test(arguments: [Int32(FERRY_MD5_AVX2), Int32(FERRY_MD5_AVX512)])
+    /// and data as a batch of fewer than eight files does. Only the sets this
+    /// CPU has are cases (machines differ: one of these hosts has AVX-512,
+    /// another not); the set in use is printed.
+    @Test(arguments: [Int32(FERRY_MD5_AVX2), Int32(FERRY_MD5_AVX512)].filter { ferry_md5_vector() >= $0 })
     func vectorStepsMatchTheScalarSteps(vector: Int32) throws {
-        try #require(ferry_md5_vector() >= vector, "this CPU lacks the instructions; nothing to compare")
         let seed = FuzzReplay.seed
         print("MD5 vector \(vector): FERRY_FUZZ_SEED=\(seed)")
         var rng = SeededGenerator(seed: seed)
