@@ -17,7 +17,8 @@ public final class TransferControl: Sendable {
         var state: State = .running
         var reason: FerryError?
         var handedOff = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        /// Waiting in `checkpoint` for a resume (or their task's cancellation).
+        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         /// Woken when the state leaves `running` (or their task is cancelled).
         var interruptWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var observers: [UInt64: @Sendable (State) -> Void] = [:]
@@ -50,8 +51,8 @@ public final class TransferControl: Sendable {
             guard i.state != .cancelled else { return nil }
             i.state = .cancelled
             i.reason = reason
-            defer { i.waiters = []; i.interruptWaiters = [:] }
-            return (i.waiters, Array(i.interruptWaiters.values), Array(i.observers.values))
+            defer { i.waiters = [:]; i.interruptWaiters = [:] }
+            return (Array(i.waiters.values), Array(i.interruptWaiters.values), Array(i.observers.values))
         }
         guard let woken else { return }
         meter.abort()
@@ -104,19 +105,27 @@ public final class TransferControl: Sendable {
     /// True when the transfer stopped by `handOff`: its progress is kept for whoever resumes it.
     public var isHandedOff: Bool { inner.withLock { $0.handedOff } }
 
-    /// Waits while paused; throws the cancel reason once cancelled.
+    /// Waits while paused; throws the cancel reason once cancelled. A caller
+    /// whose task is cancelled waits for no resume (its work is ending: a
+    /// sibling part failed), and throws `Cancelled`.
     public func checkpoint() async throws(FerryError) {
         while true {
             if let reason = inner.withLock({ $0.state == .cancelled ? $0.reason : nil }) { throw reason }
             let mustWait = inner.withLock { $0.state == .paused }
             guard mustWait else { return }
-            await withCheckedContinuation { continuation in
-                let stillPaused = inner.withLock { i in
-                    guard i.state == .paused else { return false }
-                    i.waiters.append(continuation)
-                    return true
+            if Task.isCancelled { throw FerryError(.cancelled, "stopped while paused: the transfer's work is ending") }
+            let id = inner.withLock { i in defer { i.nextId += 1 }; return i.nextId }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let stillPaused = inner.withLock { i in
+                        guard i.state == .paused, !Task.isCancelled else { return false }
+                        i.waiters[id] = continuation
+                        return true
+                    }
+                    if !stillPaused { continuation.resume() }
                 }
-                if !stillPaused { continuation.resume() }
+            } onCancel: {
+                inner.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
             }
         }
     }
@@ -129,9 +138,9 @@ public final class TransferControl: Sendable {
                     observers: [@Sendable (State) -> Void])? = inner.withLock { i in
             guard i.state == from else { return nil }
             i.state = to
-            let waiters = to == .running ? i.waiters : []
+            let waiters = to == .running ? Array(i.waiters.values) : []
             let interrupted = to != .running ? Array(i.interruptWaiters.values) : []
-            if to == .running { i.waiters = [] } else { i.interruptWaiters = [:] }
+            if to == .running { i.waiters = [:] } else { i.interruptWaiters = [:] }
             return (waiters, interrupted, Array(i.observers.values))
         }
         guard let woken else { return false }
