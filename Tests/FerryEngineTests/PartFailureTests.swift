@@ -49,6 +49,26 @@ import Testing
         }
     }
 
+    /// The job both generated suites run: `bytes` put where the transfer reads
+    /// them (the file to upload, the object to download), and `behave` run before
+    /// each part's request or range's GET (numbered from 1; a throw is its failure).
+    static func job(_ op: Op, of bytes: [UInt8], partSize: Int, at file: URL, label: String, real: LocalObjectStore,
+                    store: CountingStore, behave: @escaping @Sendable (Int) async throws(FerryError) -> Void) async throws -> TransferJob {
+        switch op {
+        case .upload:
+            try Data(bytes).write(to: file)
+            store.beforePart.withLock { $0 = behave }
+            return TransferJob(request: TransferRequest(id: label, op: .upload, bucket: "bkt", key: "obj.bin",
+                                                        source: file.absoluteString), objectKey: "obj.bin")
+        case .download:
+            _ = try await real.putObject(PutObjectInput(bucket: "bkt", key: "obj.bin"), body: .bytes(bytes), progress: nil)
+            let rangeSize = Int64(partSize)
+            store.beforeRangedGet.withLock { $0 = { first throws(FerryError) in try await behave(Int(first / rangeSize) + 1) } }
+            return TransferJob(request: TransferRequest(id: label, op: .download, bucket: "bkt", key: "obj.bin",
+                                                        destination: file.absoluteString), objectKey: "obj.bin")
+        }
+    }
+
     func check(_ op: Op, _ c: Case, label: String) async throws {
         let (base, root, real, store) = try LostCompletionTests.scene("part-failure")
         defer { try? FileManager.default.removeItem(at: base) }
@@ -77,20 +97,8 @@ import Testing
         let size = c.parts * Self.partSize - 1234
         let bytes = [UInt8](repeating: 0x5A, count: size)  // the transfer fails: what the bytes are does not matter
         let file = root.appendingPathComponent("obj.bin")
-        let job: TransferJob
-        switch op {
-        case .upload:
-            try Data(bytes).write(to: file)
-            store.beforePart.withLock { $0 = behave }
-            job = TransferJob(request: TransferRequest(id: label, op: .upload, bucket: "bkt", key: "obj.bin",
-                                                       source: file.absoluteString), objectKey: "obj.bin")
-        case .download:
-            _ = try await real.putObject(PutObjectInput(bucket: "bkt", key: "obj.bin"), body: .bytes(bytes), progress: nil)
-            let partSize = Int64(Self.partSize)
-            store.beforeRangedGet.withLock { $0 = { first throws(FerryError) in try await behave(Int(first / partSize) + 1) } }
-            job = TransferJob(request: TransferRequest(id: label, op: .download, bucket: "bkt", key: "obj.bin",
-                                                       destination: file.absoluteString), objectKey: "obj.bin")
-        }
+        let job = try await Self.job(op, of: bytes, partSize: Self.partSize, at: file, label: label, real: real, store: store,
+                                     behave: behave)
         let control = TransferControl()
         // The bounds are generous (parts before the failing one still finish their writes, on a
         // loaded machine or under ThreadSanitizer): a transfer that spins never ends.

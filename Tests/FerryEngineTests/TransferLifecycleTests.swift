@@ -91,20 +91,8 @@ import Testing
         let stamp = UInt8.random(in: 1...255, using: &random)
         for i in stride(from: 0, to: size, by: 4096) { bytes[i] = stamp &+ UInt8(truncatingIfNeeded: i >> 12) }
         let file = root.appendingPathComponent("obj.bin")
-        let job: TransferJob
-        switch op {
-        case .upload:
-            try Data(bytes).write(to: file)
-            store.beforePart.withLock { $0 = behave }
-            job = TransferJob(request: TransferRequest(id: label, op: .upload, bucket: "bkt", key: "obj.bin",
-                                                       source: file.absoluteString), objectKey: "obj.bin")
-        case .download:
-            _ = try await real.putObject(PutObjectInput(bucket: "bkt", key: "obj.bin"), body: .bytes(bytes), progress: nil)
-            let partSize = Int64(Self.partSize)
-            store.beforeRangedGet.withLock { $0 = { first throws(FerryError) in try await behave(Int(first / partSize) + 1) } }
-            job = TransferJob(request: TransferRequest(id: label, op: .download, bucket: "bkt", key: "obj.bin",
-                                                       destination: file.absoluteString), objectKey: "obj.bin")
-        }
+        let job = try await PartFailureTests.job(op, of: bytes, partSize: Self.partSize, at: file, label: label, real: real,
+                                                 store: store, behave: behave)
         // The driver: a few pauses, resumes and perhaps a cancel, at random moments; it leaves the transfer running.
         let control = TransferControl()
         let actions = (0..<Int.random(in: 0...6, using: &random)).map { _ in
