@@ -106,14 +106,16 @@ public final class TransferControl: Sendable {
     public var isHandedOff: Bool { inner.withLock { $0.handedOff } }
 
     /// Waits while paused; throws the cancel reason once cancelled. A caller
-    /// whose task is cancelled waits for no resume (its work is ending: a
-    /// sibling part failed), and throws `Cancelled`.
+    /// whose task is cancelled goes no further, paused or not (its work is
+    /// ending: a sibling part failed), and throws `Cancelled`: the one place
+    /// that tells a cancelled task from a pause, for the loops that send a
+    /// request again after a pause or wait again for a slot.
     public func checkpoint() async throws(FerryError) {
         while true {
             if let reason = inner.withLock({ $0.state == .cancelled ? $0.reason : nil }) { throw reason }
+            if Task.isCancelled { throw FerryError(.cancelled, "stopped: the transfer's work is ending") }
             let mustWait = inner.withLock { $0.state == .paused }
             guard mustWait else { return }
-            if Task.isCancelled { throw FerryError(.cancelled, "stopped while paused: the transfer's work is ending") }
             let id = inner.withLock { i in defer { i.nextId += 1 }; return i.nextId }
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

@@ -165,8 +165,7 @@ public final class TransferEngine: Sendable {
             }
             if acquired && control.state == .running { return }
             if acquired { slots.release() }
-            // A cancelled task is not a pause: waiting again would end at once, for ever.
-            if Task.isCancelled { throw control.cancellationReason ?? FerryError(.cancelled, "transfer cancelled while waiting for a slot") }
+            // Paused, cancelled, or this task cancelled: the checkpoint waits or throws.
         }
     }
 

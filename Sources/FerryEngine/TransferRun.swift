@@ -78,10 +78,9 @@ struct TransferRun: Sendable {
                     try await control.checkpoint()
                     guard interruptible else { return try await body() }
                     if let value = try await untilPaused(body) { return value }
-                    // Not a pause: this task was cancelled (a sibling part failed, the run is
-                    // ending). Sent again, the request would be cut again at once, for ever.
-                    if Task.isCancelled { throw FerryError(.cancelled, "\(what) stopped: its transfer is ending") }
-                    logger.info("\(what) stopped by a pause; it is sent again on resume")
+                    // A pause, or this task's cancellation (a sibling part failed): the
+                    // checkpoint then throws, so a cut request is never sent again at once.
+                    if !Task.isCancelled { logger.info("\(what) stopped by a pause; it is sent again on resume") }
                 }
             }
         } catch {
