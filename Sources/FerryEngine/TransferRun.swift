@@ -206,23 +206,38 @@ struct TransferRun: Sendable {
                 throw error
             }
             logger.info("aborting multipart upload", metadata: ["uploadId": "\(uploadId)", "reason": "\(error)"])
-            // Also when this transfer was cancelled: the abort itself must go out.
-            let store = self.store
-            let aborted = await withoutCancellation { () -> Result<Void, FerryError> in
-                do throws(FerryError) {
-                    try await store.abortMultipartUpload(location, uploadId: uploadId)
-                    return .success(())
-                } catch {
-                    return .failure(error)
-                }
-            }
-            switch aborted {
-            case .success: await journal?.uploadEnded(uploadId: uploadId)
-            case .failure(let abortError):
-                // The sweeper tries again later.
-                logger.error("cannot abort multipart upload \(uploadId): \(abortError)")
-            }
+            await abortFailedUpload(uploadId)
             throw error
+        }
+    }
+
+    /// Aborts the upload of a transfer that failed, also when this transfer was
+    /// cancelled (the abort itself must go out), with the retries any request
+    /// gets. When it still fails, says who removes the upload: the worker's
+    /// sweeper (a journal), or the one who reads the line (`ferry cp`).
+    private func abortFailedUpload(_ uploadId: String) async {
+        let (store, location, policy, outageCheck) = (self.store, self.location, settings.retryPolicy, self.outageCheck)
+        let aborted = await withoutCancellation { () -> Result<Void, FerryError> in
+            do throws(FerryError) {
+                try await policy.run(stopsRetrying: { error in
+                    guard error.isStoreNoAnswer, let outageCheck else { return false }
+                    return await outageCheck.confirmsOutage(error)
+                }) { () async throws(FerryError) in try await store.abortMultipartUpload(location, uploadId: uploadId) }
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        switch aborted {
+        case .success:
+            await journal?.uploadEnded(uploadId: uploadId)
+        case .failure(let abortError) where journal != nil:
+            logger.error("cannot abort multipart upload \(uploadId) of \(location): \(abortError); the sweeper tries again later")
+        case .failure(let abortError):
+            logger.error("""
+                cannot abort multipart upload \(uploadId) of \(location): \(abortError). It stays on the store, holding \
+                its parts, until it is aborted: ferry uploads \(ShellWord.quoted("\(location)")) --abort --upload-id \(ShellWord.quoted(uploadId))
+                """)
         }
     }
 

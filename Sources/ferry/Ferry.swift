@@ -11,7 +11,7 @@ struct Ferry: AsyncParsableCommand {
             64 bad usage or configuration (with the reason on stderr).
             """,
         version: FerryVersion.current,
-        subcommands: [DevCommand.self, WorkerCommand.self, EnqueueCommand.self, CopyCommand.self, PresignCommand.self,
+        subcommands: [DevCommand.self, WorkerCommand.self, EnqueueCommand.self, CopyCommand.self, PresignCommand.self, UploadsCommand.self,
                       PauseCommand.self, ResumeCommand.self, CancelCommand.self, TriggersCommand.self, ConfigCommand.self, StatusCommand.self, TransfersCommand.self, WatchCommand.self, ReconcileCommand.self, ItemsCommand.self,
                       VersionCommand.self]
     )

@@ -7,7 +7,7 @@ import Testing
     let ferry = TestPaths.ferryBinary
     let credentials = ["AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"]
 
-    @Test(arguments: ["dev", "worker", "enqueue", "cp", "presign", "pause", "resume", "cancel", "triggers", "triggers list",
+    @Test(arguments: ["dev", "worker", "enqueue", "cp", "presign", "uploads", "pause", "resume", "cancel", "triggers", "triggers list",
                       "triggers test", "config check", "status", "watch", "version"])
     func everySubcommandHelpHasExamples(subcommand: String) async throws {
         let help = try await runChecked(ferry, subcommand.split(separator: " ").map(String.init) + ["--help"])
