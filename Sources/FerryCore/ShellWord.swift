@@ -2,19 +2,20 @@
 /// pasted (a key may hold spaces, quotes, `$`, newlines): bare when every
 /// character is one no shell treats specially, in single quotes otherwise
 /// (a quote inside becomes `'\''`), and as `$'…'` with `\xHH` escapes when it
-/// holds control characters, so a printed line stays one line.
+/// holds characters `TerminalText` would not print (control characters,
+/// bidirectional overrides), so a printed line stays one line and shows what it is.
 public enum ShellWord {
     public static func quoted(_ word: String) -> String {
         let scalars = word.unicodeScalars
         if !scalars.isEmpty, scalars.allSatisfy(isPlain) { return word }
-        guard scalars.contains(where: isControl) else {
+        guard scalars.contains(where: TerminalText.isUnsafe) else {
             var out = "'"
             for scalar in scalars { if scalar == "'" { out += "'\\''" } else { out.unicodeScalars.append(scalar) } }
             return out + "'"
         }
         var out = "$'"
         for scalar in scalars {
-            if isControl(scalar) {
+            if TerminalText.isUnsafe(scalar) {
                 for byte in String(scalar).utf8 { out += "\\x" + hexDigit(byte >> 4) + hexDigit(byte & 0xF) }
             } else {
                 if scalar == "'" || scalar == "\\" { out += "\\" }
@@ -30,9 +31,6 @@ public enum ShellWord {
         default: false
         }
     }
-
-    /// C0, DEL and C1: what a terminal could act on.
-    private static func isControl(_ scalar: Unicode.Scalar) -> Bool { scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) }
 
     private static func hexDigit(_ nibble: UInt8) -> String { String(Array("0123456789abcdef")[Int(nibble)]) }
 }

@@ -76,7 +76,7 @@ struct CopyCommand: AsyncParsableCommand {
             display.finish(message: String(format: "%@: %@ in %.2f s (%.1f MiB/s)%@", label, ProgressDisplay.bytes(bytes), seconds,
                                            Double(bytes) / 1_048_576 / seconds, outcome.object.eTag.map { ", eTag \($0)" } ?? ""))
         } catch {
-            display.finish(message: "\(label) failed: \(error)")
+            display.fail(message: "\(label) failed: \(error)")
             throw ExitCode(FerryExit.transferNotCompleted)
         }
         logLanes(logger)

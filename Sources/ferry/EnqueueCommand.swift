@@ -90,7 +90,7 @@ struct EnqueueCommand: AsyncParsableCommand {
                 final = try await client.run(request, timeout: timeout) { display.show($0) }
             }
         } catch TransferClientError.timedOut {
-            display.finish(message: "timed out after \(timeout.clampedInt()) s waiting for \(request.id)")
+            display.fail(message: "timed out after \(timeout.clampedInt()) s waiting for \(request.id)")
             throw ExitCode(FerryExit.timedOut)
         }
         if final.state != .completed { throw ExitCode(FerryExit.transferNotCompleted) }

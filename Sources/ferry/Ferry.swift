@@ -1,4 +1,6 @@
 import ArgumentParser
+import FerryCore
+import Foundation
 
 @main
 struct Ferry: AsyncParsableCommand {
@@ -15,6 +17,26 @@ struct Ferry: AsyncParsableCommand {
                       PauseCommand.self, ResumeCommand.self, CancelCommand.self, TriggersCommand.self, ConfigCommand.self, StatusCommand.self, TransfersCommand.self, WatchCommand.self, ReconcileCommand.self, ItemsCommand.self,
                       VersionCommand.self]
     )
+
+    /// ArgumentParser's own `main`, except that what it prints of an error goes
+    /// through `TerminalText` line by line: its messages repeat the values they
+    /// refuse (`The value '…' is invalid`, `'…' is no transfer id`), and a value
+    /// may hold escape sequences that would drive the user's terminal.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? AsyncParsableCommand { try await asyncCommand.run() } else { try command.run() }
+        } catch {
+            let message = fullMessage(for: error)
+            let code = exitCode(for: error)
+            if !message.isEmpty {
+                let shown = message.split(separator: "\n", omittingEmptySubsequences: false)
+                    .map { TerminalText.visible(String($0)) }.joined(separator: "\n") + "\n"
+                (code == .success ? FileHandle.standardOutput : FileHandle.standardError).write(Data(shown.utf8))
+            }
+            Foundation.exit(code.rawValue)
+        }
+    }
 }
 
 enum FerryVersion {

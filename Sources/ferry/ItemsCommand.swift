@@ -81,7 +81,7 @@ struct ItemsCommand: AsyncParsableCommand {
         do {
             status = try await client.result(of: id, timeout: write.timeout)
         } catch TransferClientError.timedOut {
-            FileHandle.standardError.write(Data("timed out after \(write.timeout.clampedInt()) s waiting for \(id)\n".utf8))
+            printError("timed out after \(write.timeout.clampedInt()) s waiting for \(id)")
             throw ExitCode(FerryExit.timedOut)
         }
         let shown = status.visible
@@ -162,7 +162,7 @@ struct ItemsCommand: AsyncParsableCommand {
 
         func run() async throws {
             guard let record = try await ItemsCommand.client(kafka, log).get(table: read.name, partitionKey: read.key, sortKey: sortKey) else {
-                FileHandle.standardError.write(Data("no item \(read.key) in table \(read.name)\n".utf8))
+                printError("no item \(read.key) in table \(read.name)")
                 throw ExitCode(FerryExit.transferNotCompleted)
             }
             ItemsCommand.printJSON(record)

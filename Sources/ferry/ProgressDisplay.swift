@@ -36,6 +36,15 @@ final class ProgressDisplay: Sendable {
         print(newline + TerminalText.visible(message))
     }
 
+    /// The last line of a command that did not succeed: on stderr, where a
+    /// script that keeps stdout for results looks for the reason (the bar's
+    /// line on stdout is ended first).
+    func fail(message: String) {
+        if barShown.withLock({ $0 }) { print("") }
+        flushStandardOutput()
+        printError(message)
+    }
+
     static func line(_ status: TransferStatus) -> String {
         let s = status.visible
         var parts = ["\(s.time) \(s.id) \(s.state.rawValue)"]

@@ -80,7 +80,7 @@ struct RecursiveCopy {
                     return TransferJob(request: TransferRequest(id: "cp-\(index)", op: .upload, bucket: target.bucket, key: key,
                                                                 source: source), objectKey: key)
                 case .skipped(let path, let reason):
-                    FileHandle.standardError.write(Data("\(path): not copied: \(reason)\n".utf8))
+                    printError("\(path): not copied: \(reason)")
                 case .unreadable(let path, let reason):
                     tally.fail("\(path)/: not read: \(reason)")
                 }
@@ -123,13 +123,10 @@ struct RecursiveCopy {
         print(String(format: "%d objects%@, %@ in %.2f s (%.1f objects/s, %.1f MiB/s)%@", copied,
                      folders == 0 ? "" : " and \(folders) folder\(folders == 1 ? "" : "s")", ProgressDisplay.bytes(moved), seconds, Double(copied) / seconds,
                      Double(moved) / 1_048_576 / seconds, failed.count == 0 ? "" : ", \(failed.count) failed"))
-        for failure in failed.shown { FileHandle.standardError.write(Data("failed: \(TerminalText.visible(failure))\n".utf8)) }
+        for failure in failed.shown { printError("failed: \(failure)") }
         if let reason = breaker.reason {
             let left = tally.notCopied.load(ordering: .relaxed)
-            FileHandle.standardError.write(Data("""
-                stopped: the store gives no answer (\(reason)); \(left) more not copied. Run the same command again once it answers.
-
-                """.utf8))
+            printError("stopped: the store gives no answer (\(reason)); \(left) more not copied. Run the same command again once it answers.")
             throw ExitCode(FerryExit.transferNotCompleted)
         }
         if failed.count > 0 { throw ExitCode(FerryExit.transferNotCompleted) }

@@ -27,7 +27,7 @@ struct StatusCommand: AsyncParsableCommand {
         if let problem = RequestDecoder.idProblem(id) { throw ValidationError(problem.message) }
         let client = try statusClient(kafka: kafka, log: log, label: "ferry.status")
         guard let status = try await client.status(of: id) else {
-            FileHandle.standardError.write(Data("no status for \(id) on \(kafka.topics.status)\n".utf8))
+            printError("no status for \(id) on \(kafka.topics.status)")
             throw ExitCode(2)
         }
         if json {

@@ -82,13 +82,13 @@ struct UploadsCommand: AsyncParsableCommand {
                 print("aborted \(line(upload, bucket: bucket))")
             } catch {
                 failed += 1
-                FileHandle.standardError.write(Data("cannot abort \(line(upload, bucket: bucket)): \(error)\n".utf8))
+                printError("cannot abort upload \(ShellWord.quoted(upload.uploadId)) of \(ShellWord.quoted("s3://\(bucket)/\(upload.key)")): \(error)")
             }
         }
         let unknownAge = uploads.filter { $0.initiated == nil }.count
-        FileHandle.standardError.write(Data(("aborted \(chosen.count - failed) of \(uploads.count) incomplete uploads under \(prefix)"
+        printError("aborted \(chosen.count - failed) of \(uploads.count) incomplete uploads under \(prefix)"
             + (failed > 0 ? "; \(failed) failed" : "")
-            + (olderThan != nil && unknownAge > 0 ? "; \(unknownAge) of unknown age left" : "") + "\n").utf8))
+            + (olderThan != nil && unknownAge > 0 ? "; \(unknownAge) of unknown age left" : ""))
         if failed > 0 { throw ExitCode(FerryExit.transferNotCompleted) }
     }
 
@@ -98,7 +98,7 @@ struct UploadsCommand: AsyncParsableCommand {
     }
 
     private func fail(_ message: String) -> ExitCode {
-        FileHandle.standardError.write(Data("\(message)\n".utf8))
+        printError(message)
         return ExitCode(FerryExit.transferNotCompleted)
     }
 }
