@@ -197,7 +197,7 @@ import Testing
             #expect(wanted.isSubset(of: Set(audited)), "not delivered: \(wanted.subtracting(audited).sorted())\n\(last.log.suffix(3000))")
             #expect(!audited.contains { $0.contains(marker) })
             let failure = try await onlyFailureRecord(env)
-            #expect(failure.count == 1 && failure.condition == "WorkerCrashed", "\(failure)")
+            #expect(failure.count == 1 && failure.condition == "WorkerCrashed", "\(failure)\nthe last worker's log:\n\(last.log.suffix(6000))")
             #expect(failure.value?.contains(marker) == true, "the record carries the event")
             // The uploads beside it were not counted against: all completed, none dead-lettered.
             let statuses = try await env.statuses().filter { $0.state.isTerminal }
@@ -248,7 +248,7 @@ import Testing
             #expect(wanted.isSubset(of: found), "not indexed: \(wanted.subtracting(found).sorted())\n\(last.log.suffix(3000))")
             #expect(!found.contains { $0.contains(marker) })
             let failure = try await onlyFailureRecord(env)
-            #expect(failure.count == 1 && failure.condition == "WorkerCrashed", "\(failure)")
+            #expect(failure.count == 1 && failure.condition == "WorkerCrashed", "\(failure)\nthe last worker's log:\n\(last.log.suffix(6000))")
             #expect(failure.value?.contains(marker) == true, "the record carries the stream record")
             #expect(last.isRunning, "the last worker is up")
             await last.stop()
