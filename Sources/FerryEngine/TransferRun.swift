@@ -55,6 +55,15 @@ struct TransferRun: Sendable {
         progress(TransferProgress(bytesTransferred: meter.value, totalBytes: total < 0 ? nil : total))
     }
 
+    /// Asked before each retry: a store that is down gets no retry (each could
+    /// wait out the low-speed cut-off), once the outage check confirms it.
+    var stopsRetryingIntoAnOutage: @Sendable (FerryError) async -> Bool {
+        { [outageCheck] error in
+            guard error.isStoreNoAnswer, let outageCheck else { return false }
+            return await outageCheck.confirmsOutage(error)
+        }
+    }
+
     /// Runs one storage request with the transfer's retry policy; a cancelled
     /// transfer fails with its cancel reason instead of retrying. A pause
     /// aborts the request at once (no byte moves while paused) and sends it
@@ -69,11 +78,7 @@ struct TransferRun: Sendable {
                 // "UploadPart 3" counts as UploadPart.
                 let operation = what.split(separator: " ").first.map(String.init) ?? what
                 Counter(label: "ferry_retries_total", dimensions: [("operation", operation), ("code", error.code.rawValue)]).increment()
-            }, stopsRetrying: { [outageCheck] error in
-                // A store that is down: no retry into it (each could wait out the low-speed cut-off).
-                guard error.isStoreNoAnswer, let outageCheck else { return false }
-                return await outageCheck.confirmsOutage(error)
-            }) { () async throws(FerryError) -> T in
+            }, stopsRetrying: stopsRetryingIntoAnOutage) { () async throws(FerryError) -> T in
                 while true {
                     try await control.checkpoint()
                     guard interruptible else { return try await body() }
@@ -216,13 +221,12 @@ struct TransferRun: Sendable {
     /// gets. When it still fails, says who removes the upload: the worker's
     /// sweeper (a journal), or the one who reads the line (`ferry cp`).
     private func abortFailedUpload(_ uploadId: String) async {
-        let (store, location, policy, outageCheck) = (self.store, self.location, settings.retryPolicy, self.outageCheck)
+        let (store, location, policy, stops) = (self.store, self.location, settings.retryPolicy, stopsRetryingIntoAnOutage)
         let aborted = await withoutCancellation { () -> Result<Void, FerryError> in
             do throws(FerryError) {
-                try await policy.run(stopsRetrying: { error in
-                    guard error.isStoreNoAnswer, let outageCheck else { return false }
-                    return await outageCheck.confirmsOutage(error)
-                }) { () async throws(FerryError) in try await store.abortMultipartUpload(location, uploadId: uploadId) }
+                try await policy.run(stopsRetrying: stops) { () async throws(FerryError) in
+                    try await store.abortMultipartUpload(location, uploadId: uploadId)
+                }
                 return .success(())
             } catch {
                 return .failure(error)
