@@ -20,11 +20,15 @@ public enum TerminalText {
 
     private static func escapingUnsafe(_ text: String, _ escape: (Unicode.Scalar) -> String) -> String {
         guard text.unicodeScalars.contains(where: isUnsafe) else { return text }
-        var shown = String.UnicodeScalarView()
+        // Bytes, not a growing `String.UnicodeScalarView`: appending to the
+        // view copied it each time, and a 400,000-character refused value
+        // took `ferry config check` minutes to print.
+        var shown: [UInt8] = []
+        shown.reserveCapacity(text.utf8.count + 64)
         for scalar in text.unicodeScalars {
-            if isUnsafe(scalar) { shown.append(contentsOf: escape(scalar).unicodeScalars) } else { shown.append(scalar) }
+            if isUnsafe(scalar) { shown.append(contentsOf: escape(scalar).utf8) } else { UTF8.encode(scalar) { shown.append($0) } }
         }
-        return String(shown)
+        return String(decoding: shown, as: UTF8.self)
     }
 
     public static func isUnsafe(_ scalar: Unicode.Scalar) -> Bool {

@@ -21,7 +21,8 @@ struct Ferry: AsyncParsableCommand {
     /// ArgumentParser's own `main`, except that what it prints of an error goes
     /// through `TerminalText` line by line: its messages repeat the values they
     /// refuse (`The value '…' is invalid`, `'…' is no transfer id`), and a value
-    /// may hold escape sequences that would drive the user's terminal.
+    /// may hold escape sequences that would drive the user's terminal, and
+    /// any length (an error line is clipped; help is printed whole).
     static func main() async {
         do {
             var command = try parseAsRoot()
@@ -31,7 +32,7 @@ struct Ferry: AsyncParsableCommand {
             let code = exitCode(for: error)
             if !message.isEmpty {
                 let shown = message.split(separator: "\n", omittingEmptySubsequences: false)
-                    .map { TerminalText.visible(String($0)) }.joined(separator: "\n") + "\n"
+                    .map { code == .success ? TerminalText.visible(String($0)) : ErrorLine.shown(String($0)) }.joined(separator: "\n") + "\n"
                 (code == .success ? FileHandle.standardOutput : FileHandle.standardError).write(Data(shown.utf8))
             }
             Foundation.exit(code.rawValue)

@@ -38,4 +38,45 @@ import Testing
             }
         }
     }
+
+    /// Invariant: a setting is read as the file writes it, or the file is
+    /// refused. Yams dropped a U+FEFF where a value started, so
+    /// `"\u{FEFF}us-east-1"` ran as `us-east-1` while the same value from the
+    /// environment was refused. Generated values go into a scalar, a list
+    /// item, a map value and a map key, written raw or `\u`-escaped.
+    @Test func everyValueIsReadAsWrittenOrTheFileRefused() async {
+        let written = Generator<(String, Bool), Shrink.None<(String, Bool)>> { rng in (HostileInput.key(&rng), Bool.random(using: &rng)) }
+        await propertyCheck(count: 1500, input: written) { value, escaped in
+            await Task.yield()
+            let literal = escaped ? Self.escapedEverywhere(value) : HostileInput.jsonString(value)
+            let text = """
+                {"worker":{"id":\(literal)},"items":{"tables":[\(literal)]},
+                 "kafka":{"properties":{"client.id":\(literal),\(literal):"x"}}}
+                """
+            switch Result(catching: { () throws(ConfigurationError) in try ConfigurationSources(fileText: text, environment: [:]) }) {
+            case .failure(let error):
+                #expect(!error.description.isEmpty)
+            case .success(let sources):
+                let what = "\(value.unicodeScalars.map { String($0.value, radix: 16) }) written \(escaped ? "escaped" : "raw")"
+                #expect(sources.value(.workerId)?.0 == value, "worker.id: \(what)")
+                #expect(sources.list(.tables)?.0 == [value], "items.tables: \(what)")
+                guard case .map(let map) = sources.file[.kafkaProperties] else { Issue.record("no map: \(what)"); return }
+                #expect(map["client.id"] == value, "a map's value: \(what)")
+                #expect(map[value] == "x" || value == "client.id", "a map's key: \(what)")
+            }
+        }
+    }
+
+    /// `text` as a JSON string with every scalar but ASCII letters and digits `\u`-escaped.
+    static func escapedEverywhere(_ text: String) -> String {
+        var out = "\""
+        for unit in text.utf16 {
+            if let scalar = Unicode.Scalar(unit), scalar.properties.isASCIIHexDigit || ("g"..."z").contains(scalar) || ("G"..."Z").contains(scalar) {
+                out.unicodeScalars.append(scalar)
+            } else {
+                out += "\\u" + String(repeating: "0", count: 4 - String(unit, radix: 16).count) + String(unit, radix: 16)
+            }
+        }
+        return out + "\""
+    }
 }

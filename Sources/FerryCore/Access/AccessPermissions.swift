@@ -64,11 +64,11 @@ public struct AccessPermissions: Sendable, Hashable {
     public mutating func apply(_ items: [String], to role: CallerRole) throws(ConfigurationError) {
         for item in items {
             guard let eq = item.firstIndex(of: "=") else {
-                throw ConfigurationError("permission '\(item)' must be SCOPE=RIGHTS, e.g. guest=read+write")
+                throw ConfigurationError("permission '\(Self.shown(item))' must be SCOPE=RIGHTS, e.g. guest=read+write")
             }
             let name = item[..<eq].trimmingCharacters(in: .whitespaces)
             guard let scope = AccessScope.allCases.first(where: { $0.rawValue.lowercased() == name.lowercased() }) else {
-                throw ConfigurationError("unknown permission scope '\(name)' in '\(item)'; scopes: "
+                throw ConfigurationError("unknown permission scope '\(Self.shown(name))' in '\(Self.shown(item))'; scopes: "
                     + AccessScope.allCases.map(\.rawValue).joined(separator: ", ")
                     + " (others' private objects are never accessible)")
             }
@@ -76,13 +76,16 @@ public struct AccessPermissions: Sendable, Hashable {
             var rights: Set<AccessRight> = []
             for word in words where word.lowercased() != "none" {
                 guard let right = AccessRight(rawValue: word.lowercased()) else {
-                    throw ConfigurationError("unknown right '\(word)' in '\(item)'; rights: read, write, delete (or none)")
+                    throw ConfigurationError("unknown right '\(Self.shown(word))' in '\(Self.shown(item))'; rights: read, write, delete (or none)")
                 }
                 rights.insert(right)
             }
             set(rights, for: role, in: scope)
         }
     }
+
+    /// A refused value as its message repeats it: clipped, since a file may hold any length.
+    private static func shown(_ value: some StringProtocol) -> String { TextClip.clipped(String(value), toUTF8: 80) }
 
     /// `guest=read+write+delete protected=read …` for one role, in scope order.
     public func summary(of role: CallerRole) -> String {

@@ -38,6 +38,7 @@ public struct ConfigurationSources: Sendable {
             text = read
         }
         if let text {
+            try Self.refuseByteOrderMarks(text, name: filePath ?? "configuration")
             file = try Self.parse(text, name: filePath ?? "configuration")
             targets = try Self.targets(text, name: filePath ?? "configuration")
         }
@@ -123,6 +124,22 @@ public struct ConfigurationSources: Sendable {
             }
         }
         return result
+    }
+
+    /// Yams decodes each scalar with Foundation, which drops a U+FEFF where a
+    /// value or key starts: `"\u{FEFF}us-east-1"` would run as `us-east-1`, a
+    /// value the file does not hold (the same value from the environment is
+    /// refused). The mark is invisible and belongs in no setting, so a file
+    /// holding one after its first character, raw or escaped, is refused.
+    static func refuseByteOrderMarks(_ text: String, name: String) throws(ConfigurationError) {
+        let body = text.unicodeScalars.first == "\u{FEFF}" ? Substring(text.unicodeScalars.dropFirst()) : Substring(text)
+        for (number, line) in body.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
+            let lowered = line.lowercased()
+            guard line.unicodeScalars.contains("\u{FEFF}") || lowered.contains("\\ufeff") || lowered.contains("\\u0000feff") else { continue }
+            let shown = TextClip.clipped(line.replacingOccurrences(of: "\u{FEFF}", with: "<U+FEFF>"), toUTF8: 240)
+            throw ConfigurationError("\(name): line \(number + 1) holds U+FEFF (an invisible byte order mark), raw or escaped; "
+                + "it belongs in no setting, and the YAML reader would drop it where a value starts: remove it. The line: \(shown)")
+        }
     }
 
     static func parse(_ text: String, name: String) throws(ConfigurationError) -> [SettingKey: Value] {
