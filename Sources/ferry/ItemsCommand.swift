@@ -211,7 +211,7 @@ struct ItemsCommand: AsyncParsableCommand {
                 throw ValidationError(error.message)
             }
             let shown = status.visible
-            print("\(shown.state.rawValue) \(shown.object.map { "s3://\($0.bucket)/\($0.key)" } ?? "") -> \(to)\(shown.error.map { ": \($0.code) \($0.message)" } ?? "")")
+            print("\(shown.state.rawValue) \(shown.object.map { "s3://\($0.bucket)/\($0.key)" } ?? "") -> \(TerminalText.visible(to))\(shown.error.map { ": \($0.code) \($0.message)" } ?? "")")
             if status.state != .completed { throw ExitCode(FerryExit.transferNotCompleted) }
         }
 

@@ -100,7 +100,7 @@ struct TriggersTestCommand: AsyncParsableCommand {
                                                  context: context(timeout: trigger.delivery.timeoutSeconds) { trigger.matches(eventName: $0, key: $2) })
                 print(String(format: "%@ succeeded in %.0f ms with %d record(s)", name, Date().timeIntervalSince(started) * 1000, matching.count))
             } catch {
-                print("\(name) failed: \(error)")
+                print(TerminalText.visible("\(name) failed: \(error)"))
                 failed = true
             }
         } else if let trigger = registry.streamTriggers.first(where: { $0.name == name }) {
@@ -118,7 +118,7 @@ struct TriggersTestCommand: AsyncParsableCommand {
                                                                 context: context(timeout: trigger.mapping.timeoutSeconds) { _, _, _ in false })
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.sortedKeys]
-                print(String(decoding: try encoder.encode(response), as: UTF8.self))
+                print(TerminalText.visibleJSON(String(decoding: try encoder.encode(response), as: UTF8.self)))
                 if response.batchItemFailures.isEmpty {
                     print(String(format: "%@ succeeded in %.0f ms with %d record(s)", name, Date().timeIntervalSince(started) * 1000, matching.count))
                 } else {
@@ -126,14 +126,14 @@ struct TriggersTestCommand: AsyncParsableCommand {
                     failed = true
                 }
             } catch {
-                print("\(name) failed: \(error)")
+                print(TerminalText.visible("\(name) failed: \(error)"))
                 failed = true
             }
         } else {
             throw ValidationError("no handler named '\(name)'; registered: \(registry.names.joined(separator: ", "))")
         }
         for request in recorded.requests {
-            print("would enqueue: \(request.op.rawValue) s3://\(request.bucket)/\(request.key) (id \(request.id); not sent by triggers test)")
+            print(TerminalText.visible("would enqueue: \(request.op.rawValue) s3://\(request.bucket)/\(request.key) (id \(request.id); not sent by triggers test)"))
         }
         if failed { throw ExitCode.failure }
     }
