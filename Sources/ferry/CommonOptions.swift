@@ -208,16 +208,7 @@ struct LogOptions: ParsableArguments {
     /// For commands that choose their own defaults (`ferry dev`).
     static func bootstrap(label: String, level text: String, format: String) throws -> Logger {
         let (level, format) = try validated(level: text, format: format)
-        LoggingSystem.bootstrap { label in
-            if format == "json" {
-                var handler = JSONLogHandler(label: label)
-                handler.logLevel = level
-                return handler
-            }
-            var handler = VisibleTextLogHandler(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        ProcessLogging.choose(level: level, format: format)
         return Logger(label: label)
     }
 }

@@ -24,6 +24,7 @@ struct Ferry: AsyncParsableCommand {
     /// may hold escape sequences that would drive the user's terminal, and
     /// any length (an error line is clipped; help is printed whole).
     static func main() async {
+        ProcessLogging.install()
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? AsyncParsableCommand { try await asyncCommand.run() } else { try command.run() }

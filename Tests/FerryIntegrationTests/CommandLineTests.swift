@@ -1,3 +1,4 @@
+import FerryCore
 import FerryTestSupport
 import Foundation
 import Testing
@@ -508,6 +509,35 @@ import Testing
         let out = try await runChecked(TestPaths.ferryBinary, ["triggers", "test", handler, "--event", file.path, "--data-root", dir.path])
         #expect(out.contains("\(handler) succeeded") && out.contains("with 1 record(s)"), "\(out)")
         #expect(!out.contains("skipped"), "\(out)")
+    }
+
+    /// Invariant: `ferry triggers test` prints nothing a terminal acts on,
+    /// whatever the event file holds. A handler's log line and its batch
+    /// response repeat the event's ids and keys: the log went through
+    /// swift-log's default handler (this command chose no log format) and the
+    /// JSON left C1 and bidirectional overrides as they were.
+    @Test func aHostileEventFileIsPrintedSafely() async throws {
+        let dir = try TestPaths.temporaryDirectory("triggers-hostile")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sample = try Data(contentsOf: TestPaths.repositoryRoot.appendingPathComponent("triggers/events/objects-insert.json"))
+        let eventID = "id-\u{9B}31m-\u{202E}gpj.exe\u{1B}]0;x\u{7}"
+        func inJSON(_ text: String) -> String { String(HostileInput.jsonString(text).dropFirst().dropLast()) }
+        let text = String(decoding: sample, as: UTF8.self)
+            .replacingOccurrences(of: "7e03193905f395223a59e3993fefe10e", with: inJSON(eventID))
+            .replacingOccurrences(of: "public/photos/cat.jpg", with: inJSON("public/incoming/\u{1B}[2J\u{85}cat.jpg"))
+        _ = try JSONSerialization.jsonObject(with: Data(text.utf8))  // still an event file
+        let event = dir.appendingPathComponent("hostile.json")
+        try Data(text.utf8).write(to: event)
+        // checksum-manifest watches public/incoming/; with no object store here the record fails, by its id.
+        let result = try await runCommand(TestPaths.ferryBinary, ["triggers", "test", "checksum-manifest", "--event", event.path, "--data-root", dir.path])
+        #expect(result.status == 1, "\(result.stdout)\(result.stderr)")
+        for (name, output) in [("stdout", result.stdout), ("stderr", result.stderr)] {
+            #expect(!output.unicodeScalars.contains { $0 != "\n" && TerminalText.isUnsafe($0) }, "\(name): \(output.debugDescription)")
+        }
+        #expect(result.stderr.contains("checksum manifest for id-\\u{9B}31m-\\u{202E}gpj.exe\\u{1B}]0;x\\u{7} failed"), "\(result.stderr)")
+        let response = try #require(result.stdout.split(separator: "\n").first { $0.hasPrefix("{") })
+        let failures = try JSONDecoder().decode(StreamBatchResponse.self, from: Data(response.utf8))
+        #expect(failures.batchItemFailures.map(\.itemIdentifier) == [eventID], "the JSON still reads back to the id: \(response)")
     }
 
     @Test func testAStreamHandlerAndListConfiguredTargets() async throws {

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryTestSupport
 import FerryTriggers
 @testable import FerryWorker
 import Foundation
@@ -6,6 +7,7 @@ import Logging
 import Metrics
 import Prometheus
 import Synchronization
+import PropertyBased
 import Testing
 
 /// Configuration layering, the admin routes and JSON logs, without a network.
@@ -236,5 +238,24 @@ import Testing
         // ISO 8601 with milliseconds in UTC, as statuses and events write it, and now.
         let time = try #require(object["time"].flatMap(Timestamp.parse), "\(line)")
         #expect(object["time"]?.count == 24 && abs(time.timeIntervalSinceNow) < 60, "\(line)")
+    }
+
+    /// Invariant: a log line holds nothing a terminal acts on, and reads back
+    /// to what was logged. Messages and metadata repeat others' words (keys,
+    /// event ids, a store's error); JSONEncoder left C1 and bidirectional
+    /// overrides as they were.
+    @Test func hostileWordsAreEscapedAndReadBack() async throws {
+        let lines = Mutex<[String]>([])
+        let handler = JSONLogHandler(label: "ferry.worker") { line in lines.withLock { $0.append(line) } }
+        let logger = Logger(label: "ferry.worker") { _ in handler }
+        await propertyCheck(count: 300, input: HostileInput.keys) { key in
+            lines.withLock { $0 = [] }
+            logger.error("checksum manifest for \(key) failed", metadata: ["key": "\(key)"])
+            guard let line = lines.withLock({ $0.first }) else { Issue.record("no line for \(key.debugDescription)"); return }
+            #expect(!line.dropLast().unicodeScalars.contains(where: TerminalText.isUnsafe), "\(key.debugDescription): \(line)")
+            // JSONDecoder: JSONSerialization drops a U+FEFF that starts a string.
+            let object = try? JSONDecoder().decode([String: String].self, from: Data(line.utf8))
+            #expect(object?["key"] == key && object?["message"] == "checksum manifest for \(key) failed", "\(key.debugDescription): \(line)")
+        }
     }
 }

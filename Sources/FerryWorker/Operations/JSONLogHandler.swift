@@ -36,7 +36,10 @@ public struct JSONLogHandler: LogHandler {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         guard let data = try? encoder.encode(fields) else { return }
-        write(String(decoding: data, as: UTF8.self) + "\n")
+        // JSONEncoder escapes C0 but leaves DEL, C1 and bidirectional overrides
+        // as they are; escaped, a line still parses to the same fields and
+        // cannot drive the terminal of whoever tails the log.
+        write(TerminalText.visibleJSON(String(decoding: data, as: UTF8.self)) + "\n")
     }
 
     public static let standardError: @Sendable (String) -> Void = { line in
