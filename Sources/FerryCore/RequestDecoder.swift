@@ -17,7 +17,7 @@ public enum RequestDecoder {
         if let tooLarge = sizeFailure(bytes) { return .failure(tooLarge) }
         if let unclear = strictnessFailure(bytes) { return .failure(unclear) }
         let data = Data(bytes)
-        return decodeTransfer(data, loose: looseObject(bytes, data: data))
+        return decodeTransfer(data, loose: looseObject(bytes))
     }
 
     /// `JSONSerialization`'s reading of a text StrictJSON took, for the fields
@@ -25,12 +25,12 @@ public enum RequestDecoder {
     /// Double's range, such as 1e400, is valid JSON), the top-level members
     /// are read one by one and one it cannot read stands as `Unreadable`: the
     /// failure then names that member, not "message is not a JSON object".
-    static func looseObject(_ bytes: [UInt8], data: Data) -> [String: Any]? {
-        if let whole = try? JSONSerialization.jsonObject(with: data) { return whole as? [String: Any] }
+    static func looseObject(_ bytes: [UInt8]) -> [String: Any]? {
+        if let whole = try? FoundationJSON.object(bytes) { return whole as? [String: Any] }
         guard let members = StrictJSON.members(of: bytes) else { return nil }
         var object: [String: Any] = [:]
         for member in members {
-            object[member.name] = (try? JSONSerialization.jsonObject(with: Data(bytes[member.value]), options: [.fragmentsAllowed])) ?? Unreadable()
+            object[member.name] = (try? FoundationJSON.object(bytes[member.value], options: [.fragmentsAllowed])) ?? Unreadable()
         }
         return object
     }

@@ -22,7 +22,7 @@ public struct FilterCriteria: Sendable {
             if let problem = StrictJSON.check(Array(text.utf8)) {
                 throw TriggerRegistrationError(problem.refusing("filter pattern \(text)"))
             }
-            guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
+            guard let object = try? FoundationJSON.object(Array(text.utf8)) as? [String: Any] else {
                 throw TriggerRegistrationError("filter pattern is not a JSON object: \(text)")
             }
             parsed.append(try FilterPattern.parse(object, path: ""))
@@ -35,11 +35,11 @@ public struct FilterCriteria: Sendable {
     public func matches(_ record: DynamoDBEvent.Record) -> Bool {
         guard !patterns.isEmpty else { return true }
         guard let data = try? JSONEncoder().encode(record),
-              let json = try? JSONSerialization.jsonObject(with: data) else { return false }
+              let json = try? FoundationJSON.object(data) else { return false }
         return matches(json: json)
     }
 
-    /// Whether a record's JSON, as `JSONSerialization` reads it, matches.
+    /// Whether a record's JSON, as `FoundationJSON` reads it, matches.
     public func matches(json: Any) -> Bool {
         patterns.isEmpty || patterns.contains { $0.matches(json) }
     }

@@ -141,7 +141,7 @@ final class StreamMapping: Sendable {
             // Held to StrictJSON before either reads it: the filter's reader keeps
             // a repeated name's last value and the decoder its first.
             let problem = StrictJSON.check(message.value)
-            if problem == nil, !filters.isEmpty, let json = try? JSONSerialization.jsonObject(with: value), !filters.matches(json: json) {
+            if problem == nil, !filters.isEmpty, let json = try? FoundationJSON.object(message.value), !filters.matches(json: json) {
                 continue
             }
             do {

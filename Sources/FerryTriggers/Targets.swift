@@ -173,7 +173,7 @@ public struct WebhookTarget: S3EventHandler, StreamRecordHandler {
     /// twice. (Such answers were taken for success, so records the handler
     /// said had failed were checkpointed.)
     static func batchResponse(from body: [UInt8]) throws -> StreamBatchResponse {
-        guard !body.isEmpty, let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else { return .success }
+        guard !body.isEmpty, let object = try? FoundationJSON.object(body) as? [String: Any] else { return .success }
         if let problem = StrictJSON.check(body) { throw InvalidBatchResponse(reason: "\(problem)") }
         guard let list = object["batchItemFailures"], !(list is NSNull) else { return .success }
         guard let entries = list as? [Any] else { throw InvalidBatchResponse(reason: "batchItemFailures is not a list") }

@@ -35,6 +35,18 @@ import Testing
         #expect(try FilterCriteria(patterns: [pattern]).matches(Self.record) == matches)
     }
 
+    /// A key that starts with U+FEFF is another key: Foundation's reader
+    /// dropped the mark, so a prefix rule matched a key it does not start and
+    /// a pattern written with the mark matched keys without it.
+    @Test func aLeadingByteOrderMarkIsPartOfTheValue() throws {
+        var marked = Self.record
+        marked.dynamodb.keys["key"] = .string("\u{FEFF}public/photos/a.JPG")
+        let plain = try FilterCriteria(patterns: [#"{"dynamodb":{"Keys":{"key":{"S":[{"prefix":"public/"}]}}}}"#])
+        let withMark = try FilterCriteria(patterns: ["{\"dynamodb\":{\"Keys\":{\"key\":{\"S\":[{\"prefix\":\"\u{FEFF}public/\"}]}}}}"])
+        #expect(plain.matches(Self.record) && !plain.matches(marked))
+        #expect(withMark.matches(marked) && !withMark.matches(Self.record))
+    }
+
     @Test func patternsAreORedAndNoneMeansAll() throws {
         #expect(FilterCriteria().matches(Self.record))
         let either = try FilterCriteria(patterns: [#"{"eventName":["INSERT"]}"#, #"{"eventName":["MODIFY"]}"#])

@@ -67,7 +67,7 @@ public enum StoreNotificationDecoder {
         if let problem = StrictJSON.check(bytes) {
             throw FerryError(.malformedRequest, problem.refusing(what))
         }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
+        guard let object = try? FoundationJSON.object(bytes) as? [String: Any] else {
             throw FerryError(.malformedRequest, "\(what) is not a JSON object")
         }
         return object

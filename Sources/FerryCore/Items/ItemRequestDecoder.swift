@@ -13,7 +13,7 @@ extension RequestDecoder {
         if let tooLarge = sizeFailure(bytes) { return .failure(tooLarge) }
         if let unclear = strictnessFailure(bytes) { return .failure(unclear) }
         let data = Data(bytes)
-        let loose = looseObject(bytes, data: data)
+        let loose = looseObject(bytes)
         guard let loose, let op = loose["op"] as? String, let itemOp = ItemOperation(rawValue: op) else {
             return decodeTransfer(data, loose: loose).map(WorkerRequest.transfer)
         }
