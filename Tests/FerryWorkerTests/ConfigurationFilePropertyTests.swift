@@ -67,6 +67,19 @@ import Testing
         }
     }
 
+    /// A mark that starts the file is an editor's byte order mark and is
+    /// read past; one anywhere after it is refused with its line.
+    @Test func aByteOrderMarkIsTakenOnlyWhereTheFileStarts() throws {
+        let leading = try ConfigurationSources(fileText: "\u{FEFF}{\"s3\":{\"region\":\"us-east-1\"}}", environment: [:])
+        #expect(leading.value(.region)?.0 == "us-east-1")
+        for text in ["{\"s3\":\n{\"region\":\"\u{FEFF}us-east-1\"}}", "{\"s3\":\n{\"region\":\"\\ufeffus-east-1\"}}"] {
+            #expect(throws: ConfigurationError.self) { try ConfigurationSources(fileText: text, environment: [:]) }
+            do { _ = try ConfigurationSources(fileText: text, environment: [:]) } catch {
+                #expect(error.description.contains("line 2 holds U+FEFF"), "\(error)")
+            }
+        }
+    }
+
     /// `text` as a JSON string with every scalar but ASCII letters and digits `\u`-escaped.
     static func escapedEverywhere(_ text: String) -> String {
         var out = "\""
