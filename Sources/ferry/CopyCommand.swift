@@ -45,6 +45,7 @@ struct CopyCommand: AsyncParsableCommand {
         var logOptions = log
         logOptions.level = log.level ?? environment("FERRY_LOG_LEVEL") ?? "warning"
         let logger = try logOptions.bootstrap(label: "ferry.cp")
+        defer { logLanes(logger) }
         let client = S3Client(try configured { try s3.configuration() })
         var settings = try s3.limits.settings()
         settings.syncDownloads = fsync
@@ -57,7 +58,6 @@ struct CopyCommand: AsyncParsableCommand {
         if recursive {
             let copy = try configured { try RecursiveCopy(source: source, destination: destination) }
             try await copy.run(engine: engine, client: client)
-            logLanes(logger)
             return
         }
 
@@ -79,13 +79,16 @@ struct CopyCommand: AsyncParsableCommand {
             display.fail(message: "\(label) failed: \(error)")
             throw ExitCode(FerryExit.transferNotCompleted)
         }
-        logLanes(logger)
     }
 
-    /// How full the MD5 lanes of downloads ran (`--log-level debug`).
+    /// How full the MD5 lanes of downloads ran, and the downloads still
+    /// announced to them, none once every download has ended (`--log-level debug`).
     private func logLanes(_ logger: Logger) {
-        guard let perBatch = MD5Lanes.shared.filesPerBatch else { return }
-        logger.debug("MD5 of downloads: \(MD5Lanes.shared.statistics.batches) batches, \(String(format: "%.2f", perBatch)) files per batch")
+        let lanes = MD5Lanes.shared
+        let (batches, announced) = (lanes.statistics.batches, lanes.announcedCount)
+        guard batches > 0 || announced > 0 else { return }
+        let perBatch = String(format: "%.2f", lanes.filesPerBatch ?? 0)
+        logger.debug("MD5 of downloads: \(batches) batches, \(perBatch) files per batch; \(announced) downloads still announced")
     }
 
     func makeJob() throws -> (TransferJob, String) {

@@ -42,6 +42,45 @@ import Testing
         }
     }
 
+    /// Every download announces itself to the MD5 lanes when it sends its GET
+    /// (so the lanes wait for it) and gives the announcement back however it
+    /// ends: checked, failed its MD5, refused, cut off before its headers, or
+    /// with an ETag that is no MD5. None is left once the copy has ended: a
+    /// leak would make the lanes wait out `finishWait` on every file after it.
+    @Test func everyDownloadGivesBackItsAnnouncementToTheMD5Lanes() async throws {
+        // Larger than one chunk of the lanes (256 KiB), so the copy's files go through a batch.
+        let body = [UInt8](repeating: UInt8(ascii: "h"), count: 300 << 10)
+        let hello = Digest.md5(body).map { String(format: "%02x", $0) }.joined()
+        let names = (1...6).map { "ok-\($0)" } + ["bad-md5", "gone", "hang-up", "multipart"]
+        let server = try HTTPAnswerer { request in
+            let line = request.prefix { $0 != "\r\n" }
+            if line.contains("list-type=2") {
+                return ("HTTP/1.1 200 OK", .fixed(Array(("<?xml version=\"1.0\"?><ListBucketResult><IsTruncated>false</IsTruncated>"
+                    + names.map { "<Contents><Key>p/\($0)</Key><Size>\(body.count)</Size></Contents>" }.joined() + "</ListBucketResult>").utf8)))
+            }
+            if line.contains("/p/gone ") {
+                return ("HTTP/1.1 404 Not Found", .fixed(Array("<Error><Code>NoSuchKey</Code></Error>".utf8)))
+            }
+            if line.contains("/p/hang-up ") { return ("", .hangUp) }
+            let eTag = line.contains("/p/bad-md5 ") ? String(hello.reversed()) : line.contains("/p/multipart ") ? "\(hello)-2" : hello
+            let head = request.lowercased().contains("\r\nrange: ")
+                ? "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-\(body.count - 1)/\(body.count)" : "HTTP/1.1 200 OK"
+            return (head + "\r\nETag: \"\(eTag)\"", .fixed(body))
+        }
+        let out = try TestPaths.temporaryDirectory("cp-announce")
+        defer { try? FileManager.default.removeItem(at: out) }
+        let result = try await runCommand(TestPaths.ferryBinary,
+                                          ["cp", "--recursive", "s3://bkt/p/", out.path, "--s3-endpoint", "http://127.0.0.1:\(server.port)",
+                                           "--max-transfers", "4", "--log-level", "debug"],
+                                          environment: Self.credentials)
+        #expect(result.status == 1, "\(result.stdout) \(result.stderr.suffix(3000))")
+        #expect(result.stdout.hasPrefix("7 objects") && result.stdout.contains("3 failed"), "\(result.stdout)")
+        for name in names where name.hasPrefix("ok-") || name == "multipart" {
+            #expect((try? Data(contentsOf: out.appendingPathComponent(name))) == Data(body), "\(name)")
+        }
+        #expect(result.stderr.contains("files per batch; 0 downloads still announced"), "\(result.stderr.suffix(3000))")
+    }
+
     static let credentials = ["AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_REGION": "us-east-1"]
 
     func files(_ count: Int, in name: String) throws -> URL {

@@ -249,6 +249,66 @@ import Testing
         #expect(started.duration(to: clock.now) < .seconds(30), "a file alone waited for company")
     }
 
+    /// A download that has sent its GET and not yet heard its headers is
+    /// announced, and the lanes wait for it as for a file without a chunk: an
+    /// ended file is not hashed alone while another is announced, but with it
+    /// once it starts (both lanes of every batch filled); a withdrawn or
+    /// dropped announcement is waited for no more; and an announcement never
+    /// used holds an ended file back at most `finishWait`.
+    @Test(.enabled(if: MD5Lanes.hasVectorLanes))
+    func announcedDownloadsAreWaitedFor() async throws {
+        var rng = SeededGenerator(seed: 0xA11)
+        let a = bytes(16 * 4096, &rng), b = bytes(16 * 4096, &rng)
+        let clock = ContinuousClock()
+
+        let lanes = MD5Lanes(chunkSize: 4096, urgentBytes: 1 << 30, finishWait: .seconds(60))
+        let fileA = TempFile(), fileB = TempFile()
+        fileA.write(a[...], at: 0)
+        let streamA = try lanes.start(fileA.fd)
+        let announcement = lanes.announce()
+        #expect(lanes.announcedCount == 1)
+        streamA.written(upTo: Int64(a.count))
+        let digestA = Task { try await streamA.finish(size: Int64(a.count)) }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(lanes.statistics.batches == 0, "an ended file was hashed alone while another was announced")
+        fileB.write(b[...], at: 0)
+        let streamB = try lanes.start(fileB.fd, announced: announcement)
+        #expect(lanes.announcedCount == 0)
+        streamB.written(upTo: Int64(b.count))
+        #expect(try await streamB.finish(size: Int64(b.count)) == Digest.md5(b))
+        #expect(try await digestA.value == Digest.md5(a))
+        #expect(lanes.statistics == (batches: 16, lanes: 32))
+        announcement.withdraw()  // used already: changes nothing
+        #expect(lanes.announcedCount == 0)
+
+        // Withdrawn, or dropped: the ended file goes at once.
+        for drop in [false, true] {
+            let waiting = MD5Lanes(chunkSize: 4096, urgentBytes: 1 << 30, finishWait: .seconds(60))
+            var pending: MD5Announcement? = waiting.announce()
+            let stream = try waiting.start(fileA.fd)
+            stream.written(upTo: Int64(a.count))
+            let digest = Task { try await stream.finish(size: Int64(a.count)) }
+            try await Task.sleep(for: .milliseconds(100))
+            let started = clock.now
+            if drop { pending = nil } else { pending?.withdraw() }
+            #expect(pending == nil || waiting.announcedCount == 0)
+            #expect(try await digest.value == Digest.md5(a))
+            #expect(started.duration(to: clock.now) < .seconds(30), "waited for a withdrawn announcement (dropped: \(drop))")
+            #expect(waiting.announcedCount == 0)
+        }
+
+        // Never used: the wait is still bounded by finishWait.
+        let bounded = MD5Lanes(chunkSize: 4096, urgentBytes: 1 << 30, finishWait: .milliseconds(300))
+        let forgotten = bounded.announce()
+        let stream = try bounded.start(fileA.fd)
+        stream.written(upTo: Int64(a.count))
+        let started = clock.now
+        #expect(try await stream.finish(size: Int64(a.count)) == Digest.md5(a))
+        let waited = started.duration(to: clock.now)
+        #expect(waited >= .milliseconds(300) && waited < .seconds(30), "\(waited)")
+        forgotten.withdraw()
+    }
+
     /// A stream discarded with bytes waiting (a failed download attempt) lets
     /// go of its file, and the others' digests still come.
     @Test func discardedStreamsLetGo() async throws {

@@ -184,7 +184,7 @@ extension TransferRun {
         func get(_ range: ClosedRange<Int64>?) async throws(FerryError) -> (ObjectAttributes, DownloadDigest) {
             try await attempt("GetObject") { () async throws(FerryError) -> (ObjectAttributes, DownloadDigest) in
                 // A fresh digest per attempt: a failed attempt's bytes are written again.
-                let digest = DownloadDigest(file: fd)
+                let digest = DownloadDigest(file: fd, mayCheckMD5: checkMD5)
                 let observer = GetObjectObserver(attributes: { attributes in
                     digest.expect(attributes, checkMD5: checkMD5 && attributes.size <= threshold)
                     head.deliver(.success(attributes))
@@ -229,6 +229,8 @@ final class DownloadDigest: @unchecked Sendable {
     private let file: Int32
     private var configured = false
     private var md5: MD5FileStream?
+    /// Held from the GET until its headers say whether the MD5 is checked.
+    private var announcement: MD5Announcement?
     private var expectedMD5: String?
     /// Why the MD5 cannot be computed (the lanes could not take the file).
     private var md5Unavailable: FerryError?
@@ -237,15 +239,25 @@ final class DownloadDigest: @unchecked Sendable {
     /// Bytes in the file so far, from byte 0, that went through the checksum.
     private var fed: Int64 = 0
 
-    /// The download's file, written from byte 0.
-    init(file: Int32) { self.file = file }
+    /// The download's file, written from byte 0. One that may check the MD5
+    /// is announced to the lanes at once, so they wait for it (`MD5Lanes.announce`).
+    init(file: Int32, mayCheckMD5: Bool) {
+        self.file = file
+        if mayCheckMD5 { announcement = MD5Lanes.shared.announce() }
+    }
 
-    deinit { md5?.discard() }  // a finished stream ignores it
+    deinit {
+        md5?.discard()  // a finished stream ignores it
+        announcement?.withdraw()
+    }
 
     /// Sets the expected values from the object's attributes (once).
     func expect(_ attributes: ObjectAttributes, checkMD5: Bool) {
         guard !configured else { return }
         configured = true
+        let announcement = self.announcement
+        self.announcement = nil
+        defer { announcement?.withdraw() }  // a no-op once `start` used it
         if let (algorithm, value) = attributes.checksums.first(where: { !$0.value.contains("-") }) {
             expectedChecksum = (algorithm, value)
             checksum = algorithm.makeHasher()
@@ -254,7 +266,7 @@ final class DownloadDigest: @unchecked Sendable {
            hex.count == 32, hex.allSatisfy(\.isHexDigit) {
             expectedMD5 = hex.lowercased()
             do throws(FerryError) {
-                md5 = try MD5Lanes.shared.start(file)
+                md5 = try MD5Lanes.shared.start(file, announced: announcement)
             } catch {
                 md5Unavailable = error
             }

@@ -15,8 +15,12 @@ import Foundation
 /// cost of a batch is the same however few lanes it fills, so files wait for
 /// each other, within bounds: a file `urgentBytes` behind, or one whose
 /// download has ended (`finish`) and that has waited `finishWait`, is hashed
-/// with whichever others have a chunk. Reading what is in the file, not what
-/// came off the network, also checks the write.
+/// with whichever others have a chunk. Downloads that have asked for their
+/// object but not yet heard its headers say so (`announce`): they count as
+/// files to wait for, so the lanes do not run part-empty whenever every file
+/// already there has a chunk while the next ones wait for the server's first
+/// byte. Reading what is in the file, not what came off the network, also
+/// checks the write.
 public final class MD5Lanes: @unchecked Sendable {
     public static let shared = MD5Lanes()
 
@@ -30,6 +34,8 @@ public final class MD5Lanes: @unchecked Sendable {
     // Guarded by `condition`.
     private let condition = NSCondition()
     private var streams: [MD5FileStream] = []
+    /// Downloads announced and not yet started (or withdrawn).
+    private var announced = 0
     private var started = false
     private var batches = 0, lanesHashed = 0
 
@@ -71,10 +77,36 @@ public final class MD5Lanes: @unchecked Sendable {
         return streams.count
     }
 
-    /// Starts hashing the file open as `descriptor` from byte 0, as its bytes are written.
-    public func start(_ descriptor: Int32) throws(FerryError) -> MD5FileStream {
-        let stream = try MD5FileStream(lanes: self, descriptor: descriptor)
+    /// Files announced and not yet started: downloads waiting for their headers.
+    public var announcedCount: Int {
         condition.lock()
+        defer { condition.unlock() }
+        return announced
+    }
+
+    /// Says a download will likely `start` a file soon (its GET is sent, its
+    /// headers have not come): until the announcement is used or dropped, the
+    /// lanes wait for it as for a file without a chunk yet, each file's wait
+    /// still bounded by `finishWait` and `urgentBytes`.
+    public func announce() -> MD5Announcement {
+        condition.lock()
+        announced += 1
+        condition.unlock()
+        return MD5Announcement(lanes: self)
+    }
+
+    /// Starts hashing the file open as `descriptor` from byte 0, as its bytes
+    /// are written, in place of `announcement` if one is given.
+    public func start(_ descriptor: Int32, announced announcement: MD5Announcement? = nil) throws(FerryError) -> MD5FileStream {
+        let stream: MD5FileStream
+        do {
+            stream = try MD5FileStream(lanes: self, descriptor: descriptor)
+        } catch {
+            announcement?.withdraw()
+            throw error
+        }
+        condition.lock()
+        announcement?.withdrawLocked()
         streams.append(stream)
         if !started {
             started = true
@@ -93,6 +125,12 @@ public final class MD5Lanes: @unchecked Sendable {
     func lock() { condition.lock() }
     func unlock() { condition.unlock() }
     func signal() { condition.broadcast() }
+
+    /// Under the lock: an announcement used or dropped.
+    func withdrawAnnouncementLocked() {
+        announced -= 1
+        condition.broadcast()
+    }
 
     /// Under the lock.
     func remove(_ stream: MD5FileStream) {
@@ -118,7 +156,7 @@ public final class MD5Lanes: @unchecked Sendable {
             }
             let now = ContinuousClock.now
             let waiting = streams.filter { !$0.failed && $0.available - $0.hashed >= chunk }
-            let full = waiting.count >= min(batchWhen, streams.count)
+            let full = waiting.count >= min(batchWhen, streams.count + announced)
             let urgent = waiting.contains { $0.available - $0.hashed >= urgentBytes || ($0.finishing && $0.finishingSince + finishWait <= now) }
             guard !waiting.isEmpty, full || urgent else {
                 // Asleep until a write brings a chunk, or the first ended file's wait is over.
@@ -164,6 +202,33 @@ public final class MD5Lanes: @unchecked Sendable {
         let states: [UnsafeMutablePointer<ferry_md5_state>?] = (0..<8).map { batch[$0 < batch.count ? $0 : 0].state }
         let data: [UnsafeRawPointer?] = (0..<8).map { UnsafeRawPointer(chunks[$0 < chunks.count ? $0 : 0]) }
         ferry_md5_blocks_x8(states, data, blocks)
+    }
+}
+
+/// A download's word that it will likely start a file in the lanes (see
+/// `MD5Lanes.announce`); used by `start`, or withdrawn, at most once (dropping
+/// it withdraws it).
+public final class MD5Announcement: @unchecked Sendable {
+    private let lanes: MD5Lanes
+    // Guarded by the lanes' lock.
+    private var open = true
+
+    init(lanes: MD5Lanes) { self.lanes = lanes }
+
+    deinit { withdraw() }
+
+    /// The download will not start a file (its object needs no MD5, or it failed).
+    public func withdraw() {
+        lanes.lock()
+        withdrawLocked()
+        lanes.unlock()
+    }
+
+    /// Under the lanes' lock.
+    func withdrawLocked() {
+        guard open else { return }
+        open = false
+        lanes.withdrawAnnouncementLocked()
     }
 }
 
