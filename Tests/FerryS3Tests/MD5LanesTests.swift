@@ -309,6 +309,75 @@ import Testing
         forgotten.withdraw()
     }
 
+    /// Generated downloads (seeded; `FERRY_FUZZ_SEED` replays a run,
+    /// `FERRY_FUZZ_MESSAGES` sets how many), eight at a time as eight transfer
+    /// slots run them, each ending one of the ways a download can: checked,
+    /// its headers naming no MD5 (withdrawn), its attempt failing before the
+    /// headers (dropped) or after its stream started (discarded), each after
+    /// a drawn wait for its first byte. Whatever the mix and interleaving,
+    /// every checked file gets libcrypto's digest, the run ends (no file
+    /// waits for an announcement that will never be used, beyond its bound),
+    /// and the lanes hold no announcement and no file afterwards.
+    @Test func generatedDownloadEndingsLeaveNothingBehind() async throws {
+        enum Ending: CaseIterable { case checked, withdrawn, dropped, discarded }
+        let seed = FuzzReplay.seed
+        let count = FuzzReplay.messages(default: 160)
+        print("MD5 lanes, generated download endings: seed \(seed), \(count) downloads")
+        let lanes = MD5Lanes(chunkSize: 4096, urgentBytes: 64 << 10, finishWait: .milliseconds(20))
+        let started = ContinuousClock.now
+        let failures = await withTaskGroup(of: [String].self) { group in
+            for slot in 0..<8 {
+                group.addTask {
+                    var rng = SeededGenerator(seed: seed &+ UInt64(slot))
+                    var failures: [String] = []
+                    for download in stride(from: slot, to: count, by: 8) {
+                        let ending = Ending.allCases.randomElement(using: &rng)!
+                        let message = bytes(Int.random(in: 0...(96 << 10), using: &rng), &rng)
+                        let piece = Int.random(in: 1...20_000, using: &rng)
+                        let firstByte = Int.random(in: 0...15, using: &rng)
+                        let file = TempFile()
+                        var announcement: MD5Announcement? = lanes.announce()
+                        try? await Task.sleep(for: .milliseconds(firstByte))
+                        switch ending {
+                        case .withdrawn: announcement?.withdraw(); continue
+                        case .dropped: announcement = nil; continue
+                        case .checked, .discarded: break
+                        }
+                        guard let stream = try? lanes.start(file.fd, announced: announcement) else {
+                            failures.append("download \(download): the lanes refused the file")
+                            continue
+                        }
+                        let upTo = ending == .discarded ? message.count / 2 : message.count
+                        await BlockingPool.shared.run {
+                            var offset = 0
+                            while offset < upTo {
+                                let n = min(upTo - offset, piece)
+                                file.write(message[offset..<(offset + n)], at: offset)
+                                offset += n
+                                stream.written(upTo: Int64(offset))
+                            }
+                        }
+                        if ending == .discarded {
+                            stream.discard()
+                            continue
+                        }
+                        let got = try? await stream.finish(size: Int64(message.count))
+                        if got != Digest.md5(message) { failures.append("download \(download) (\(message.count) bytes): wrong digest") }
+                        _ = announcement  // held until its download ended, as a download's digest holds it
+                    }
+                    return failures
+                }
+            }
+            return await group.reduce(into: [String]()) { $0 += $1 }
+        }
+        #expect(failures.isEmpty, "seed \(seed): \(failures.prefix(5))")
+        #expect(lanes.announcedCount == 0, "seed \(seed): announcements left")
+        #expect(lanes.activeCount == 0, "seed \(seed): files left in the lanes")
+        let took = started.duration(to: .now)
+        #expect(took < .seconds(120), "seed \(seed): \(took)")
+        print("MD5 lanes, generated download endings: \(count) downloads in \(took), \(lanes.filesPerBatch.map { String(format: "%.2f", $0) } ?? "no") files per batch")
+    }
+
     /// A stream discarded with bytes waiting (a failed download attempt) lets
     /// go of its file, and the others' digests still come.
     @Test func discardedStreamsLetGo() async throws {
