@@ -11,6 +11,10 @@ import Testing
 /// (a 400,000-character value took minutes to echo, so `runCommand`'s 60 s
 /// cut it off, until the error line was clipped and its escaping linear).
 ///
+/// Each `ferry` runs in the test's temporary directory: a variant's relative
+/// state directory (`" padded "`, `...`) is made there, not in the checkout
+/// (two such `ferry.lock` files had been committed).
+///
 /// `FERRY_FUZZ_SEED` replays a run; `FERRY_FUZZ_MESSAGES` sets its size (default 100).
 @Suite struct HostileConfigurationTests {
     static let file = #"""
@@ -45,7 +49,8 @@ import Testing
         let environment = ["AWS_ACCESS_KEY_ID": "fuzz", "AWS_SECRET_ACCESS_KEY": "fuzz", "AWS_EC2_METADATA_DISABLED": "true"]
         let path = base.appendingPathComponent("worker.yaml")
         try Data(valid.utf8).write(to: path)
-        let first = try await runCommand(TestPaths.ferryBinary, ["config", "check", "--config", path.path], environment: environment, timeout: 60)
+        let first = try await runCommand(TestPaths.ferryBinary, ["config", "check", "--config", path.path], environment: environment, timeout: 60,
+                                         workingDirectory: base)
         try #require(first.status == 0, "the file the variants start from is valid: \(first.stderr)")
 
         var rng = HostileInput.rng(seed: seed)
@@ -53,7 +58,8 @@ import Testing
         for index in 0..<total {
             let variant = HostileJSON.variant(of: Self.everyOther(index, valid), &rng)
             try Data(variant.bytes).write(to: path)
-            let result = try await runCommand(TestPaths.ferryBinary, ["config", "check", "--config", path.path], environment: environment, timeout: 60)
+            let result = try await runCommand(TestPaths.ferryBinary, ["config", "check", "--config", path.path], environment: environment, timeout: 60,
+                                         workingDirectory: base)
             outcomes[result.status, default: 0] += 1
             #expect(result.status == 0 || result.status == 64,
                     "seed \(seed), file \(index): exit \(result.status): \(result.stderr.suffix(1500)) from \(variant)")
@@ -77,6 +83,9 @@ import Testing
         print("hostile regions: seed \(seed) (replay with FERRY_FUZZ_SEED=\(seed))")
         let base = try TestPaths.temporaryDirectory("fuzz-region")
         defer { try? FileManager.default.removeItem(at: base) }
+        // The default state directory (.ferry, relative) is made in the working directory, beside the data root.
+        let data = base.appendingPathComponent("data")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         var rng = HostileInput.rng(seed: seed)
         let plausible = ["us-east-1", "eu-central-003", "auto", "fr-par", "default", "US_WEST", "nyc3", "a.b", String(repeating: "r", count: 64)]
         var regions = plausible + ["", " ", "us east", "us-east-1/", "a/b", "a?b", "[", "a#b", "a:b@c", String(repeating: "r", count: 65)]
@@ -89,10 +98,11 @@ import Testing
         for (index, region) in regions.enumerated() {
             let path = base.appendingPathComponent("region-\(index).yaml")
             try Data("""
-                {"worker":{"dataRoot":\(HostileInput.jsonString(base.path))},"kafka":{"bootstrapServers":"127.0.0.1:9092"},
+                {"worker":{"dataRoot":\(HostileInput.jsonString(data.path))},"kafka":{"bootstrapServers":"127.0.0.1:9092"},
                  "s3":{"region":\(HostileInput.jsonString(region))}}
                 """.utf8).write(to: path)
-            let result = try await runCommand(TestPaths.ferryBinary, ["config", "check", "--config", path.path], environment: environment, timeout: 60)
+            let result = try await runCommand(TestPaths.ferryBinary, ["config", "check", "--config", path.path], environment: environment, timeout: 60,
+                                         workingDirectory: base)
             let expected: Int32 = RegionRule.violation(of: region) == nil ? 0 : 64
             #expect(result.status == expected, "region \(region.debugDescription): exit \(result.status): \(result.stderr.suffix(800))")
             #expect(!result.stderr.contains("Fatal error"), "region \(region.debugDescription): a trap")
@@ -128,9 +138,10 @@ import Testing
             }
             let path = base.appendingPathComponent("worker-\(index).yaml")
             try Data(bytes).write(to: path)
-            let check = try await runCommand(TestPaths.ferryBinary, ["config", "check", "--config", path.path], environment: environment, timeout: 60)
+            let check = try await runCommand(TestPaths.ferryBinary, ["config", "check", "--config", path.path], environment: environment, timeout: 60,
+                                         workingDirectory: base)
             let worker = try BackgroundProcess(name: "worker-\(index)", executable: TestPaths.ferryBinary, arguments: ["worker", "--config", path.path],
-                                               environment: environment, logDirectory: base)
+                                               environment: environment, logDirectory: base, workingDirectory: base)
             let decided = await eventually(timeout: 60, every: 0.05) { !worker.isRunning || worker.log.contains("configuration accepted") }
             let log = worker.log
             let status = await worker.stop(signal: SIGKILL, timeout: 5)

@@ -20,14 +20,27 @@ private let addCloseFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file
     return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
 }()
 
+/// glibc's `posix_spawn_file_actions_addchdir_np` (2.29 and later), likewise undeclared.
+private let addChdir: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32)? = {
+    guard let symbol = dlsym(nil, "posix_spawn_file_actions_addchdir_np") else { return nil }
+    return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32).self)
+}()
+
 /// Starts `executable` (looked up in PATH unless absolute) with posix_spawn,
 /// its stdin, stdout and stderr bound to the given files. Foundation's Process
 /// is avoided: its waitUntilExit can spin forever on Linux.
 func spawn(_ executable: String, _ arguments: [String], environment: [String: String],
-           stdin: String, stdout: String, stderr: String) throws -> pid_t {
+           stdin: String, stdout: String, stderr: String, workingDirectory: String? = nil) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
+    // Relative paths the child writes (a generated setting such as " padded ") land
+    // there, not in the checkout the tests run from.
+    if let workingDirectory {
+        guard let addChdir, addChdir(&actions, workingDirectory) == 0 else {
+            throw CommandFailed(description: "cannot start \(executable) in \(workingDirectory): glibc's posix_spawn_file_actions_addchdir_np (2.29+) is missing or failed")
+        }
+    }
     posix_spawn_file_actions_addopen(&actions, 0, stdin, O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_APPEND, 0o644)
     posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_APPEND, 0o644)
@@ -85,14 +98,15 @@ func exitCode(_ status: Int32) -> Int32 {
 
 /// Runs a command to completion; stdin from `input`. Killed after `timeout` seconds.
 public func runCommand(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-                       input: Data? = nil, timeout: Double = 120) async throws -> CommandResult {
+                       input: Data? = nil, timeout: Double = 120, workingDirectory: URL? = nil) async throws -> CommandResult {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-cmd-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: dir) }
     let inPath = dir.appendingPathComponent("in").path, outPath = dir.appendingPathComponent("out").path
     let errPath = dir.appendingPathComponent("err").path
     try (input ?? Data()).write(to: URL(fileURLWithPath: inPath))
-    let pid = try spawn(executable, arguments, environment: environment, stdin: inPath, stdout: outPath, stderr: errPath)
+    let pid = try spawn(executable, arguments, environment: environment, stdin: inPath, stdout: outPath, stderr: errPath,
+                        workingDirectory: workingDirectory?.path)
     let timer = DispatchWorkItem { kill(-pid, SIGKILL) }
     DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: timer)
     let status = await waitForExit(pid)
@@ -125,12 +139,12 @@ public final class BackgroundProcess: Sendable {
     private let reaped = Atomic<Bool>(false)
 
     public init(name: String, executable: String, arguments: [String], environment: [String: String] = [:],
-                logDirectory: URL) throws {
+                logDirectory: URL, workingDirectory: URL? = nil) throws {
         self.name = name
         logFile = logDirectory.appendingPathComponent("\(name).log")
         logStart = ((try? FileManager.default.attributesOfItem(atPath: logFile.path))?[.size] as? Int) ?? 0
         pid = try spawn(executable, arguments, environment: environment, stdin: "/dev/null",
-                        stdout: logFile.path, stderr: logFile.path)
+                        stdout: logFile.path, stderr: logFile.path, workingDirectory: workingDirectory?.path)
     }
 
     /// Whether the process has not exited (a zombie counts as exited).
