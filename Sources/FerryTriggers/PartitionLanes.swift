@@ -41,7 +41,15 @@ final class PartitionLanes: Sendable {
             if alone { await IsolationGate.process.settleAll() }
             state.position.store(first.offset, ordering: .relaxed)
             switch await starts.admit(messages, position: first.offset) {
-            case .quarantine(let count): return await quarantined(count)
+            case .quarantine(let count):
+                // Written by this consumer before the partition left it and came back uncommitted: not again.
+                if starts.wasDeadLettered(messages) { return true }
+                // Until `done` (or `skipped`) settles the last of them, a revocation waits for the record.
+                guard let last = messages.last, state.quarantine.begin(through: last.offset) else { return false }
+                await TriggerTestTrap.holdFailureRecord(of: first) { isRevoked }
+                let written = await quarantined(count)
+                if written { starts.deadLettered(messages) }
+                return written
             case .run: return await run()
             }
         }
@@ -51,7 +59,9 @@ final class PartitionLanes: Sendable {
             state.pending.subtract(1, ordering: .relaxed)
             starts.finished(message)
             state.position.store(message.offset + 1, ordering: .relaxed)
-            if !isRevoked { offsets.mark(message) }
+            // A quarantined message is marked also while its partition is being
+            // revoked: the revocation waits for it (`QuarantineWrite`).
+            if !state.quarantine.settled(message.offset, done: { offsets.mark(message) }), !isRevoked { offsets.mark(message) }
         }
 
         /// `message` is dropped without being handled (revoked or shutting
@@ -59,6 +69,7 @@ final class PartitionLanes: Sendable {
         func skipped(_ message: KafkaMessage) {
             state.pending.subtract(1, ordering: .relaxed)
             starts.givenBack(message)
+            _ = state.quarantine.settled(message.offset) {}
         }
     }
 
@@ -68,10 +79,18 @@ final class PartitionLanes: Sendable {
         let pending = Atomic<Int>(0)
         /// The first offset not yet handled (-1 until the lane admits one).
         let position = Atomic<Int64>(-1)
+        let quarantine = QuarantineWrite()
     }
 
     /// Messages a lane may hold before intake waits for it (bounds memory while a batch is retried).
     static let laneDepth = 4096
+
+    /// How long a revocation waits for a `WorkerCrashed` record under way
+    /// (one Kafka write; longer only while Kafka refuses it). The rebalance
+    /// callback blocks the consumer's poll meanwhile: a broker waits for the
+    /// member's rejoin up to max.poll.interval.ms (300 s), the embedded
+    /// cluster for its session timeout less 1 s (5 s).
+    static let quarantineWait: Double = 4
 
     fileprivate final class LaneTable: Sendable {
         let all = Mutex<[TopicPartition: LaneState]>([:])
@@ -101,11 +120,21 @@ final class PartitionLanes: Sendable {
             table.assigned.withLock { $0.formUnion(partitions) }
         }, revoked: { partitions in
             table.assigned.withLock { $0.subtract(partitions) }
+            let leaving = table.all.withLock { all in
+                partitions.compactMap { partition -> LaneState? in
+                    all[partition]?.revoked.store(true, ordering: .relaxed)
+                    all[partition]?.queue.finish()
+                    return all[partition]
+                }
+            }
+            // A failure record being written lands first, and its offset goes into the commit below.
+            let deadline = Date().addingTimeInterval(Self.quarantineWait)
+            for state in leaving where !state.quarantine.revoke(waitingUntil: deadline) {
+                logger.warning("a WorkerCrashed failure record was still being written \(Self.quarantineWait) s after its partition began to leave: the next owner may write it again")
+            }
             let positions = table.all.withLock { all -> [TopicPartition: Int64] in
                 var positions: [TopicPartition: Int64] = [:]
                 for partition in partitions {
-                    all[partition]?.revoked.store(true, ordering: .relaxed)
-                    all[partition]?.queue.finish()
                     if let position = all[partition]?.position.load(ordering: .relaxed), position >= 0 { positions[partition] = position }
                     all[partition] = nil
                 }
