@@ -223,8 +223,10 @@ final class LaneStarts: Sendable {
             }
             guard let next else { return }
             let taken: Bool
+            var offsets: [TopicPartitionOffset] = []
             do {
-                try await consumer.commit(withRecords(next.list, givingBack: next.givingBack))
+                offsets = withRecords(next.list, givingBack: next.givingBack)
+                try await consumer.commit(offsets)
                 taken = true
             } catch {
                 // Not fatal: messages are delivered again, and handlers tolerate duplicates.
@@ -233,6 +235,7 @@ final class LaneStarts: Sendable {
             }
             takingCommits.store(taken, ordering: .relaxed)
             next.waiters.forEach { $0(taken) }
+            if taken { await StartRecordsProbe.shared.verify(offsets, consumer: consumer, logger: logger) }
         }
     }
 

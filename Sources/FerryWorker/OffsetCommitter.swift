@@ -25,16 +25,22 @@ final class OffsetCommitter: Sendable {
     /// Whether Kafka took the last commit (or nothing had been tried yet).
     private let takingCommits = Atomic<Bool>(true)
     private let kafkaCommit: Commit
+    private let afterCommit: (@Sendable ([TopicPartitionOffset]) async -> Void)?
     private let tracker: OffsetTracker
     private let logger: Logger
     private let failureWarnings = WarningThrottle()
 
     convenience init(consumer: KafkaConsumer, tracker: OffsetTracker, logger: Logger) {
-        self.init(tracker: tracker, logger: logger) { offsets in try await consumer.commit(offsets) }
+        self.init(tracker: tracker, logger: logger, afterCommit: { offsets in
+            await StartRecordsProbe.shared.verify(offsets, consumer: consumer, logger: logger)
+        }) { offsets in try await consumer.commit(offsets) }
     }
 
-    init(tracker: OffsetTracker, logger: Logger, commit: @escaping Commit) {
+    /// `afterCommit` runs after each commit Kafka took, its waiters answered, before the next commit.
+    init(tracker: OffsetTracker, logger: Logger, afterCommit: (@Sendable ([TopicPartitionOffset]) async -> Void)? = nil,
+         commit: @escaping Commit) {
         kafkaCommit = commit
+        self.afterCommit = afterCommit
         self.tracker = tracker
         self.logger = logger
     }
@@ -106,6 +112,7 @@ final class OffsetCommitter: Sendable {
             }
             takingCommits.store(succeeded, ordering: .relaxed)
             waiters.forEach { $0(succeeded) }
+            if succeeded, !offsets.isEmpty { await afterCommit?(offsets) }
         }
     }
 

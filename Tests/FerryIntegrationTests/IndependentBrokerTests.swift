@@ -76,6 +76,11 @@ import Testing
         #expect(all, "\(count - done.count) request(s) never completed:\nfirst:\n\(first.log.suffix(3000))\nsecond:\n\(second.log.suffix(3000))")
         #expect(Set(done.values) == ["first", "second"], "work per worker: \(Dictionary(grouping: done.values, by: { $0 }).mapValues(\.count))")
 
+        // Tansu 0.6 answers committed offsets without their metadata, where the crash-loop breaker keeps its
+        // start records: each worker process says so, once (the second ran throughout; the first was restarted).
+        let dropped = "the broker does not keep offset commit metadata"
+        #expect(second.log.components(separatedBy: dropped).count - 1 == 1, "second:\n\(second.log.suffix(3000))")
+        #expect(first.log.contains(dropped))
         let created = Set(try await broker.kcat.consumeAll(topic: "ferry.events").map(\.key))
         let missing = (0..<count).map { "tansu/public/k\($0).bin" }.filter { !created.contains($0) }
         #expect(missing.isEmpty, "no ObjectCreated event for \(missing.prefix(5)) (\(missing.count) in all)")

@@ -48,6 +48,31 @@ import Testing
         await second.close()
     }
 
+    /// The crash-loop breakers keep start records in a commit's metadata:
+    /// the embedded cluster keeps them (Tansu, which drops them, is in
+    /// IndependentBrokerTests). The probe reads back the first commit with
+    /// records only, once.
+    @Test func theStartRecordsProbeReadsBackTheFirstCommitWithRecords() async throws {
+        let cluster = try cluster(topics: ["t.probe": 1])
+        let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+        try await KafkaProducer(configuration: kafka, logger: logger).send(topic: "t.probe", key: "k", value: Array("m".utf8))
+        var group = kafka
+        group["group.id"] = "g-probe"
+        let consumer = try KafkaConsumer(configuration: group, subscribing: ["t.probe"], logger: logger)
+        _ = try #require(await next(consumer), "the consumer joined its group")
+        let probe = StartRecordsProbe()
+        let plain = [TopicPartitionOffset(topic: "t.probe", partition: 0, offset: 0)]
+        try await consumer.commit(plain)
+        await probe.verify(plain, consumer: consumer, logger: logger)
+        #expect(probe.brokerKeepsStartRecords == nil, "a commit without records decides nothing")
+        var recorded = TopicPartitionOffset(topic: "t.probe", partition: 0, offset: 2)
+        recorded.metadata = StartRecords.encode([2: 1, 3: 2])
+        try await consumer.commit([recorded])
+        await probe.verify([recorded], consumer: consumer, logger: logger)
+        #expect(probe.brokerKeepsStartRecords == true)
+        await consumer.close()
+    }
+
     @Test func interoperatesWithKcat() async throws {
         let cluster = try cluster(topics: ["t.kcat": 2])
         let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
