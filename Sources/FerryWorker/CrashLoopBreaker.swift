@@ -34,6 +34,9 @@ final class CrashLoopBreaker: Sendable {
         case quarantine(starts: Int, withheld: Bool)
         /// The partition is no longer this worker's: leave the message alone.
         case notOwned
+        /// This worker dead-lettered it already, and the partition came back
+        /// before that was committed: settle it without a second dead letter.
+        case deadLetteredAlready
     }
 
     let maxStarts: Int
@@ -48,6 +51,13 @@ final class CrashLoopBreaker: Sendable {
     private let logger: Logger
     private let seeding = Mutex<[TopicPartition: Task<Void, Never>]>([:])
     private let unrecordedWarnings = WarningThrottle()
+    /// Messages this worker dead-lettered (newest last, at most
+    /// `rememberedDeadLetters`). Their offset is committed once the outbox
+    /// delivered them; a rebalance can refuse that commit (a broker holds a
+    /// group's commits until every member rejoins), and the partition, back
+    /// with the same start records, would have them dead-lettered again.
+    private let deadLettered = Mutex<(order: [DeliveryPosition], set: Set<DeliveryPosition>)>(([], []))
+    static let rememberedDeadLetters = 1024
 
     init(maxStarts: Int, tracker: OffsetTracker, committer: OffsetCommitter, consumer: KafkaConsumer,
          state: WorkerStateStore, logger: Logger) {
@@ -68,6 +78,11 @@ final class CrashLoopBreaker: Sendable {
         await seed(message.topicPartition, firstOffset: message.offset)
         guard let before = tracker.starts(of: message) else { return .notOwned }
         if before >= maxStarts {
+            if deadLettered.withLock({ $0.set.contains(message.position) }) {
+                logger.info("offset \(message.offset) was dead-lettered by this worker before its partition moved uncommitted; not dead-lettered again",
+                            metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
+                return .deadLetteredAlready
+            }
             return .quarantine(starts: before, withheld: before > maxStarts)
         }
         if before > 0 {
@@ -96,6 +111,15 @@ final class CrashLoopBreaker: Sendable {
         guard let count = unrecordedWarnings.occurred() else { return }
         logger.warning("\(count) start(s) not yet recorded in Kafka (the commit failed; the next one carries them); counted in this worker's state meanwhile",
                        metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
+    }
+
+    /// `message`'s dead letter is in the outbox.
+    func deadLettered(_ message: KafkaMessage) {
+        deadLettered.withLock { remembered in
+            guard remembered.set.insert(message.position).inserted else { return }
+            remembered.order.append(message.position)
+            while remembered.order.count > Self.rememberedDeadLetters { remembered.set.remove(remembered.order.removeFirst()) }
+        }
     }
 
     /// A message given back without an outcome (not a crash) loses its local record.

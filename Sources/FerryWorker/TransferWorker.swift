@@ -197,6 +197,7 @@ public final class TransferWorker: Sendable {
     private func handle(_ message: KafkaMessage) async {
         let admission = await breaker.assess(message)
         if admission == .notOwned { return await settle(message, durable: false) }
+        if admission == .deadLetteredAlready { return await settle(message, durable: true) }
         let alone = admission != .run(isolated: false)
         await gate.enter(exclusive: alone)
         defer { gate.leave(exclusive: alone) }
@@ -207,8 +208,10 @@ public final class TransferWorker: Sendable {
         switch admission {
         case .quarantine(let starts, let withheld):
             Counter(label: "ferry_poison_messages_total").increment()
+            await TestTrap.holdDeadLetter(of: message) { !tracker.owns(message) }
             durable = await pipeline.quarantine(message, starts: starts, withheld: withheld)
-        case .run, .notOwned:
+            if durable { breaker.deadLettered(message) }
+        case .run, .notOwned, .deadLetteredAlready:
             tracker.label(message, transferId: RequestDecoder.idHint(message.value))
             durable = await processShielded(message)
         }

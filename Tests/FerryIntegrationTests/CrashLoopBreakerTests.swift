@@ -18,7 +18,11 @@ import Testing
     /// empty, or another machine) or the same one (a restarted process).
     enum Fault { case trap, hang }
 
-    func supervise(freshState: Bool, maxStarts: Int, fault: Fault = .trap, widenSettling: Bool = false) async throws {
+    /// `rebalanceDuringDeadLetter`: the dead letter is held (a test hook) until a
+    /// consumer of another topic joins the workers' group, which (assignment made
+    /// eager) moves every partition while it is written.
+    func supervise(freshState: Bool, maxStarts: Int, fault: Fault = .trap, widenSettling: Bool = false,
+                   rebalanceDuringDeadLetter: Bool = false) async throws {
         let moto = try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("breaker-moto"))
         do {
             let base = try TestPaths.temporaryDirectory("breaker-\(freshState ? "fresh" : "same")")
@@ -33,6 +37,7 @@ import Testing
             // counts it as started once more and quarantines it with the poison. The delay
             // makes that window wide (a full run lost after-1 that way once without it).
             if widenSettling { faultEnvironment["FERRY_TEST_SETTLE_DELAY_MS"] = "300" }
+            if rebalanceDuringDeadLetter { faultEnvironment["FERRY_TEST_DEAD_LETTER_HOLD"] = "30" }
             let deathSign = fault == .trap ? "FERRY_TEST_TRAP_MARKER matched" : "stuck where nothing can stop them"
             var workers: [BackgroundProcess] = []
             func start() throws -> BackgroundProcess {
@@ -42,7 +47,8 @@ import Testing
                     arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", moto.endpoint,
                                 "--region", "us-east-1", "--data-root", env.dataRoot.path, "--worker-id", "breaker-\(n)",
                                 "--state-dir", base.appendingPathComponent(freshState ? "state-\(n)" : "state").path,
-                                "--max-starts", "\(maxStarts)"],
+                                "--max-starts", "\(maxStarts)"]
+                        + (rebalanceDuringDeadLetter ? ["--kafka-property", "partition.assignment.strategy=roundrobin"] : []),
                     environment: moto.clientEnvironment.merging(faultEnvironment) { $1 }, logDirectory: base)
                 workers.append(worker)
                 return worker
@@ -58,8 +64,17 @@ import Testing
 
             var current = try start()
             var deaths = 0
+            var joiner: BackgroundProcess?
             let deadline = Date().addingTimeInterval(240)
             while Date() < deadline {
+                if rebalanceDuringDeadLetter, joiner == nil, current.log.contains("FERRY_TEST_DEAD_LETTER_HOLD: holding") {
+                    // A member of the workers' group that takes none of its partitions: only the rebalance.
+                    joiner = try BackgroundProcess(
+                        name: "group-joiner", executable: "/usr/bin/kcat",
+                        arguments: ["-b", env.cluster.bootstrapServers, "-G", "ferry-workers", "-q",
+                                    "-X", "partition.assignment.strategy=roundrobin", "ferry.control"],
+                        logDirectory: base)
+                }
                 let done = try await env.statuses().filter { $0.state.isTerminal }
                 // Every request's terminal status, those before the poison too: a restarted
                 // worker may redo them alongside the later ones and publish theirs last.
@@ -88,6 +103,13 @@ import Testing
             #expect(dlq.first?.headers.contains("ferry-error-code=PoisonMessage") == true)
             #expect(dlq.first?.headers.contains("ferry-starts=\(maxStarts)") == true, "\(dlq.first?.headers ?? "")")
             #expect(current.isRunning, "the last worker is up")
+            if rebalanceDuringDeadLetter {
+                // The race was there, and the partition came back to the worker that wrote the dead letter.
+                #expect(current.log.contains("offset 3 (revoked)"), "no revocation while the dead letter was held:\n\(current.log.suffix(6000))")
+                #expect(current.log.contains("was dead-lettered by this worker before its partition moved uncommitted; not dead-lettered again"),
+                        "the partition did not come back uncommitted (the case this run is for):\n\(current.log.suffix(6000))")
+                await joiner?.stop()
+            }
             // Committed past it: a new worker with empty state sees none of it again.
             await current.stop()
             let late = try start()
@@ -114,6 +136,16 @@ import Testing
     /// The same worker restarted with its state directory.
     @Test func poisonIsQuarantinedByARestartedWorker() async throws {
         try await supervise(freshState: false, maxStarts: 3)
+    }
+
+    /// A dead letter written while its partition was being revoked: the
+    /// revocation's commit is refused (the embedded cluster refuses every
+    /// commit while its group rebalances), the partition came back with the
+    /// same start records, and the same worker dead-lettered it again (as
+    /// `WorkerCrashed` records could be, see below). It remembers what it
+    /// dead-lettered now: one dead letter.
+    @Test func aPoisonMessageDeadLetteredDuringARebalanceIsDeadLetteredOnce() async throws {
+        try await supervise(freshState: true, maxStarts: 2, rebalanceDuringDeadLetter: true)
     }
 
     /// A message that wedges its worker in synchronous code (no crash, nothing
