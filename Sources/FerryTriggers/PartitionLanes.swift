@@ -46,7 +46,7 @@ final class PartitionLanes: Sendable {
                 if starts.wasDeadLettered(messages) { return true }
                 // Until `done` (or `skipped`) settles the last of them, a revocation waits for the record.
                 guard let last = messages.last, state.quarantine.begin(through: last.offset) else { return false }
-                await TriggerTestTrap.holdFailureRecord(of: first) { isRevoked }
+                await TriggerTestTrap.failureRecordHold.hold("failure record", of: first) { isRevoked }
                 let written = await quarantined(count)
                 if written { starts.deadLettered(messages) }
                 return written

@@ -1,6 +1,5 @@
 import FerryKafka
 import Foundation
-import Synchronization
 
 /// For the test suite only: faults a test can switch on to prove that a
 /// message crashing or wedging the worker ends as one `PoisonMessage` dead
@@ -24,22 +23,8 @@ enum TestTrap {
         if let settleDelay { try? await Task.sleep(for: settleDelay) }
     }
 
-    private static let deadLetterHold: Double? = environment["FERRY_TEST_DEAD_LETTER_HOLD"].flatMap(Double.init)
-        .flatMap { $0 > 0 && $0 <= 60 ? $0 : nil }
-    private static let held = Atomic<Bool>(false)
-
-    /// With `FERRY_TEST_DEAD_LETTER_HOLD` (seconds) set, the first
-    /// `PoisonMessage` dead letter of the process waits until its partition
-    /// begins to leave (`revoked`), then 0.3 s more, or for that many seconds
-    /// at most: a test moves the partition meanwhile.
-    static func holdDeadLetter(of message: KafkaMessage, revoked: () -> Bool) async {
-        guard let deadLetterHold, !held.exchange(true, ordering: .relaxed) else { return }
-        FileHandle.standardError.write(Data("FERRY_TEST_DEAD_LETTER_HOLD: holding the dead letter of \(message.topic)/\(message.partition) offset \(message.offset)\n".utf8))
-        let deadline = ContinuousClock.now + .seconds(deadLetterHold)
-        while !revoked() && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(50)) }
-        if revoked() { try? await Task.sleep(for: .milliseconds(300)) }
-        FileHandle.standardError.write(Data("FERRY_TEST_DEAD_LETTER_HOLD: released \(message.topic)/\(message.partition) offset \(message.offset) (\(revoked() ? "revoked" : "not revoked"))\n".utf8))
-    }
+    /// `FERRY_TEST_DEAD_LETTER_HOLD`: a worker's first `PoisonMessage` dead letter waits for its partition to leave.
+    static let deadLetterHold = PartitionLeaveHold(environmentVariable: "FERRY_TEST_DEAD_LETTER_HOLD")
 
     static func check(_ bytes: [UInt8]) {
         if let marker, bytes.contains(marker) {

@@ -208,7 +208,7 @@ public final class TransferWorker: Sendable {
         switch admission {
         case .quarantine(let starts, let withheld):
             Counter(label: "ferry_poison_messages_total").increment()
-            await TestTrap.holdDeadLetter(of: message) { !tracker.owns(message) }
+            await TestTrap.deadLetterHold.hold("dead letter", of: message) { !tracker.owns(message) }
             durable = await pipeline.quarantine(message, starts: starts, withheld: withheld)
             if durable { breaker.deadLettered(message) }
         case .run, .notOwned, .deadLetteredAlready:
