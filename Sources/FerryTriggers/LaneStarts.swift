@@ -54,17 +54,9 @@ final class LaneStarts: Sendable {
     /// commit Kafka takes carries them), as the request breaker's do.
     private let takingCommits = Atomic<Bool>(true)
     private let unrecordedWarnings = WarningThrottle()
-    /// Messages this consumer sent to the failure destination (newest last,
-    /// at most `rememberedFailures`). Their offset is committed when the
-    /// partition next commits; a rebalance can refuse that commit (a broker
-    /// holds a group's commits until every member rejoins), and the
-    /// partition, back with the same records, would have them written again.
-    private let failed = Mutex<(order: [MessagePosition], set: Set<MessagePosition>)>(([], []))
-    static let rememberedFailures = 1024
-    private struct MessagePosition: Hashable {
-        var partition: TopicPartition
-        var offset: Int64
-    }
+    /// Messages this consumer sent to the failure destination: a rebalance
+    /// that refuses the commit past them brings them back here.
+    private let failed = RememberedMessages(capacity: 1024)
     /// How long a start waits for Kafka to take its record.
     static let kafkaWait: Double = 5
 
@@ -116,9 +108,7 @@ final class LaneStarts: Sendable {
 
     /// Whether every one of `messages` was sent to the failure destination by this consumer already (said in the log).
     func wasDeadLettered(_ messages: [KafkaMessage]) -> Bool {
-        let written = failed.withLock { failed in
-            messages.allSatisfy { failed.set.contains(MessagePosition(partition: TopicPartition(topic: $0.topic, partition: $0.partition), offset: $0.offset)) }
-        }
+        let written = failed.containsAll(messages)
         if written, let first = messages.first {
             logger.info("trigger delivery: offset \(first.offset) was sent to its failure destination by this worker before its partition moved uncommitted; not sent again",
                         metadata: ["partition": "\(first.partition)", "offset": "\(first.offset)"])
@@ -127,16 +117,7 @@ final class LaneStarts: Sendable {
     }
 
     /// `messages` were sent to the failure destination.
-    func deadLettered(_ messages: [KafkaMessage]) {
-        failed.withLock { failed in
-            for message in messages {
-                let position = MessagePosition(partition: TopicPartition(topic: message.topic, partition: message.partition), offset: message.offset)
-                guard failed.set.insert(position).inserted else { continue }
-                failed.order.append(position)
-            }
-            while failed.order.count > Self.rememberedFailures { failed.set.remove(failed.order.removeFirst()) }
-        }
-    }
+    func deadLettered(_ messages: [KafkaMessage]) { failed.remember(messages) }
 
     /// `message` has an outcome: its records go.
     func finished(_ message: KafkaMessage) {

@@ -51,13 +51,10 @@ final class CrashLoopBreaker: Sendable {
     private let logger: Logger
     private let seeding = Mutex<[TopicPartition: Task<Void, Never>]>([:])
     private let unrecordedWarnings = WarningThrottle()
-    /// Messages this worker dead-lettered (newest last, at most
-    /// `rememberedDeadLetters`). Their offset is committed once the outbox
-    /// delivered them; a rebalance can refuse that commit (a broker holds a
-    /// group's commits until every member rejoins), and the partition, back
-    /// with the same start records, would have them dead-lettered again.
-    private let deadLettered = Mutex<(order: [DeliveryPosition], set: Set<DeliveryPosition>)>(([], []))
-    static let rememberedDeadLetters = 1024
+    /// Messages this worker dead-lettered: their offset is committed once
+    /// the outbox delivered them, and a rebalance that refuses that commit
+    /// brings them back here with the same start records.
+    private let deadLettered = RememberedMessages(capacity: 1024)
 
     init(maxStarts: Int, tracker: OffsetTracker, committer: OffsetCommitter, consumer: KafkaConsumer,
          state: WorkerStateStore, logger: Logger) {
@@ -78,7 +75,7 @@ final class CrashLoopBreaker: Sendable {
         await seed(message.topicPartition, firstOffset: message.offset)
         guard let before = tracker.starts(of: message) else { return .notOwned }
         if before >= maxStarts {
-            if deadLettered.withLock({ $0.set.contains(message.position) }) {
+            if deadLettered.contains(message) {
                 logger.info("offset \(message.offset) was dead-lettered by this worker before its partition moved uncommitted; not dead-lettered again",
                             metadata: ["partition": "\(message.partition)", "offset": "\(message.offset)"])
                 return .deadLetteredAlready
@@ -114,13 +111,7 @@ final class CrashLoopBreaker: Sendable {
     }
 
     /// `message`'s dead letter is in the outbox.
-    func deadLettered(_ message: KafkaMessage) {
-        deadLettered.withLock { remembered in
-            guard remembered.set.insert(message.position).inserted else { return }
-            remembered.order.append(message.position)
-            while remembered.order.count > Self.rememberedDeadLetters { remembered.set.remove(remembered.order.removeFirst()) }
-        }
-    }
+    func deadLettered(_ message: KafkaMessage) { deadLettered.remember(message) }
 
     /// A message given back without an outcome (not a crash) loses its local record.
     func released(_ message: KafkaMessage) async {
