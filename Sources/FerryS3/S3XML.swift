@@ -28,6 +28,12 @@ enum S3ErrorResponse {
         }
     }
 
+    /// S3's refusal of a signature dated too far from the server's clock
+    /// (more than 15 minutes). A HEAD's refusal has no body to say so.
+    static func isClockSkew(_ body: [UInt8]) -> Bool {
+        XMLFields.parse(body, wanted: ["Code"])["Code"] == "RequestTimeTooSkewed"
+    }
+
     /// HEAD responses carry no body: name the code from the status.
     private static func defaultCode(_ status: Int) -> String {
         switch status {
