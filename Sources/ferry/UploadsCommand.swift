@@ -66,7 +66,9 @@ struct UploadsCommand: AsyncParsableCommand {
             for upload in uploads { print(line(upload, bucket: bucket)) }
             return
         }
-        let now = Date()
+        // Ages by the store's clock, which stamped `initiated`: a store that refused
+        // this machine's time as too far off taught the client its own.
+        let now = client.clock.now()
         let chosen = uploads.filter { upload in
             if let uploadId { return upload.uploadId == uploadId }
             guard let olderThan, let initiated = upload.initiated else { return false }

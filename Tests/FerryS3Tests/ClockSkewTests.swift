@@ -114,6 +114,17 @@ import Testing
                 #expect(down.status == 0, "\(offset): \(down.stderr)")
                 #expect(try Data(contentsOf: back) == bytes)
             }
+
+            // An upload begun just now is no hour old to `ferry uploads` on a machine two hours ahead:
+            // its age is reckoned by the store's clock, which stamped it.
+            let started = try await Boto3(rgw)("create-multipart-upload", "skewcp", "young.bin")
+            let uploadId = try #require(started.split(separator: "\n").first.map(String.init))
+            let sweep = try await runCommand("/usr/bin/faketime", ["-f", "+2h", TestPaths.ferryBinary, "uploads", "s3://skewcp/young",
+                                                                   "--abort", "--older-than", "3600"], environment: env)
+            #expect(sweep.status == 0, "\(sweep.stderr)")
+            #expect(sweep.stderr.contains("aborted 0 of 1 incomplete uploads"), "\(sweep.stderr)")
+            let listed = try await runChecked(TestPaths.ferryBinary, ["uploads", "s3://skewcp/young"], environment: rgw.clientEnvironment)
+            #expect(listed.contains(uploadId), "\(listed)")
         } catch {
             await rgw.stop()
             throw error

@@ -45,6 +45,8 @@ elif command == "head":
 elif command == "list-uploads":
     response = s3.list_multipart_uploads(Bucket=args[0], Prefix=args[1])
     print(json.dumps([u["Key"] for u in response.get("Uploads", [])]))
+elif command == "create-multipart-upload":
+    print(s3.create_multipart_upload(Bucket=args[0], Key=args[1])["UploadId"])
 elif command == "upload-parts":
     from botocore.exceptions import ClientError
     found = []
