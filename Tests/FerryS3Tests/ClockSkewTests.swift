@@ -86,10 +86,10 @@ import Testing
         await rgw.stop()
     }
 
-    /// `ferry cp` up and down on a machine whose clock is an hour off (libfaketime
+    /// `ferry cp` up and down, and `ferry uploads`, on a machine whose clock is off (libfaketime
     /// moves the whole process's clock), with the line that tells the operator.
     @Test(.enabled(if: CephGateway.isInstalled || ProcessInfo.processInfo.environment["CI"] != nil))
-    func ferryCpOnAMachineWhoseClockIsOff() async throws {
+    func theCommandLineOnAMachineWhoseClockIsOff() async throws {
         let rgw = try await CephGateway.start()
         do {
             let dir = try TestPaths.temporaryDirectory("skew-cp")
