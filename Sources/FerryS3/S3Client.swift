@@ -272,9 +272,10 @@ public final class S3Client: ObjectStore {
             }
             if (200..<300).contains(response.status) { return response }
             // A HEAD's refusal has no body to name the cause: its `Date` alone decides.
-            if mayCorrectClock, response.status == 403, method == "HEAD" || S3ErrorResponse.isClockSkew(response.body),
+            let named = S3ErrorResponse.isClockSkew(response.body)
+            if mayCorrectClock, response.status == 403, named || method == "HEAD",
                let serverDate = response.header("date").flatMap(HTTPDate.parse),
-               clock.correct(signedAt: signedAt, serverDate: serverDate) {
+               clock.correct(signedAt: signedAt, serverDate: serverDate, named: named) {
                 mayCorrectClock = false
                 continue
             }

@@ -27,6 +27,19 @@ import Testing
         #expect(abs(clock.offset - 0.5) < 0.01)
     }
 
+    /// A bare 403 (a HEAD's) moves the clock only past S3's 15-minute window:
+    /// a HEAD refused for its credentials on a clock a few minutes off is not
+    /// signed again, nor reported as a clock the store refused.
+    @Test func aBareRefusalMovesTheClockOnlyPastS3sWindow() {
+        let local = Date(timeIntervalSince1970: 1_800_000_000)
+        let clock = SigningClock(endpoint: "http://store", localTime: { local })
+        #expect(!clock.correct(signedAt: local, serverDate: local.addingTimeInterval(5 * 60), named: false))
+        #expect(!clock.correct(signedAt: local, serverDate: local.addingTimeInterval(-13 * 60), named: false))
+        #expect(clock.offset == 0)
+        #expect(clock.correct(signedAt: local, serverDate: local.addingTimeInterval(16 * 60), named: false))
+        #expect(abs(clock.offset - 960.5) < 0.01)
+    }
+
     /// Every kind of request a transfer makes, from clients whose clocks are
     /// hours behind, 20 minutes ahead, and a day ahead; each client's first
     /// request is a HEAD, whose refusal has no body to name the cause.

@@ -20,6 +20,8 @@ public final class SigningClock: Sendable {
     /// from the time signed with: closer than that, the signing time was not
     /// what the store refused, and signing again would not help.
     static let smallestCorrection: TimeInterval = 60
+    /// S3's window: a signature dated further than this from the store's time is refused.
+    static let allowedSkew: TimeInterval = 15 * 60
 
     /// `localTime` stands in for this machine's clock (tests).
     public init(endpoint: String, localTime: @escaping @Sendable () -> Date = { Date() }) {
@@ -36,12 +38,16 @@ public final class SigningClock: Sendable {
     public var offset: TimeInterval { Double(offsetMilliseconds.load(ordering: .relaxed)) / 1000 }
 
     /// A request signed at `signedAt` was refused as too far from the store's
-    /// time, which its answer's `Date` header gave as `serverDate`. Returns
-    /// whether the clock moved, so that signing again can succeed.
-    func correct(signedAt: Date, serverDate: Date) -> Bool {
+    /// time, which its answer's `Date` header gave as `serverDate`; `named`
+    /// says whether the refusal said so (`RequestTimeTooSkewed`) or had no
+    /// body to say it (a HEAD's), when only a difference past S3's window
+    /// makes the time the likely cause. Returns whether the clock moved, so
+    /// that signing again can succeed.
+    func correct(signedAt: Date, serverDate: Date, named: Bool = true) -> Bool {
         // `Date` has whole seconds: the store's time was within the second after it.
         let server = serverDate.addingTimeInterval(0.5)
-        guard abs(server.timeIntervalSince(signedAt)) >= Self.smallestCorrection else { return false }
+        let least = named ? Self.smallestCorrection : Self.allowedSkew - Self.smallestCorrection
+        guard abs(server.timeIntervalSince(signedAt)) >= least else { return false }
         let learned = Int64((server.timeIntervalSince(localTime()) * 1000).rounded())
         let before = offsetMilliseconds.exchange(learned, ordering: .relaxed)
         // Requests refused together all learn it; one line says so.
@@ -54,7 +60,7 @@ public final class SigningClock: Sendable {
             return true
         }
         logger.warning("""
-            \(endpoint) refused a request as signed too far from its time (RequestTimeTooSkewed): this machine's clock is \
+            \(endpoint) refused a request as signed too far from its time (\(named ? "RequestTimeTooSkewed" : "a bare 403 to a HEAD, dated past S3's 15 minutes from the request")): this machine's clock is \
             \(abs(seconds)) s \(seconds > 0 ? "behind" : "ahead of") the store's; requests are now signed with the store's time. \
             Set the clock right (NTP): other programs here, and presigned URLs made before a request was refused, still use the wrong time
             """, metadata: ["offset_seconds": "\(seconds)"])
