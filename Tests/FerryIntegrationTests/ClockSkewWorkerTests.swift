@@ -58,6 +58,8 @@ import Testing
             #expect(warnings.count == 1, "\(worker.log)")
             #expect(["3599", "3600", "3601"].contains { warnings.first?.contains("this machine's clock is \($0) s ahead of the store's") == true },
                     "\(warnings)")
+            // faketime runs the worker as its child and does not pass a signal on: the whole group goes.
+            kill(-worker.pid, SIGKILL)
             _ = await worker.stop()
         } catch {
             await rgw.stop()
