@@ -37,7 +37,9 @@ for path in glob.glob(sys.argv[1] + "/tsan*"):
         # the state it called (e.g. `s.pop()`), or a `defer` of such a method.
         stacks = [re.findall(r"^\s*#\d+ (\S+)", part, re.M)
                   for part in re.split(r"^\s+(?=#0 )", block, flags=re.M)[1:3]]
-        body = re.compile(r"z(Yu|_t)YTXEfU\d*_(\d+\$deferL_yyF)?$")
+        # A closure written inside the body (`all.map { … }` under the lock) mangles as
+        # the body's name plus its own `…XEfU_`: the access is still inside the lock.
+        body = re.compile(r"z(Yu|_t)YTXEfU\d*_([A-Za-z0-9]*?XEfU\d*_)*(\d+\$deferL_yyF)?$")
         # Container and runtime code the body called (a Deque's append, Swift's own) is
         # skipped first: the access is the body's, through a library.
         library = re.compile(r"^(\$s11DequeModule|\$ss|swift_)")
