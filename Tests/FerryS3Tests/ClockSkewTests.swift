@@ -87,11 +87,16 @@ import Testing
                 _ = try await s3.deleteObject(bucket: "skew", key: key)
             }
 
-            // Another refusal is not signed again: a wrong secret still fails, once, as access denied.
+            // Another refusal is not taken for the clock's: a wrong secret still fails, as access denied.
             let forged = S3Client(.init(endpoint: endpoint, region: "us-east-1",
                                         credentials: AWSCredentials(accessKeyId: rgw.accessKeyId, secretAccessKey: "not-the-secret-00000000000000000000000")),
                                   clock: SigningClock(endpoint: rgw.endpoint, localTime: { Date().addingTimeInterval(3600) }))
-            await #expect(throws: FerryError.self) { _ = try await forged.headObject(bucket: "skew", key: "skew/none") }
+            do {
+                _ = try await forged.headObject(bucket: "skew", key: "skew/none")
+                Issue.record("a HEAD signed with the wrong secret was answered")
+            } catch {
+                #expect(error.code == .accessDenied, "\(error)")
+            }
         } catch {
             await rgw.stop()
             throw error
