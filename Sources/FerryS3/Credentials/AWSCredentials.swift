@@ -9,12 +9,18 @@ public struct AWSCredentials: Sendable, Hashable, CustomStringConvertible {
     public var sessionToken: String?
     /// When temporary credentials stop working; nil for long-term keys.
     public var expiration: Date?
+    /// The time of the answer that gave these keys by their source's own
+    /// clock (its `Date` header), when it came over HTTP: `expiration` is
+    /// on that clock, which need not be this machine's.
+    public var sourceTime: Date?
 
-    public init(accessKeyId: String, secretAccessKey: String, sessionToken: String? = nil, expiration: Date? = nil) {
+    public init(accessKeyId: String, secretAccessKey: String, sessionToken: String? = nil, expiration: Date? = nil,
+                sourceTime: Date? = nil) {
         self.accessKeyId = accessKeyId
         self.secretAccessKey = secretAccessKey
         self.sessionToken = sessionToken
         self.expiration = expiration
+        self.sourceTime = sourceTime
     }
 
     public var description: String {

@@ -54,7 +54,8 @@ public enum ContainerCredentialProvider {
                 throw FerryError(.credentialsUnavailable, "container credentials endpoint answered HTTP \(response.status) without credentials")
             }
             return AWSCredentials(accessKeyId: document.AccessKeyId, secretAccessKey: document.SecretAccessKey,
-                                  sessionToken: document.Token, expiration: document.Expiration.flatMap(CredentialExpiry.parse))
+                                  sessionToken: document.Token, expiration: document.Expiration.flatMap(CredentialExpiry.parse),
+                                  sourceTime: response.header("date").flatMap(HTTPDate.parse))
         }
     }
 }

@@ -33,10 +33,13 @@ public struct StaticCredentialProvider: CredentialProvider {
 /// fetch runs; only missing or (almost) expired keys make callers wait for
 /// it. A failed refresh is logged and retried at most every 5 s while the
 /// old keys last, so a brief STS or metadata outage does not stop transfers.
+/// Expiry is reckoned by the source's clock where it differs from this
+/// machine's (`onLocalClock`).
 public final class RefreshingCredentialProvider: CredentialProvider {
     public let source: String
     private let fetch: @Sendable () async throws(FerryError) -> AWSCredentials
     private let logger: Logger
+    private let localTime: @Sendable () -> Date
     private let state = Mutex<State>(State())
 
     static let retryAfterFailure: TimeInterval = 5
@@ -46,17 +49,22 @@ public final class RefreshingCredentialProvider: CredentialProvider {
         var obtainedAt = Date.distantPast
         var refresh: Task<Result<AWSCredentials, FerryError>, Never>?
         var lastFailure: (at: Date, error: FerryError)?
+        /// The source's clock less this machine's, as last said in a warning.
+        var warnedOffset: TimeInterval = 0
     }
 
+    /// `localTime` stands in for this machine's clock (tests).
     public init(source: String, logger: Logger = Logger(label: "ferry.credentials"),
+                localTime: @escaping @Sendable () -> Date = { Date() },
                 fetch: @escaping @Sendable () async throws(FerryError) -> AWSCredentials) {
         self.source = source
         self.fetch = fetch
         self.logger = logger
+        self.localTime = localTime
     }
 
     public func credentials() async throws(FerryError) -> AWSCredentials {
-        let now = Date()
+        let now = localTime()
         enum Next { case use(AWSCredentials), wait(Task<Result<AWSCredentials, FerryError>, Never>), fail(FerryError) }
         let next: Next = state.withLock { s in
             let usable = s.current.flatMap { Self.isUsable($0, obtainedAt: s.obtainedAt, now: now) ? $0 : nil }
@@ -91,28 +99,64 @@ public final class RefreshingCredentialProvider: CredentialProvider {
         return expiration.timeIntervalSince(now) < min(300, lifetime / 2)
     }
 
+    /// Temporary keys' expiry is written on their source's clock. Where the
+    /// source's `Date` shows that clock a minute or more from this machine's,
+    /// the expiry is moved onto this machine's clock, keeping the lifetime the
+    /// source gave: on a clock behind, keys would otherwise be used after the
+    /// store stopped taking them; on one ahead, renewed at every request.
+    /// Returns the keys so moved, and the source's clock less this machine's (0: not moved).
+    static func onLocalClock(_ credentials: AWSCredentials, receivedAt: Date) -> (credentials: AWSCredentials, offset: TimeInterval) {
+        guard let expiration = credentials.expiration, let sourceTime = credentials.sourceTime else { return (credentials, 0) }
+        // `Date` has whole seconds: the source's time was within the second after it.
+        let offset = sourceTime.addingTimeInterval(0.5).timeIntervalSince(receivedAt)
+        guard abs(offset) >= SigningClock.smallestCorrection else { return (credentials, 0) }
+        var moved = credentials
+        moved.expiration = expiration.addingTimeInterval(-offset)
+        return (moved, offset)
+    }
+
     private func renew() async -> Result<AWSCredentials, FerryError> {
-        let result: Result<AWSCredentials, FerryError>
+        var result: Result<AWSCredentials, FerryError>
         do throws(FerryError) {
             result = .success(try await fetch())
         } catch {
             result = .failure(error)
         }
-        state.withLock { s in
+        var offset: TimeInterval = 0
+        if case .success(let fetched) = result {
+            let moved = Self.onLocalClock(fetched, receivedAt: localTime())
+            result = .success(moved.credentials)
+            offset = moved.offset
+        }
+        let warn = state.withLock { s in
             s.refresh = nil
             switch result {
             case .success(let credentials):
                 s.current = credentials
-                s.obtainedAt = Date()
+                s.obtainedAt = localTime()
                 s.lastFailure = nil
             case .failure(let error):
-                s.lastFailure = (Date(), error)
+                s.lastFailure = (localTime(), error)
+                return false
             }
+            // One warning when the difference appears or changes, not one per renewal.
+            guard abs(offset - s.warnedOffset) >= SigningClock.smallestCorrection else { return false }
+            s.warnedOffset = offset
+            return true
         }
         switch result {
         case .success(let credentials):
-            let until = credentials.expiration.map { ", valid until \(Timestamp.iso8601($0))" } ?? ""
+            let seconds = Int(offset.rounded())
+            let clock = offset == 0 ? "" : " (this machine's clock; the source's is \(abs(seconds)) s \(seconds > 0 ? "ahead" : "behind"))"
+            let until = credentials.expiration.map { ", valid until \(Timestamp.iso8601($0))\(clock)" } ?? ""
             logger.info("credentials from \(source): access key \(credentials.accessKeyId)\(until)")
+            if warn {
+                logger.warning("""
+                    credentials from \(source) come from a clock \(abs(seconds)) s \(seconds > 0 ? "ahead of" : "behind") this machine's: \
+                    they are taken to last the time the source gave them from when they came, and renewed by that reckoning. \
+                    One of the two clocks is wrong: set it right (NTP)
+                    """, metadata: ["offset_seconds": "\(seconds)"])
+            }
         case .failure(let error):
             logger.warning("cannot renew credentials from \(source) (the current keys are used while they last): \(error)")
         }

@@ -22,7 +22,7 @@ public enum InstanceMetadataCredentialProvider {
 
     public static func make(endpoint: String, transport: CurlTransport) -> RefreshingCredentialProvider {
         RefreshingCredentialProvider(source: "instance-metadata") { () async throws(FerryError) -> AWSCredentials in
-            func call(_ method: String, _ path: String, _ headers: [(String, String)]) async throws(FerryError) -> String {
+            func call(_ method: String, _ path: String, _ headers: [(String, String)]) async throws(FerryError) -> (text: String, date: Date?) {
                 let response: HTTPResponse
                 do throws(FerryError) {
                     response = try await transport.execute(HTTPRequest(method: method, url: endpoint + path, headers: headers))
@@ -32,20 +32,21 @@ public enum InstanceMetadataCredentialProvider {
                 guard response.status == 200 else {
                     throw FerryError(.credentialsUnavailable, "instance metadata \(path) answered HTTP \(response.status)")
                 }
-                return String(decoding: response.body, as: UTF8.self)
+                return (String(decoding: response.body, as: UTF8.self), response.header("date").flatMap(HTTPDate.parse))
             }
-            let token = try await call("PUT", "/latest/api/token", [("x-aws-ec2-metadata-token-ttl-seconds", "21600")])
+            let token = try await call("PUT", "/latest/api/token", [("x-aws-ec2-metadata-token-ttl-seconds", "21600")]).text
             let auth = [("x-aws-ec2-metadata-token", token)]
-            let roles = try await call("GET", "/latest/meta-data/iam/security-credentials/", auth)
+            let roles = try await call("GET", "/latest/meta-data/iam/security-credentials/", auth).text
             guard let role = roles.split(whereSeparator: \.isNewline).first.map(String.init), !role.isEmpty else {
                 throw FerryError(.credentialsUnavailable, "this instance has no IAM role")
             }
-            let body = try await call("GET", "/latest/meta-data/iam/security-credentials/\(role)", auth)
+            let (body, date) = try await call("GET", "/latest/meta-data/iam/security-credentials/\(role)", auth)
             guard let document = try? JSONDecoder().decode(Document.self, from: Data(body.utf8)), document.Code ?? "Success" == "Success" else {
                 throw FerryError(.credentialsUnavailable, "instance metadata credentials of role \(role) are not usable")
             }
             return AWSCredentials(accessKeyId: document.AccessKeyId, secretAccessKey: document.SecretAccessKey,
-                                  sessionToken: document.Token, expiration: document.Expiration.flatMap(CredentialExpiry.parse))
+                                  sessionToken: document.Token, expiration: document.Expiration.flatMap(CredentialExpiry.parse),
+                                  sourceTime: date)
         }
     }
 }

@@ -15,6 +15,10 @@ public final class SigningClock: Sendable {
     private let offsetMilliseconds = Atomic<Int64>(0)
     private let localTime: @Sendable () -> Date
     private let endpoint: String
+    /// What the server is called in the warning ("store", "STS").
+    private let peer: String
+    /// The gauge that shows the offset.
+    private let metric: String
     private let logger = Logger(label: "ferry.s3")
     /// A refusal is corrected only when the store's time is at least this far
     /// from the time signed with: closer than that, the signing time was not
@@ -24,8 +28,11 @@ public final class SigningClock: Sendable {
     static let allowedSkew: TimeInterval = 15 * 60
 
     /// `localTime` stands in for this machine's clock (tests).
-    public init(endpoint: String, localTime: @escaping @Sendable () -> Date = { Date() }) {
+    public init(endpoint: String, peer: String = "store", metric: String = "ferry_s3_clock_offset_seconds",
+                localTime: @escaping @Sendable () -> Date = { Date() }) {
         self.endpoint = endpoint
+        self.peer = peer
+        self.metric = metric
         self.localTime = localTime
     }
 
@@ -41,9 +48,9 @@ public final class SigningClock: Sendable {
     /// time, which its answer's `Date` header gave as `serverDate`; `named`
     /// says whether the refusal said so (`RequestTimeTooSkewed`) or had no
     /// body to say it (a HEAD's), when only a difference past S3's window
-    /// makes the time the likely cause. Returns whether the clock moved, so
-    /// that signing again can succeed.
-    func correct(signedAt: Date, serverDate: Date, named: Bool = true) -> Bool {
+    /// makes the time the likely cause; `refusal` names it for the warning.
+    /// Returns whether the clock moved, so that signing again can succeed.
+    func correct(signedAt: Date, serverDate: Date, named: Bool = true, refusal: String = "RequestTimeTooSkewed") -> Bool {
         // `Date` has whole seconds: the store's time was within the second after it.
         let server = serverDate.addingTimeInterval(0.5)
         let least = named ? Self.smallestCorrection : Self.allowedSkew - Self.smallestCorrection
@@ -52,16 +59,16 @@ public final class SigningClock: Sendable {
         let before = offsetMilliseconds.exchange(learned, ordering: .relaxed)
         // Requests refused together all learn it; one line says so.
         guard abs(learned - before) >= Int64(Self.smallestCorrection * 1000) else { return true }
-        Gauge(label: "ferry_s3_clock_offset_seconds").record(Double(learned) / 1000)
+        Gauge(label: metric).record(Double(learned) / 1000)
         let seconds = Int((Double(learned) / 1000).rounded())
         if abs(Double(learned) / 1000) < Self.smallestCorrection {
-            logger.warning("\(endpoint) refused a request signed with the store's time as learned before: this machine's clock now agrees with the store's, and requests are signed with it again",
+            logger.warning("\(endpoint) refused a request signed with the \(peer)'s time as learned before: this machine's clock now agrees with the \(peer)'s, and requests are signed with it again",
                            metadata: ["offset_seconds": "\(seconds)"])
             return true
         }
         logger.warning("""
-            \(endpoint) refused a request as signed too far from its time (\(named ? "RequestTimeTooSkewed" : "a bare 403 to a HEAD, dated past S3's 15 minutes from the request")): this machine's clock is \
-            \(abs(seconds)) s \(seconds > 0 ? "behind" : "ahead of") the store's; requests are now signed with the store's time. \
+            \(endpoint) refused a request as signed too far from its time (\(refusal)): this machine's clock is \
+            \(abs(seconds)) s \(seconds > 0 ? "behind" : "ahead of") the \(peer)'s; requests are now signed with the \(peer)'s time. \
             Set the clock right (NTP): other programs here, and presigned URLs made before a request was refused, still use the wrong time
             """, metadata: ["offset_seconds": "\(seconds)"])
         return true
