@@ -123,13 +123,13 @@ import Testing
     }
 
     /// A loopback server speaking IMDSv2 and the container endpoint's protocol.
-    func withCredentialsServer(lifetime: Double, _ body: (String, URL) async throws -> Void) async throws {
+    func withCredentialsServer(lifetime: Double, clockOffset: Double = 0, _ body: (String, URL) async throws -> Void) async throws {
         let root = try TestPaths.temporaryDirectory("creds-server")
         defer { try? FileManager.default.removeItem(at: root) }
         let issued = root.appendingPathComponent("issued.txt")
         let server = try BackgroundProcess(name: "credentials-server", executable: "python3",
                                            arguments: [TestPaths.python.appendingPathComponent("credentials_server.py").path,
-                                                       "0", "\(lifetime)", "container-token-0123", issued.path],
+                                                       "0", "\(lifetime)", "container-token-0123", issued.path, "\(clockOffset)"],
                                            logDirectory: root)
         do {
             let endpoint = "http://127.0.0.1:\(try await server.announcedPort(after: "listening on 127.0.0.1:"))"
@@ -161,6 +161,29 @@ import Testing
             #expect(throws: FerryError.self) {
                 try chain(isolated(root, ["AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://203.0.113.7/creds"])).provider()
             }
+        }
+    }
+
+    /// Metadata and container endpoints whose clock is two hours off: the
+    /// hour they give keys is reckoned by their clock. Without that, keys from
+    /// a clock ahead would be used two hours past their end, and keys from a
+    /// clock behind would look expired when fetched and be fetched again for
+    /// every request.
+    @Test(arguments: [7200.0, -7200.0])
+    func expiryIsReckonedByTheSourcesClock(offset: Double) async throws {
+        try await withCredentialsServer(lifetime: 3600, clockOffset: offset) { endpoint, root in
+            let sources = [["AWS_EC2_METADATA_DISABLED": "false", "AWS_EC2_METADATA_SERVICE_ENDPOINT": endpoint],
+                           ["AWS_CONTAINER_CREDENTIALS_FULL_URI": endpoint + "/container/credentials",
+                            "AWS_CONTAINER_AUTHORIZATION_TOKEN": "container-token-0123"]]
+            for environment in sources {
+                let provider = try chain(isolated(root, environment)).provider()
+                let keys = try await provider.credentials()
+                let left = try #require(keys.expiration).timeIntervalSinceNow
+                #expect(abs(left - 3600) < 30, "\(provider.source), source \(offset) s off: \(left) s left")
+                for _ in 0..<5 { #expect(try await provider.credentials() == keys, "\(provider.source): cached") }
+            }
+            let issued = try String(contentsOf: root.appendingPathComponent("issued.txt"), encoding: .utf8).split(separator: "\n")
+            #expect(issued.count == 2, "one fetch per provider: \(issued)")
         }
     }
 

@@ -54,27 +54,36 @@ public final class CephGateway: S3TestServer {
     /// With `start(https: true)`: the TLS endpoint and the PEM of its self-signed certificate.
     public let httpsEndpoint: String?
     public let caBundle: String?
+    /// With `start(sts: true)`: the role the S3 user may assume (s3:* on every bucket).
+    public let roleArn: String?
     private let directory: URL
 
     private init(endpoint: String, accessKeyId: String, secretAccessKey: String, directory: URL,
-                 httpsEndpoint: String?, caBundle: String?) {
+                 httpsEndpoint: String?, caBundle: String?, roleArn: String?) {
         self.endpoint = endpoint; self.accessKeyId = accessKeyId; self.secretAccessKey = secretAccessKey
-        self.directory = directory; self.httpsEndpoint = httpsEndpoint; self.caBundle = caBundle
+        self.directory = directory; self.httpsEndpoint = httpsEndpoint; self.caBundle = caBundle; self.roleArn = roleArn
     }
+
+    /// The file whose offset radosgw's clock follows (`start(movableClock: true)`).
+    private var clockFile: URL { directory.appendingPathComponent("rgw-clock") }
 
     /// Whether radosgw is installed (the test command installs it).
     public static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/radosgw") }
 
-    public static func start(https: Bool = false) async throws -> CephGateway {
+    /// `sts`: it also serves STS, with a role to assume (`roleArn`); `movableClock`:
+    /// radosgw runs under libfaketime, its clock moved by `moveClock(to:)`.
+    public static func start(https: Bool = false, sts: Bool = false, movableClock: Bool = false) async throws -> CephGateway {
         let script = TestPaths.repositoryRoot.appendingPathComponent("scripts/ceph-rgw/rgw-up.sh").path
         var directory = try TestPaths.temporaryDirectory("rgw")
         // A port free when chosen can still be taken before radosgw binds it
         // (another test's server): then the gateway starts again on another.
         for attempt in 1... {
             let port = TestPaths.freePort()
-            let tls = https ? ["RGW_SSL_PORT": "\(TestPaths.freePort())"] : [:]
+            var options = https ? ["RGW_SSL_PORT": "\(TestPaths.freePort())"] : [:]
+            if sts { options["RGW_STS"] = "1" }
+            if movableClock { options["RGW_CLOCK_FILE"] = directory.appendingPathComponent("rgw-clock").path }
             do {
-                try await runChecked(script, [directory.appendingPathComponent("cluster").path, "\(port)"], environment: tls, timeout: 180)
+                try await runChecked(script, [directory.appendingPathComponent("cluster").path, "\(port)"], environment: options, timeout: 180)
                 break
             } catch let error as CommandFailed where attempt < 3 && Self.lostItsPort(directory) {
                 print("ceph gateway: port \(port) was taken before radosgw bound it; starting again (\(error.description.prefix(200)))")
@@ -89,13 +98,35 @@ public final class CephGateway: S3TestServer {
         }
         return CephGateway(endpoint: value("AWS_ENDPOINT_URL"), accessKeyId: value("AWS_ACCESS_KEY_ID"),
                            secretAccessKey: value("AWS_SECRET_ACCESS_KEY"), directory: directory,
-                           httpsEndpoint: https ? value("S3_HTTPS_ENDPOINT") : nil, caBundle: https ? value("AWS_CA_BUNDLE") : nil)
+                           httpsEndpoint: https ? value("S3_HTTPS_ENDPOINT") : nil, caBundle: https ? value("AWS_CA_BUNDLE") : nil,
+                           roleArn: sts ? value("S3_ROLE_ARN") : nil)
     }
 
-    /// Whether radosgw (or rgw-up.sh's own check) found its port in use.
+    /// Puts radosgw's clock `seconds` from the machine's, and waits until its
+    /// answers' `Date` shows it (libfaketime reads the file again within seconds).
+    public func moveClock(to seconds: Int) async throws {
+        try "\(seconds >= 0 ? "+" : "")\(seconds)\n".write(to: clockFile, atomically: true, encoding: .utf8)
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        for _ in 0..<100 {
+            let head = try await runCommand("curl", ["-sI", "-m", "2", endpoint + "/"], timeout: 5).stdout
+            let date = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("date:") }
+                .flatMap { formatter.date(from: $0.dropFirst(5).trimmingCharacters(in: .whitespaces)) }
+            if let date, abs(date.timeIntervalSinceNow - Double(seconds)) < 3 { return }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        throw CommandFailed(description: "radosgw's clock did not move to \(seconds) s within 20 s")
+    }
+
+    /// Whether radosgw or the monitor (or rgw-up.sh's own check) found its port in use.
     private static func lostItsPort(_ directory: URL) -> Bool {
-        let log = (try? String(contentsOf: directory.appendingPathComponent("cluster/log/rgw.a.out"), encoding: .utf8)) ?? ""
-        return log.contains("Address already in use") || !FileManager.default.fileExists(atPath: directory.appendingPathComponent("cluster/ceph.conf").path)
+        let logs = ["rgw.a.out", "mon.a.out"].map {
+            (try? String(contentsOf: directory.appendingPathComponent("cluster/log/\($0)"), encoding: .utf8)) ?? ""
+        }
+        return logs.contains { $0.contains("Address already in use") }
+            || !FileManager.default.fileExists(atPath: directory.appendingPathComponent("cluster/ceph.conf").path)
     }
 
     public func stop() async {

@@ -3,20 +3,25 @@ documented protocols: EC2 instance metadata v2 (PUT /latest/api/token with a
 TTL header, then the role name and its credentials with the session token) and
 the container credentials endpoint (GET with the Authorization token).
 
-usage: credentials_server.py PORT LIFETIME_SECONDS AUTH_TOKEN COUNT_FILE
+usage: credentials_server.py PORT LIFETIME_SECONDS AUTH_TOKEN COUNT_FILE [CLOCK_OFFSET_SECONDS]
 Every credentials document carries a new AccessKeyId (ASIATEST0001, …) and
 expires LIFETIME_SECONDS after it is issued; each issue appends its key id to
 COUNT_FILE. Requests without the IMDSv2 token or the authorization token get 401.
+CLOCK_OFFSET_SECONDS puts the server's clock (its Date headers and the
+expiry it writes) that far from the machine's, as a source whose clock is off.
 """
 import datetime
+import email.utils
 import json
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler
 
 from loopback_server import LoopbackServer
 
 port, lifetime, auth_token, count_file = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
+clock_offset = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
 lock = threading.Lock()
 state = {"issued": 0, "tokens": set()}
 ROLE = "ferry-role"
@@ -28,7 +33,7 @@ def credentials(token_field):
         key = "ASIATEST%04d" % state["issued"]
         with open(count_file, "a") as f:
             f.write(key + "\n")
-    expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=lifetime)
+    expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=clock_offset + lifetime)
     return {"Code": "Success", "AccessKeyId": key, "SecretAccessKey": "secret-" + key, token_field: "session-" + key,
             "Expiration": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
@@ -38,6 +43,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+    def date_time_string(self, timestamp=None):
+        return email.utils.formatdate(time.time() + clock_offset, usegmt=True)
 
     def answer(self, status, body, content_type="text/plain"):
         data = body.encode()
