@@ -272,7 +272,8 @@ public final class S3Client: ObjectStore {
             }
             if (200..<300).contains(response.status) { return response }
             // A HEAD's refusal has no body to name the cause: its `Date` alone decides.
-            let named = S3ErrorResponse.isClockSkew(response.body)
+            let fields = S3ErrorResponse.fields(response.body)
+            let named = S3ErrorResponse.isClockSkew(fields)
             if mayCorrectClock, response.status == 403, named || method == "HEAD",
                let serverDate = response.header("date").flatMap(HTTPDate.parse),
                clock.correct(signedAt: signedAt, serverDate: serverDate, named: named,
@@ -280,7 +281,7 @@ public final class S3Client: ObjectStore {
                 mayCorrectClock = false
                 continue
             }
-            let error = S3ErrorResponse.error(status: response.status, body: response.body, operation: operation,
+            let error = S3ErrorResponse.error(status: response.status, fields: fields, operation: operation,
                                               requestId: response.header("x-amz-request-id"))
             Counter(label: "ferry_s3_errors_total", dimensions: [("operation", operation), ("code", error.code.rawValue)]).increment()
             throw error

@@ -7,7 +7,15 @@ import FoundationXML
 /// S3's `<Error><Code>…</Code><Message>…</Message></Error>` body, mapped to a `FerryError`.
 enum S3ErrorResponse {
     static func error(status: Int, body: [UInt8], operation: String, requestId: String?) -> FerryError {
-        let fields = XMLFields.parse(body, wanted: ["Code", "Message"])
+        error(status: status, fields: fields(body), operation: operation, requestId: requestId)
+    }
+
+    /// The fields `error(status:fields:…)` and `isClockSkew` read, parsed once.
+    static func fields(_ body: [UInt8]) -> [String: String] {
+        XMLFields.parse(body, wanted: ["Code", "Message"])
+    }
+
+    static func error(status: Int, fields: [String: String], operation: String, requestId: String?) -> FerryError {
         // The server's words, bounded: they travel on in statuses, logs and failure records.
         let s3Code = fields["Code"].map { TextClip.clipped($0, toUTF8: 128) } ?? defaultCode(status)
         let message = fields["Message"].map { ": \(TextClip.clipped($0, toUTF8: 1024))" } ?? ""
@@ -30,8 +38,8 @@ enum S3ErrorResponse {
 
     /// S3's refusal of a signature dated too far from the server's clock
     /// (more than 15 minutes). A HEAD's refusal has no body to say so.
-    static func isClockSkew(_ body: [UInt8]) -> Bool {
-        XMLFields.parse(body, wanted: ["Code"])["Code"] == "RequestTimeTooSkewed"
+    static func isClockSkew(_ fields: [String: String]) -> Bool {
+        fields["Code"] == "RequestTimeTooSkewed"
     }
 
     /// HEAD responses carry no body: name the code from the status.
