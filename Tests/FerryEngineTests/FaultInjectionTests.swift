@@ -115,45 +115,45 @@ extension FaultProxy {
     @Test func aTimedOutUploadIsAbortedAndHeadersArrive() async throws {
         let root = try TestPaths.temporaryDirectory("limits")
         defer { try? FileManager.default.removeItem(at: root) }
-        let moto = try await MotoServer.start(logDirectory: root)
-        defer { Task { await moto.stop() } }
-        // 1 MiB/s: a 40 MiB multipart upload needs about forty seconds uncut, so a
-        // bound well under that shows the 2 s timeout cut it, with room for a loaded machine.
-        let slow = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
-                                  credentials: .init(accessKeyId: "testing", secretAccessKey: "testing"),
-                                  limits: .init(bandwidthBytesPerSecond: 1 << 20)))
-        try await slow.createBucket("limits")
-        let engine = TransferEngine(store: slow, dataRoot: try DataRoot(root.path), logger: Logger(label: "test.limits"))
-        let source = root.appendingPathComponent("slow.bin")
-        try Data(count: 40 << 20).write(to: source)
-        let started = Date()
-        do {
-            _ = try await engine.run(TransferJob(request: TransferRequest(id: "slow", op: .upload, bucket: "limits", key: "slow.bin",
-                                                                          source: source.absoluteString,
-                                                                          options: TransferOptions(timeoutSeconds: 2)), objectKey: "slow.bin"))
-            Issue.record("a transfer outlived its timeout")
-        } catch {
-            #expect(error.code == .timedOut, "\(error)")
-        }
-        #expect(Date().timeIntervalSince(started) < 25)  // uncut: about 40 s; 16 s was seen beside a ThreadSanitizer run
-        #expect(try await slow.listMultipartUploads(bucket: "limits", prefix: "slow.bin").isEmpty)
+        try await MotoServer.start(logDirectory: root).stopAfter { moto in
+            // 1 MiB/s: a 40 MiB multipart upload needs about forty seconds uncut, so a
+            // bound well under that shows the 2 s timeout cut it, with room for a loaded machine.
+            let slow = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+                                      credentials: .init(accessKeyId: "testing", secretAccessKey: "testing"),
+                                      limits: .init(bandwidthBytesPerSecond: 1 << 20)))
+            try await slow.createBucket("limits")
+            let engine = TransferEngine(store: slow, dataRoot: try DataRoot(root.path), logger: Logger(label: "test.limits"))
+            let source = root.appendingPathComponent("slow.bin")
+            try Data(count: 40 << 20).write(to: source)
+            let started = Date()
+            do throws(FerryError) {
+                _ = try await engine.run(TransferJob(request: TransferRequest(id: "slow", op: .upload, bucket: "limits", key: "slow.bin",
+                                                                              source: source.absoluteString,
+                                                                              options: TransferOptions(timeoutSeconds: 2)), objectKey: "slow.bin"))
+                Issue.record("a transfer outlived its timeout")
+            } catch {
+                #expect(error.code == .timedOut, "\(error)")
+            }
+            #expect(Date().timeIntervalSince(started) < 25)  // uncut: about 40 s; 16 s was seen beside a ThreadSanitizer run
+            #expect(try await slow.listMultipartUploads(bucket: "limits", prefix: "slow.bin").isEmpty)
 
-        let small = root.appendingPathComponent("page.html")
-        try Data("<p>hi</p>".utf8).write(to: small)
-        _ = try await engine.run(TransferJob(request: TransferRequest(
-            id: "hdr", op: .upload, bucket: "limits", key: "page.html", source: small.absoluteString,
-            headers: ["Cache-Control": "max-age=60", "Content-Disposition": "attachment; filename=\"p.html\"",
-                      "x-amz-storage-class": "STANDARD_IA"]), objectKey: "page.html"))
-        let script = """
-            import boto3, json, sys
-            r = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1").head_object(Bucket="limits", Key="page.html")
-            print(json.dumps({k: r.get(k) for k in ["CacheControl", "ContentDisposition", "StorageClass", "ContentType"]}))
-            """
-        let head = try await runChecked("python3", ["-c", script, moto.endpoint], environment: moto.clientEnvironment)
-        let fields = try JSONSerialization.jsonObject(with: Data(head.utf8)) as! [String: Any]
-        #expect(fields["CacheControl"] as? String == "max-age=60")
-        #expect(fields["ContentDisposition"] as? String == "attachment; filename=\"p.html\"")
-        #expect(fields["StorageClass"] as? String == "STANDARD_IA")
-        #expect(fields["ContentType"] as? String == "text/html")
+            let small = root.appendingPathComponent("page.html")
+            try Data("<p>hi</p>".utf8).write(to: small)
+            _ = try await engine.run(TransferJob(request: TransferRequest(
+                id: "hdr", op: .upload, bucket: "limits", key: "page.html", source: small.absoluteString,
+                headers: ["Cache-Control": "max-age=60", "Content-Disposition": "attachment; filename=\"p.html\"",
+                          "x-amz-storage-class": "STANDARD_IA"]), objectKey: "page.html"))
+            let script = """
+                import boto3, json, sys
+                r = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1").head_object(Bucket="limits", Key="page.html")
+                print(json.dumps({k: r.get(k) for k in ["CacheControl", "ContentDisposition", "StorageClass", "ContentType"]}))
+                """
+            let head = try await runChecked("python3", ["-c", script, moto.endpoint], environment: moto.clientEnvironment)
+            let fields = try JSONSerialization.jsonObject(with: Data(head.utf8)) as! [String: Any]
+            #expect(fields["CacheControl"] as? String == "max-age=60")
+            #expect(fields["ContentDisposition"] as? String == "attachment; filename=\"p.html\"")
+            #expect(fields["StorageClass"] as? String == "STANDARD_IA")
+            #expect(fields["ContentType"] as? String == "text/html")
+        }
     }
 }

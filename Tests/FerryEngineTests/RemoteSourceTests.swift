@@ -106,8 +106,7 @@ import Testing
     /// The case the feature is for: a presigned GET, over TLS, from a real S3 server.
     @Test(.enabled(if: CephGateway.isInstalled || ProcessInfo.processInfo.environment["CI"] != nil))
     func presignedHTTPSGetIsAnUploadSource() async throws {
-        let rgw = try await CephGateway.start(https: true)
-        do {
+        try await CephGateway.start(https: true).stopAfter { rgw in
             let root = try TestPaths.temporaryDirectory("remote-tls")
             defer { try? FileManager.default.removeItem(at: root) }
             let https = try #require(rgw.httpsEndpoint)
@@ -128,10 +127,6 @@ import Testing
             _ = try await tls.getObject(bucket: "remote", key: "from-presigned.bin", into: fd)
             close(fd)
             #expect(try Data(contentsOf: out) == Data(bytes))
-        } catch {
-            await rgw.stop()
-            throw error
         }
-        await rgw.stop()
     }
 }

@@ -24,22 +24,18 @@ import Testing
         defer { try? FileManager.default.removeItem(at: root) }
         try await body(Fixture(store: try LocalObjectStore(root: root.appendingPathComponent(".store")), root: root, name: "local"))
 
-        let moto = try await MotoServer.start(logDirectory: root)
-        do {
+        try await MotoServer.start(logDirectory: root).stopAfter { moto in
             let s3 = try client(moto)
             try await s3.createBucket("engine")
             try await body(Fixture(store: s3, root: root, name: "moto"))
-        } catch { await moto.stop(); throw error }
-        await moto.stop()
+        }
 
         if CephGateway.isInstalled || ProcessInfo.processInfo.environment["CI"] != nil {
-            let rgw = try await CephGateway.start()
-            do {
+            try await CephGateway.start().stopAfter { rgw in
                 let s3 = try client(rgw)
                 try await s3.createBucket("engine")
                 try await body(Fixture(store: s3, root: root, name: "ceph-rgw"))
-            } catch { await rgw.stop(); throw error }
-            await rgw.stop()
+            }
         }
     }
 

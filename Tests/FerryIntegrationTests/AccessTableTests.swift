@@ -58,9 +58,7 @@ import Testing
     }
 
     @Test func roleLevelOperationTableThroughAWorker() async throws {
-        let moto = try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("access-moto"))
-        do { try await run(moto) } catch { await moto.stop(); throw error }
-        await moto.stop()
+        try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("access-moto")).stopAfter { moto in try await run(moto) }
     }
 
     func run(_ server: any S3TestServer) async throws {

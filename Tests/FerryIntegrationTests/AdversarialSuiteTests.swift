@@ -25,16 +25,12 @@ import Testing
     static func count(default value: Int) -> Int { FuzzReplay.messages(default: value) }
 
     @Test func hostileRequestsOnMoto() async throws {
-        let moto = try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("fuzz-moto"))
-        do { try await run(moto, seed: Self.seed, messages: Self.count(default: 600)) } catch { await moto.stop(); throw error }
-        await moto.stop()
+        try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("fuzz-moto")).stopAfter { moto in try await run(moto, seed: Self.seed, messages: Self.count(default: 600)) }
     }
 
     @Test(.enabled(if: CephGateway.isInstalled || ProcessInfo.processInfo.environment["CI"] != nil))
     func hostileRequestsOnCephGateway() async throws {
-        let rgw = try await CephGateway.start()
-        do { try await run(rgw, seed: Self.seed &+ 1, messages: Self.count(default: 200)) } catch { await rgw.stop(); throw error }
-        await rgw.stop()
+        try await CephGateway.start().stopAfter { rgw in try await run(rgw, seed: Self.seed &+ 1, messages: Self.count(default: 200)) }
     }
 
     struct Stored: Decodable {

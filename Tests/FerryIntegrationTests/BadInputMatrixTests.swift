@@ -92,8 +92,7 @@ import Testing
     }
 
     @Test func everyCaseIsDeadLetteredWithItsCode() async throws {
-        let moto = try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("matrix-moto"))
-        do {
+        try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("matrix-moto")).stopAfter { moto in
             try await EndToEndTests().withEnvironment(moto) { env in
                 let root = env.dataRoot.deletingLastPathComponent()
                 try await Boto3(moto)("create-bucket", "matrix")
@@ -160,10 +159,6 @@ import Testing
                 print("bad-input matrix: \(cases.count) cases dead-lettered with their codes; worker alive; offsets committed")
                 await second.stop()
             }
-        } catch {
-            await moto.stop()
-            throw error
         }
-        await moto.stop()
     }
 }

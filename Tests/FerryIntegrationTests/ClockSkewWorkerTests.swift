@@ -19,8 +19,7 @@ import Testing
     @Test(.enabled(if: CephGateway.isInstalled || ProcessInfo.processInfo.environment["CI"] != nil),
           .enabled(if: ProcessInfo.processInfo.environment["FERRY_TEST_SANITIZER"] == nil, "libfaketime and TSan's interceptors"))
     func aWorkerWhoseClockIsAnHourAheadCompletesItsTransfers() async throws {
-        let rgw = try await CephGateway.start()
-        do {
+        try await CephGateway.start().stopAfter { rgw in
             let base = try TestPaths.temporaryDirectory("skew-worker")
             defer { try? FileManager.default.removeItem(at: base) }
             let shim = base.appendingPathComponent("c11-threads-shim.so").path
@@ -63,10 +62,6 @@ import Testing
             // faketime runs the worker as its child and does not pass a signal on: the whole group goes.
             kill(-worker.pid, SIGKILL)
             _ = await worker.stop()
-        } catch {
-            await rgw.stop()
-            throw error
         }
-        await rgw.stop()
     }
 }

@@ -600,22 +600,22 @@ import Testing
     @Test func barOnATerminalPlainLinesOtherwise() async throws {
         let root = try TestPaths.temporaryDirectory("tty")
         defer { try? FileManager.default.removeItem(at: root) }
-        let moto = try await MotoServer.start(logDirectory: root)
-        defer { Task { await moto.stop() } }
-        try await Boto3(moto)("create-bucket", "tty")
-        let file = root.appendingPathComponent("f.bin")
-        try Data(count: 20 << 20).write(to: file)
-        let ferry = TestPaths.ferryBinary
-        // script(1) runs the command on a pseudo-terminal.
-        let tty = try await runChecked("script", ["-qec", "\(ferry) cp \(file.path) s3://tty/a.bin", "/dev/null"],
-                                       environment: moto.clientEnvironment)
-        #expect(tty.contains("\r"))
-        #expect(tty.contains("[#") || tty.contains("[."))
-        #expect(tty.contains("upload \(file.path) → s3://tty/a.bin: 20.0 MiB"))
-        let piped = try await runChecked(ferry, ["cp", file.path, "s3://tty/b.bin"], environment: moto.clientEnvironment)
-        #expect(!piped.contains("\r"))
-        #expect(!piped.contains("[#"))
-        #expect(piped.contains("upload \(file.path) → s3://tty/b.bin: 20.0 MiB"))
+        try await MotoServer.start(logDirectory: root).stopAfter { moto in
+            try await Boto3(moto)("create-bucket", "tty")
+            let file = root.appendingPathComponent("f.bin")
+            try Data(count: 20 << 20).write(to: file)
+            let ferry = TestPaths.ferryBinary
+            // script(1) runs the command on a pseudo-terminal.
+            let tty = try await runChecked("script", ["-qec", "\(ferry) cp \(file.path) s3://tty/a.bin", "/dev/null"],
+                                           environment: moto.clientEnvironment)
+            #expect(tty.contains("\r"))
+            #expect(tty.contains("[#") || tty.contains("[."))
+            #expect(tty.contains("upload \(file.path) → s3://tty/a.bin: 20.0 MiB"))
+            let piped = try await runChecked(ferry, ["cp", file.path, "s3://tty/b.bin"], environment: moto.clientEnvironment)
+            #expect(!piped.contains("\r"))
+            #expect(!piped.contains("[#"))
+            #expect(piped.contains("upload \(file.path) → s3://tty/b.bin: 20.0 MiB"))
+        }
     }
 
 }

@@ -23,8 +23,7 @@ import Testing
     /// eager) moves every partition while it is written.
     func supervise(freshState: Bool, maxStarts: Int, fault: Fault = .trap, widenSettling: Bool = false,
                    rebalanceDuringDeadLetter: Bool = false) async throws {
-        let moto = try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("breaker-moto"))
-        do {
+        try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("breaker-moto")).stopAfter { moto in
             let base = try TestPaths.temporaryDirectory("breaker-\(freshState ? "fresh" : "same")")
             let env = try EndToEndTests.Environment.oneBroker(base: base, server: moto, bucket: "breaker", logger: logger)
             try await Boto3(moto)("create-bucket", "breaker")
@@ -126,11 +125,7 @@ import Testing
             await late.stop()
             print("crash-loop breaker (\(fault), \(freshState ? "fresh state each time" : "same state dir")): \(deaths) deaths, then one PoisonMessage dead letter; 8 neighbours completed")
             try? FileManager.default.removeItem(at: base)
-        } catch {
-            await moto.stop()
-            throw error
         }
-        await moto.stop()
     }
 
     /// Each replacement worker starts with nothing: the count travels in the

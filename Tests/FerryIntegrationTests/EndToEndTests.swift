@@ -154,8 +154,7 @@ import Testing
 
     @Test func moto() async throws {
         let logs = try TestPaths.temporaryDirectory("moto-e2e")
-        let server = try await MotoServer.start(logDirectory: logs)
-        do {
+        try await MotoServer.start(logDirectory: logs).stopAfter { server in
             try await withEnvironment(server) { env in
                 try await uploadTriggerDownload(env)
                 try await badInputIsDeadLetteredAndOffsetsCommitted(env)
@@ -163,23 +162,14 @@ import Testing
                 try await identityProofThroughKafka(env)
                 try await gracefulShutdown(env)
             }
-        } catch {
-            await server.stop()
-            throw error
         }
-        await server.stop()
     }
 
     @Test(.enabled(if: CephGateway.isInstalled || ProcessInfo.processInfo.environment["CI"] != nil))
     func cephGateway() async throws {
-        let server = try await CephGateway.start()
-        do {
+        try await CephGateway.start().stopAfter { server in
             try await withEnvironment(server) { env in try await uploadTriggerDownload(env) }
-        } catch {
-            await server.stop()
-            throw error
         }
-        await server.stop()
     }
 
     /// An unparseable message and an unknown op: dead-lettered with the error

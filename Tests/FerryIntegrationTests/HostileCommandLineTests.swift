@@ -77,35 +77,35 @@ import Testing
         print("hostile command lines: seed \(seed), \(total) lines (replay with FERRY_FUZZ_SEED=\(seed) FERRY_FUZZ_MESSAGES=\(total))")
         let base = try TestPaths.temporaryDirectory("fuzz-cli")
         defer { try? FileManager.default.removeItem(at: base) }
-        let moto = try await MotoServer.start(logDirectory: base)
-        defer { Task { await moto.stop() } }
-        _ = try await runChecked("python3", ["-c", "import boto3; boto3.client('s3').create_bucket(Bucket='fuzz')"],
-                                 environment: moto.clientEnvironment)
-        let file = base.appendingPathComponent("in.txt")
-        try Data("hostile command lines\n".utf8).write(to: file)
-        let dir = base.appendingPathComponent("out")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        try await MotoServer.start(logDirectory: base).stopAfter { moto in
+            _ = try await runChecked("python3", ["-c", "import boto3; boto3.client('s3').create_bucket(Bucket='fuzz')"],
+                                     environment: moto.clientEnvironment)
+            let file = base.appendingPathComponent("in.txt")
+            try Data("hostile command lines\n".utf8).write(to: file)
+            let dir = base.appendingPathComponent("out")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
 
-        var rng = HostileInput.rng(seed: seed)
-        var outcomes: [String: Int] = [:]
-        var seconds: [String: Double] = [:]
-        for index in 0..<total {
-            let line = Self.commandLine(&rng, file: file.path, dir: dir.path)
-            let what = "seed \(seed), line \(index): ferry \(line.map(\.debugDescription).joined(separator: " "))"
-            let started = ContinuousClock.now
-            let result = try await runCommand(TestPaths.ferryBinary, line, environment: moto.clientEnvironment, timeout: 60)
-            outcomes["\(line[0]) \(result.status)", default: 0] += 1
-            let took = ContinuousClock.now - started
-            seconds[line[0], default: 0] += Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
-            #expect([0, 1, 64].contains(result.status), "\(what): exit \(result.status) after \(ContinuousClock.now - started): \(result.stderr.suffix(1500))")
-            if result.status != 0 {
-                #expect(!result.stderr.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(what): exit \(result.status) without a reason")
+            var rng = HostileInput.rng(seed: seed)
+            var outcomes: [String: Int] = [:]
+            var seconds: [String: Double] = [:]
+            for index in 0..<total {
+                let line = Self.commandLine(&rng, file: file.path, dir: dir.path)
+                let what = "seed \(seed), line \(index): ferry \(line.map(\.debugDescription).joined(separator: " "))"
+                let started = ContinuousClock.now
+                let result = try await runCommand(TestPaths.ferryBinary, line, environment: moto.clientEnvironment, timeout: 60)
+                outcomes["\(line[0]) \(result.status)", default: 0] += 1
+                let took = ContinuousClock.now - started
+                seconds[line[0], default: 0] += Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
+                #expect([0, 1, 64].contains(result.status), "\(what): exit \(result.status) after \(ContinuousClock.now - started): \(result.stderr.suffix(1500))")
+                if result.status != 0 {
+                    #expect(!result.stderr.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(what): exit \(result.status) without a reason")
+                }
+                #expect(!result.stderr.contains("Fatal error"), "\(what): a trap: \(result.stderr.suffix(1500))")
+                let unsafe = (result.stdout + result.stderr).unicodeScalars.filter { $0 != "\n" && TerminalText.isUnsafe($0) }
+                #expect(unsafe.isEmpty, "\(what): printed \(unsafe.map { "U+" + String($0.value, radix: 16) }) in \((result.stdout + result.stderr).debugDescription.suffix(1500))")
             }
-            #expect(!result.stderr.contains("Fatal error"), "\(what): a trap: \(result.stderr.suffix(1500))")
-            let unsafe = (result.stdout + result.stderr).unicodeScalars.filter { $0 != "\n" && TerminalText.isUnsafe($0) }
-            #expect(unsafe.isEmpty, "\(what): printed \(unsafe.map { "U+" + String($0.value, radix: 16) }) in \((result.stdout + result.stderr).debugDescription.suffix(1500))")
+            print("hostile command lines: seed \(seed): \(total) lines; outcomes \(outcomes.sorted { $0.key < $1.key }); "
+                  + "seconds \(seconds.sorted { $0.key < $1.key }.map { "\($0.key) \(String(format: "%.1f", $0.value))" })")
         }
-        print("hostile command lines: seed \(seed): \(total) lines; outcomes \(outcomes.sorted { $0.key < $1.key }); "
-              + "seconds \(seconds.sorted { $0.key < $1.key }.map { "\($0.key) \(String(format: "%.1f", $0.value))" })")
     }
 }

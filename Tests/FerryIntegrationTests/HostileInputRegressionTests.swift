@@ -54,9 +54,7 @@ import Testing
 
     /// Runs `body` against a fresh moto server, stopped before the test returns.
     func withMoto(_ label: String, _ body: (MotoServer) async throws -> Void) async throws {
-        let moto = try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory(label))
-        do { try await body(moto) } catch { await moto.stop(); throw error }
-        await moto.stop()
+        try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory(label)).stopAfter { moto in try await body(moto) }
     }
 
     func victimsUntouched(_ server: any S3TestServer, _ before: [String: [String: Stored]]) async throws {
@@ -117,9 +115,7 @@ import Testing
     /// against Ceph's gateway (it checks signatures) and moto.
     @Test(.enabled(if: CephGateway.isInstalled || ProcessInfo.processInfo.environment["CI"] != nil))
     func dotSegmentsNeverCrossLevelsOrBucketsOnCeph() async throws {
-        let rgw = try await CephGateway.start()
-        do { try await keysAreLiteralOrRefused(rgw) } catch { await rgw.stop(); throw error }
-        await rgw.stop()
+        try await CephGateway.start().stopAfter { rgw in try await keysAreLiteralOrRefused(rgw) }
     }
 
     @Test func dotSegmentsNeverCrossLevelsOrBucketsOnMoto() async throws {

@@ -23,9 +23,7 @@ import Testing
         let seed = FuzzReplay.seed, total = FuzzReplay.messages(default: 400)
         print("hostile notifications: seed \(seed), \(total) messages (replay with FERRY_FUZZ_SEED=\(seed) FERRY_FUZZ_MESSAGES=\(total))")
         let base = try TestPaths.temporaryDirectory("fuzz-notifications")
-        let moto = try await MotoServer.start(logDirectory: base)
-        do { try await run(moto, base: base, seed: seed, total: total) } catch { await moto.stop(); throw error }
-        await moto.stop()
+        try await MotoServer.start(logDirectory: base).stopAfter { moto in try await run(moto, base: base, seed: seed, total: total) }
         try? FileManager.default.removeItem(at: base)
     }
 

@@ -18,9 +18,7 @@ import Testing
 
     @Test(.enabled(if: CephGateway.isInstalled || ProcessInfo.processInfo.environment["CI"] != nil))
     func storeNotificationsRunTriggersOncePerWrite() async throws {
-        let rgw = try await CephGateway.start()
-        do { try await run(rgw) } catch { await rgw.stop(); throw error }
-        await rgw.stop()
+        try await CephGateway.start().stopAfter { rgw in try await run(rgw) }
     }
 
     func run(_ rgw: CephGateway) async throws {

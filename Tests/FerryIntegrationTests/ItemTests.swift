@@ -91,8 +91,7 @@ import Testing
 
     func withSetup(_ name: String, _ body: (inout Setup) async throws -> Void) async throws {
         let base = try TestPaths.temporaryDirectory(name)
-        let moto = try await MotoServer.start(logDirectory: base)
-        do {
+        try await MotoServer.start(logDirectory: base).stopAfter { moto in
             let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
             for topic in Topics().all + [Topics().table("posts")] { try cluster.createTopic(topic, partitions: 4) }
             let dataRoot = base.appendingPathComponent("data")
@@ -102,11 +101,7 @@ import Testing
             try await Boto3(moto)("create-bucket", "items")
             var setup = Setup(env: env, moto: moto, base: base, client: try ItemClient(bootstrapServers: cluster.bootstrapServers, logger: logger))
             try await body(&setup)
-        } catch {
-            await moto.stop()
-            throw error
         }
-        await moto.stop()
         try? FileManager.default.removeItem(at: base)
     }
 

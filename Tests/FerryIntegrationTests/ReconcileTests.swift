@@ -15,9 +15,7 @@ import Testing
 
     @Test func reconcileAnnouncesExactlyWhatIsMissing() async throws {
         let base = try TestPaths.temporaryDirectory("reconcile")
-        let moto = try await MotoServer.start(logDirectory: base)
-        do { try await run(moto, base: base) } catch { await moto.stop(); throw error }
-        await moto.stop()
+        try await MotoServer.start(logDirectory: base).stopAfter { moto in try await run(moto, base: base) }
         try? FileManager.default.removeItem(at: base)
     }
 

@@ -10,8 +10,7 @@ import Testing
 /// librdkafka's default of 45 s the new worker measured 89 s idle).
 @Suite(.serialized) struct ScaleOutTests {
     @Test func aWorkerJoiningABusyFleetTakesWorkWithinSeconds() async throws {
-        let moto = try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("scale-out-moto"))
-        do {
+        try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("scale-out-moto")).stopAfter { moto in
             try await EndToEndTests().withEnvironment(moto) { env in
                 let source = env.dataRoot.appendingPathComponent("in/256k.bin")
                 try FileManager.default.createDirectory(at: source.deletingLastPathComponent(), withIntermediateDirectories: true)
@@ -46,11 +45,7 @@ import Testing
                 _ = await second.stop()
                 _ = await first.stop()
             }
-        } catch {
-            await moto.stop()
-            throw error
         }
-        await moto.stop()
     }
 }
 

@@ -37,17 +37,12 @@ import Testing
 
     func withSetup(_ label: String, _ body: (Setup) async throws -> Void) async throws {
         let base = try TestPaths.temporaryDirectory("client-\(label)")
-        let moto = try await MotoServer.start(logDirectory: base)
-        do {
+        try await MotoServer.start(logDirectory: base).stopAfter { moto in
             let env = try EndToEndTests.Environment.oneBroker(base: base, server: moto, bucket: "cli", logger: logger)
             try await Boto3(moto)("create-bucket", "cli")
             let client = try TransferClient(bootstrapServers: env.cluster.bootstrapServers, logger: logger)
             try await body(Setup(env: env, base: base, client: client))
-        } catch {
-            await moto.stop()
-            throw error
         }
-        await moto.stop()
         try? FileManager.default.removeItem(at: base)
     }
 

@@ -91,8 +91,7 @@ import Testing
     /// suspects of both kinds alone, and settles every breaker's records
     /// first, so the deaths are not counted against them).
     @Test func aTriggerEventThatKillsItsWorkerIsDeadLetteredAndTheRestDelivered() async throws {
-        let moto = try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("breaker-trigger-moto"))
-        do {
+        try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("breaker-trigger-moto")).stopAfter { moto in
             let base = try TestPaths.temporaryDirectory("breaker-trigger")
             let env = try EndToEndTests.Environment.oneBroker(base: base, server: moto, bucket: "breaker", logger: logger)
             try await Boto3(moto)("create-bucket", "breaker")
@@ -129,11 +128,7 @@ import Testing
             await last.stop()
             print("trigger crash-loop breaker (events): \(deaths) deaths, then one WorkerCrashed record; 8 neighbouring events delivered, \(uploads.count) uploads completed")
             try? FileManager.default.removeItem(at: base)
-        } catch {
-            await moto.stop()
-            throw error
         }
-        await moto.stop()
     }
 
     /// The same for a stream trigger (object-index, batches of up to 100):
@@ -141,8 +136,7 @@ import Testing
     /// so the deaths are counted against the record that causes them; the
     /// others are indexed, the poison ends as one `WorkerCrashed` record.
     @Test func aStreamRecordThatKillsItsWorkerIsDeadLetteredAndTheRestIndexed() async throws {
-        let moto = try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("breaker-stream-moto"))
-        do {
+        try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("breaker-stream-moto")).stopAfter { moto in
             let base = try TestPaths.temporaryDirectory("breaker-stream")
             let env = try EndToEndTests.Environment.oneBroker(base: base, server: moto, bucket: "breaker", logger: logger)
             let marker = "STRAP-\(UUID().uuidString.prefix(8))"
@@ -162,11 +156,7 @@ import Testing
             await last.stop()
             print("trigger crash-loop breaker (stream batches): \(deaths) deaths, then one WorkerCrashed record; \(wanted.count) neighbouring records indexed")
             try? FileManager.default.removeItem(at: base)
-        } catch {
-            await moto.stop()
-            throw error
         }
-        await moto.stop()
     }
 
     /// A `WorkerCrashed` record written while its partition was being
@@ -179,8 +169,7 @@ import Testing
     /// group, which moves every partition; the worker remembers the records
     /// it wrote and does not write one again.
     @Test func aStreamRecordDeadLetteredDuringARebalanceIsDeadLetteredOnce() async throws {
-        let moto = try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("breaker-rebalance-moto"))
-        do {
+        try await MotoServer.start(logDirectory: try TestPaths.temporaryDirectory("breaker-rebalance-moto")).stopAfter { moto in
             let base = try TestPaths.temporaryDirectory("breaker-rebalance")
             let env = try EndToEndTests.Environment.oneBroker(base: base, server: moto, bucket: "breaker", logger: logger)
             let marker = "RTRAP-\(UUID().uuidString.prefix(8))"
@@ -225,10 +214,6 @@ import Testing
             await last.stop()
             print("trigger crash-loop breaker (rebalance during the record): \(failure.count) WorkerCrashed record(s)")
             try? FileManager.default.removeItem(at: base)
-        } catch {
-            await moto.stop()
-            throw error
         }
-        await moto.stop()
     }
 }

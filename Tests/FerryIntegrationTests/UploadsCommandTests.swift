@@ -16,39 +16,39 @@ import Testing
     @Test func listsAndAbortsOnlyWhatIsChosen() async throws {
         let logs = try TestPaths.temporaryDirectory("uploads-moto")
         defer { try? FileManager.default.removeItem(at: logs) }
-        let moto = try await MotoServer.start(logDirectory: logs)
-        defer { Task { await moto.stop() } }
-        let keys = ["raw/one.bin", "raw/two words.bin", "raw/it's $HOME.bin", "other/three.bin"]
-        let ids = try await boto3(moto, """
-            s3.create_bucket(Bucket='ups')
-            for key in sys.argv[1:]: print(s3.create_multipart_upload(Bucket='ups', Key=key)['UploadId'])
-            """, keys).split(separator: "\n").map(String.init)
-        try #require(ids.count == keys.count)
-        let env = moto.clientEnvironment
+        try await MotoServer.start(logDirectory: logs).stopAfter { moto in
+            let keys = ["raw/one.bin", "raw/two words.bin", "raw/it's $HOME.bin", "other/three.bin"]
+            let ids = try await boto3(moto, """
+                s3.create_bucket(Bucket='ups')
+                for key in sys.argv[1:]: print(s3.create_multipart_upload(Bucket='ups', Key=key)['UploadId'])
+                """, keys).split(separator: "\n").map(String.init)
+            try #require(ids.count == keys.count)
+            let env = moto.clientEnvironment
 
-        // Listed under the prefix: one line each, the object quoted so that bash reads the key back.
-        let listed = try await runChecked(ferry, ["uploads", "s3://ups/raw/"], environment: env)
-        let lines = listed.split(separator: "\n").map { $0.split(separator: "\t").map(String.init) }
-        #expect(Set(lines.map { $0[1] }) == Set(ids.prefix(3)), "\(listed)")
-        for fields in lines {
-            let uri = try await runChecked("/bin/bash", ["-c", "printf %s \(fields[2])"])
-            #expect(keys.map { "s3://ups/\($0)" }.contains(uri), "\(fields[2]) reads back as \(uri)")
+            // Listed under the prefix: one line each, the object quoted so that bash reads the key back.
+            let listed = try await runChecked(ferry, ["uploads", "s3://ups/raw/"], environment: env)
+            let lines = listed.split(separator: "\n").map { $0.split(separator: "\t").map(String.init) }
+            #expect(Set(lines.map { $0[1] }) == Set(ids.prefix(3)), "\(listed)")
+            for fields in lines {
+                let uri = try await runChecked("/bin/bash", ["-c", "printf %s \(fields[2])"])
+                #expect(keys.map { "s3://ups/\($0)" }.contains(uri), "\(fields[2]) reads back as \(uri)")
+            }
+
+            // --abort alone is refused (an upload in progress must not be cut by accident), and so is an unknown id.
+            let bare = try await runCommand(ferry, ["uploads", "s3://ups", "--abort"], environment: env)
+            #expect(bare.status == 64 && bare.stderr.contains("--abort needs --upload-id"), "\(bare.stderr)")
+            let unknown = try await runCommand(ferry, ["uploads", "s3://ups/raw/", "--abort", "--upload-id", "no-such-id"], environment: env)
+            #expect(unknown.status == 1 && unknown.stderr.contains("no incomplete upload no-such-id under s3://ups/raw/ (3 there)"),
+                    "\(unknown.stderr)")
+
+            // One upload by its id, then everything older than a moment (moto dates every upload in 2010).
+            _ = try await runChecked(ferry, ["uploads", "s3://ups/raw/two words.bin", "--abort", "--upload-id", ids[1]], environment: env)
+            let left = try await boto3(moto, "print(sorted(u['Key'] for u in s3.list_multipart_uploads(Bucket='ups').get('Uploads', [])))")
+            #expect(left == "['other/three.bin', \"raw/it's $HOME.bin\", 'raw/one.bin']", "\(left)")
+            let all = try await runCommand(ferry, ["uploads", "s3://ups", "--abort", "--older-than", "60"], environment: env)
+            #expect(all.status == 0 && all.stderr.contains("aborted 3 of 3 incomplete uploads under s3://ups"), "\(all.stderr)")
+            #expect(try await boto3(moto, "print(len(s3.list_multipart_uploads(Bucket='ups').get('Uploads', [])))") == "0")
         }
-
-        // --abort alone is refused (an upload in progress must not be cut by accident), and so is an unknown id.
-        let bare = try await runCommand(ferry, ["uploads", "s3://ups", "--abort"], environment: env)
-        #expect(bare.status == 64 && bare.stderr.contains("--abort needs --upload-id"), "\(bare.stderr)")
-        let unknown = try await runCommand(ferry, ["uploads", "s3://ups/raw/", "--abort", "--upload-id", "no-such-id"], environment: env)
-        #expect(unknown.status == 1 && unknown.stderr.contains("no incomplete upload no-such-id under s3://ups/raw/ (3 there)"),
-                "\(unknown.stderr)")
-
-        // One upload by its id, then everything older than a moment (moto dates every upload in 2010).
-        _ = try await runChecked(ferry, ["uploads", "s3://ups/raw/two words.bin", "--abort", "--upload-id", ids[1]], environment: env)
-        let left = try await boto3(moto, "print(sorted(u['Key'] for u in s3.list_multipart_uploads(Bucket='ups').get('Uploads', [])))")
-        #expect(left == "['other/three.bin', \"raw/it's $HOME.bin\", 'raw/one.bin']", "\(left)")
-        let all = try await runCommand(ferry, ["uploads", "s3://ups", "--abort", "--older-than", "60"], environment: env)
-        #expect(all.status == 0 && all.stderr.contains("aborted 3 of 3 incomplete uploads under s3://ups"), "\(all.stderr)")
-        #expect(try await boto3(moto, "print(len(s3.list_multipart_uploads(Bucket='ups').get('Uploads', [])))") == "0")
     }
 
     /// A `ferry cp` whose part is refused and whose abort fails as well (a store

@@ -57,35 +57,35 @@ import Testing
     /// and moto stores and returns what an upload sent.
     @Test func uploadsCarryChecksumsThatMotoAgreesWith() async throws {
         let dir = try TestPaths.temporaryDirectory("checksums")
-        let moto = try await MotoServer.start(logDirectory: dir)
-        defer { Task { await moto.stop() } }
-        let s3 = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
-                                credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
-        try await s3.createBucket("sums")
-        let bytes = (0..<300_001).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 1) }
-        for algorithm in ChecksumAlgorithm.allCases {
-            let key = "obj-\(algorithm.rawValue)"
-            _ = try await s3.putObject(PutObjectInput(bucket: "sums", key: key, checksum: algorithm), body: .bytes(bytes))
-            let script = """
-                import base64, boto3, sys
-                from awscrt import checksums
-                from moto.s3.utils import compute_checksum
-                s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1")
-                r = s3.get_object(Bucket="sums", Key=sys.argv[2], ChecksumMode="ENABLED")
-                body = r["Body"].read()
-                print(r.get("Checksum\(algorithm.rawValue)", "missing"))
-                if "\(algorithm.rawValue)" == "CRC32C":
-                    print(base64.b64encode(checksums.crc32c(body).to_bytes(4, "big")).decode())
-                else:
-                    print(compute_checksum(body, "\(algorithm.rawValue)").decode())
-                """
-            let lines = try await runChecked("python3", ["-c", script, moto.endpoint, key], environment: moto.clientEnvironment)
-                .split(separator: "\n").map(String.init)
-            var hasher = algorithm.makeHasher()
-            bytes.withUnsafeBytes { hasher.update($0) }
-            let ours = hasher.finish()
-            #expect(lines.first == ours, "\(algorithm): stored")
-            #expect(lines.dropFirst().first == ours, "\(algorithm): moto's computation")
+        try await MotoServer.start(logDirectory: dir).stopAfter { moto in
+            let s3 = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+                                    credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
+            try await s3.createBucket("sums")
+            let bytes = (0..<300_001).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 1) }
+            for algorithm in ChecksumAlgorithm.allCases {
+                let key = "obj-\(algorithm.rawValue)"
+                _ = try await s3.putObject(PutObjectInput(bucket: "sums", key: key, checksum: algorithm), body: .bytes(bytes))
+                let script = """
+                    import base64, boto3, sys
+                    from awscrt import checksums
+                    from moto.s3.utils import compute_checksum
+                    s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1")
+                    r = s3.get_object(Bucket="sums", Key=sys.argv[2], ChecksumMode="ENABLED")
+                    body = r["Body"].read()
+                    print(r.get("Checksum\(algorithm.rawValue)", "missing"))
+                    if "\(algorithm.rawValue)" == "CRC32C":
+                        print(base64.b64encode(checksums.crc32c(body).to_bytes(4, "big")).decode())
+                    else:
+                        print(compute_checksum(body, "\(algorithm.rawValue)").decode())
+                    """
+                let lines = try await runChecked("python3", ["-c", script, moto.endpoint, key], environment: moto.clientEnvironment)
+                    .split(separator: "\n").map(String.init)
+                var hasher = algorithm.makeHasher()
+                bytes.withUnsafeBytes { hasher.update($0) }
+                let ours = hasher.finish()
+                #expect(lines.first == ours, "\(algorithm): stored")
+                #expect(lines.dropFirst().first == ours, "\(algorithm): moto's computation")
+            }
         }
     }
 }

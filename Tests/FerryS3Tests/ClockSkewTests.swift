@@ -45,8 +45,7 @@ import Testing
     /// request is a HEAD, whose refusal has no body to name the cause.
     @Test(.enabled(if: CephGateway.isInstalled || ProcessInfo.processInfo.environment["CI"] != nil))
     func requestsFromASkewedClockSucceedOnCeph() async throws {
-        let rgw = try await CephGateway.start()
-        do {
+        try await CephGateway.start().stopAfter { rgw in
             let dir = try TestPaths.temporaryDirectory("skew")
             defer { try? FileManager.default.removeItem(at: dir) }
             let endpoint = try S3Endpoint(url: rgw.endpoint)
@@ -91,17 +90,13 @@ import Testing
             let forged = S3Client(.init(endpoint: endpoint, region: "us-east-1",
                                         credentials: AWSCredentials(accessKeyId: rgw.accessKeyId, secretAccessKey: "not-the-secret-00000000000000000000000")),
                                   clock: SigningClock(endpoint: rgw.endpoint, localTime: { Date().addingTimeInterval(3600) }))
-            do {
+            do throws(FerryError) {
                 _ = try await forged.headObject(bucket: "skew", key: "skew/none")
                 Issue.record("a HEAD signed with the wrong secret was answered")
             } catch {
                 #expect(error.code == .accessDenied, "\(error)")
             }
-        } catch {
-            await rgw.stop()
-            throw error
         }
-        await rgw.stop()
     }
 
     /// `ferry cp` up and down, and `ferry uploads`, on a machine whose clock is off (libfaketime
@@ -110,8 +105,7 @@ import Testing
     @Test(.enabled(if: CephGateway.isInstalled || ProcessInfo.processInfo.environment["CI"] != nil),
           .enabled(if: ProcessInfo.processInfo.environment["FERRY_TEST_SANITIZER"] == nil, "libfaketime and TSan's interceptors"))
     func theCommandLineOnAMachineWhoseClockIsOff() async throws {
-        let rgw = try await CephGateway.start()
-        do {
+        try await CephGateway.start().stopAfter { rgw in
             let dir = try TestPaths.temporaryDirectory("skew-cp")
             defer { try? FileManager.default.removeItem(at: dir) }
             try await Boto3(rgw)("create-bucket", "skewcp")
@@ -145,10 +139,6 @@ import Testing
             #expect(sweep.stderr.contains("aborted 0 of 1 incomplete uploads"), "\(sweep.stderr)")
             let listed = try await runChecked(TestPaths.ferryBinary, ["uploads", "s3://skewcp/young"], environment: rgw.clientEnvironment)
             #expect(listed.contains(uploadId), "\(listed)")
-        } catch {
-            await rgw.stop()
-            throw error
         }
-        await rgw.stop()
     }
 }

@@ -83,8 +83,7 @@ import Testing
     @Test func stsRolesAgainstMoto() async throws {
         let root = try TestPaths.temporaryDirectory("creds-sts")
         defer { try? FileManager.default.removeItem(at: root) }
-        let moto = try await MotoServer.start(logDirectory: root)
-        do {
+        try await MotoServer.start(logDirectory: root).stopAfter { moto in
             let tokenFile = root.appendingPathComponent("token")
             try "eyJhbGciOiJub25lIn0.eyJzdWIiOiJmZXJyeSJ9.".write(to: tokenFile, atomically: true, encoding: .utf8)
             // EKS-style web identity from the environment.
@@ -115,11 +114,7 @@ import Testing
                                                    "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/ferry", "AWS_ENDPOINT_URL_STS": moto.endpoint]))
                 .provider()
             await #expect(throws: FerryError.self) { _ = try await broken.credentials() }
-        } catch {
-            await moto.stop()
-            throw error
         }
-        await moto.stop()
     }
 
     /// A loopback server speaking IMDSv2 and the container endpoint's protocol.

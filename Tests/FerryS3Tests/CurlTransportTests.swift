@@ -142,32 +142,32 @@ import Testing
     @Test func theBandwidthLimitIsSharedAndPacesBothWays() async throws {
         let logs = try TestPaths.temporaryDirectory("bandwidth")
         defer { try? FileManager.default.removeItem(at: logs) }
-        let moto = try await MotoServer.start(logDirectory: logs)
-        defer { Task { await moto.stop() } }
-        let s3 = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
-                                credentials: .init(accessKeyId: "testing", secretAccessKey: "testing"),
-                                limits: .init(bandwidthBytesPerSecond: 1 << 20)))
-        try await s3.createBucket("paced")
-        let body = (0..<(3 << 19)).map { UInt8(truncatingIfNeeded: $0 &* 31) }  // 1.5 MiB
-        // Two uploads of 1.5 MiB at once share 1 MiB/s: about three seconds together
-        // (never less; the upper bound only catches a stuck request on a loaded machine).
-        var started = ContinuousClock.now
-        async let a = s3.putObject(PutObjectInput(bucket: "paced", key: "a"), body: .bytes(body), progress: nil)
-        async let b = s3.putObject(PutObjectInput(bucket: "paced", key: "b"), body: .bytes(body), progress: nil)
-        _ = try await (a, b)
-        let up = ContinuousClock.now - started
-        #expect(up >= .milliseconds(2500) && up < .seconds(60), "3 MiB up at 1 MiB/s took \(up)")
-        let file = logs.appendingPathComponent("down.bin")
-        _ = FileManager.default.createFile(atPath: file.path, contents: nil)
-        let fd = open(file.path, O_RDWR)
-        defer { close(fd) }
-        started = ContinuousClock.now
-        async let c = s3.getObject(GetObjectInput(bucket: "paced", key: "a"), into: fd, at: 0, progress: nil)
-        async let d = s3.getObject(GetObjectInput(bucket: "paced", key: "b"), into: fd, at: Int64(body.count), progress: nil)
-        let got = try await (c, d)
-        let down = ContinuousClock.now - started
-        #expect(got.0.bytesReceived + got.1.bytesReceived == Int64(2 * body.count))
-        #expect(down >= .milliseconds(2500) && down < .seconds(60), "3 MiB down at 1 MiB/s took \(down)")
-        #expect(try Data(contentsOf: file) == Data(body + body))
+        try await MotoServer.start(logDirectory: logs).stopAfter { moto in
+            let s3 = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+                                    credentials: .init(accessKeyId: "testing", secretAccessKey: "testing"),
+                                    limits: .init(bandwidthBytesPerSecond: 1 << 20)))
+            try await s3.createBucket("paced")
+            let body = (0..<(3 << 19)).map { UInt8(truncatingIfNeeded: $0 &* 31) }  // 1.5 MiB
+            // Two uploads of 1.5 MiB at once share 1 MiB/s: about three seconds together
+            // (never less; the upper bound only catches a stuck request on a loaded machine).
+            var started = ContinuousClock.now
+            async let a = s3.putObject(PutObjectInput(bucket: "paced", key: "a"), body: .bytes(body), progress: nil)
+            async let b = s3.putObject(PutObjectInput(bucket: "paced", key: "b"), body: .bytes(body), progress: nil)
+            _ = try await (a, b)
+            let up = ContinuousClock.now - started
+            #expect(up >= .milliseconds(2500) && up < .seconds(60), "3 MiB up at 1 MiB/s took \(up)")
+            let file = logs.appendingPathComponent("down.bin")
+            _ = FileManager.default.createFile(atPath: file.path, contents: nil)
+            let fd = open(file.path, O_RDWR)
+            defer { close(fd) }
+            started = ContinuousClock.now
+            async let c = s3.getObject(GetObjectInput(bucket: "paced", key: "a"), into: fd, at: 0, progress: nil)
+            async let d = s3.getObject(GetObjectInput(bucket: "paced", key: "b"), into: fd, at: Int64(body.count), progress: nil)
+            let got = try await (c, d)
+            let down = ContinuousClock.now - started
+            #expect(got.0.bytesReceived + got.1.bytesReceived == Int64(2 * body.count))
+            #expect(down >= .milliseconds(2500) && down < .seconds(60), "3 MiB down at 1 MiB/s took \(down)")
+            #expect(try Data(contentsOf: file) == Data(body + body))
+        }
     }
 }

@@ -56,29 +56,24 @@ import Testing
 
     @Test func againstMoto() async throws {
         let logs = try TestPaths.temporaryDirectory("moto")
-        let moto = try await MotoServer.start(logDirectory: logs)
-        defer { Task { await moto.stop() } }
-        try await exercise(moto)
+        try await MotoServer.start(logDirectory: logs).stopAfter { moto in
+            try await exercise(moto)
+        }
     }
 
     @Test(.enabled(if: CephGateway.isInstalled || ProcessInfo.processInfo.environment["CI"] != nil))
     func againstCephGateway() async throws {
-        let rgw = try await CephGateway.start()
-        do {
+        try await CephGateway.start().stopAfter { rgw in
             try await exercise(rgw)
             // A wrong secret is refused: the server really checks signatures.
             let forged = try client(rgw, secret: "not-the-secret-0000000000000000000000000")
-            do {
+            do throws(FerryError) {
                 _ = try await forged.headObject(bucket: "ferry-client", key: "copy")
                 Issue.record("a request signed with the wrong secret was accepted")
             } catch {
                 #expect(error.code == .accessDenied)
             }
-        } catch {
-            await rgw.stop()
-            throw error
         }
-        await rgw.stop()
     }
 }
 
@@ -86,8 +81,7 @@ import Testing
 @Suite(.serialized) struct PresignTests {
     @Test(.enabled(if: CephGateway.isInstalled || ProcessInfo.processInfo.environment["CI"] != nil))
     func presignedGetAndPutWorkWithCurl() async throws {
-        let rgw = try await CephGateway.start()
-        do {
+        try await CephGateway.start().stopAfter { rgw in
             let dir = try TestPaths.temporaryDirectory("presign")
             try await Boto3(rgw)("create-bucket", "presign")
             let env = rgw.clientEnvironment
@@ -120,10 +114,6 @@ import Testing
             let tooLong = try await runCommand(ferry, ["presign", "get", "s3://presign/x", "--expires", "604801"], environment: env)
             #expect(tooLong.status != 0)
             #expect(tooLong.stderr.contains("7 days"))
-        } catch {
-            await rgw.stop()
-            throw error
         }
-        await rgw.stop()
     }
 }

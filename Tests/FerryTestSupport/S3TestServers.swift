@@ -10,6 +10,15 @@ public protocol S3TestServer: Sendable {
 }
 
 extension S3TestServer {
+    /// Runs `body` with this server, then stops it, whether `body` returns or throws.
+    @discardableResult
+    public func stopAfter<T>(_ body: (Self) async throws -> T) async throws -> T {
+        let value: T
+        do { value = try await body(self) } catch { await stop(); throw error }
+        await stop()
+        return value
+    }
+
     /// Environment variables for clients (ferry, boto3) of this server.
     public var clientEnvironment: [String: String] {
         ["AWS_ACCESS_KEY_ID": accessKeyId, "AWS_SECRET_ACCESS_KEY": secretAccessKey, "AWS_REGION": "us-east-1",
