@@ -11,20 +11,18 @@ import Testing
 /// taking them, and not at every request; STS's own refusal of this
 /// machine's time is corrected as S3's is.
 @Suite(.serialized) struct CredentialClockTests {
-    @Test func anExpiryMovesOntoThisMachinesClockOnlyWhenTheSourcesIsFarOff() {
+    @Test func anExpiryMovesOntoThisMachinesClockByTheSourcesDate() {
         let received = Date(timeIntervalSince1970: 1_800_000_000)
         func keys(sourceOffset: TimeInterval?) -> AWSCredentials {
             let sourceNow = sourceOffset.map { received.addingTimeInterval($0) }
             return AWSCredentials(accessKeyId: "ASIA", secretAccessKey: "s", sessionToken: "t",
                                   expiration: (sourceNow ?? received).addingTimeInterval(3600), sourceTime: sourceNow)
         }
-        // No `Date` (a credential_process), or a source within a minute: the expiry as written.
-        for offset: TimeInterval? in [nil, 0, 30, -50] {
-            let (moved, by) = RefreshingCredentialProvider.onLocalClock(keys(sourceOffset: offset), receivedAt: received)
-            #expect(by == 0 && moved == keys(sourceOffset: offset), "\(String(describing: offset))")
-        }
-        // Two hours ahead or behind, or ten minutes: the hour the source gave, from now on this machine's clock.
-        for offset: TimeInterval in [7200, -7200, 600, -600] {
+        // No `Date` (a credential_process runs on this machine): the expiry as written.
+        let (kept, none) = RefreshingCredentialProvider.onLocalClock(keys(sourceOffset: nil), receivedAt: received)
+        #expect(none == 0 && kept == keys(sourceOffset: nil))
+        // Two hours ahead or behind, ten minutes, half a minute, none: the hour the source gave, from now on this machine's clock.
+        for offset: TimeInterval in [7200, -7200, 600, -600, 30, -50, 0] {
             let (moved, by) = RefreshingCredentialProvider.onLocalClock(keys(sourceOffset: offset), receivedAt: received)
             #expect(abs(by - offset - 0.5) < 0.001, "\(offset): \(by)")
             #expect(abs(moved.expiration!.timeIntervalSince(received) - 3599.5) < 0.001, "\(offset): \(moved.expiration!)")
@@ -32,6 +30,58 @@ import Testing
         // Long-term keys have no expiry to move.
         let longTerm = AWSCredentials(accessKeyId: "AKIA", secretAccessKey: "s", sourceTime: received.addingTimeInterval(7200))
         #expect(RefreshingCredentialProvider.onLocalClock(longTerm, receivedAt: received).credentials.expiration == nil)
+    }
+
+    /// The invariant, over sources' clocks up to ten days off (a third within
+    /// two minutes), lifetimes of 2 minutes to 12 hours, and callers busy or
+    /// idle up to a whole lifetime, seeded: keys handed out are never past their
+    /// end by their source's clock, and new keys are fetched only once the
+    /// current ones are within the refresh window by that clock
+    /// (min(5 minutes, half the lifetime) before their end), never sooner.
+    @Test(arguments: [11, 12, 13] as [UInt64])
+    func keysAreValidAtTheirSourceAndRenewedOnlyNearTheirEnd(seed: UInt64) async throws {
+        struct Issued { var id: String; var endAtSource: Date; var previousLeft: TimeInterval? }
+        var random = SeededGenerator(seed: seed)
+        for round in 0..<40 {
+            // A third of the rounds on clocks within two minutes, as NTP-kept machines with a slow one among them.
+            let offset = round % 3 == 0 ? Double.random(in: -120...120, using: &random) : Double.random(in: -864_000...864_000, using: &random)
+            let lifetime = round % 2 == 0 ? Double.random(in: 120...3600, using: &random) : Double.random(in: 120...43_200, using: &random)
+            let local = Mutex<Date>(Date(timeIntervalSince1970: 1_800_000_000 + Double(round) * 1e7))
+            let issued = Mutex<[Issued]>([])
+            let provider = RefreshingCredentialProvider(source: "seeded", localTime: { local.withLock { $0 } }) { () async throws(FerryError) -> AWSCredentials in
+                let sourceNow = local.withLock { $0 }.addingTimeInterval(offset)
+                let id = issued.withLock { list in
+                    list.append(Issued(id: "ASIA\(list.count)", endAtSource: sourceNow.addingTimeInterval(lifetime),
+                                       previousLeft: list.last.map { $0.endAtSource.timeIntervalSince(sourceNow) }))
+                    return "ASIA\(list.count - 1)"
+                }
+                // A `Date` header: whole seconds, cut.
+                return AWSCredentials(accessKeyId: id, secretAccessKey: "s", sessionToken: "t",
+                                      expiration: sourceNow.addingTimeInterval(lifetime),
+                                      sourceTime: Date(timeIntervalSince1970: sourceNow.timeIntervalSince1970.rounded(.down)))
+            }
+            let context = "seed \(seed) round \(round): source \(Int(offset)) s off, keys for \(Int(lifetime)) s"
+            for step in 0..<60 {
+                // Mostly busy (requests within a quarter of the keys' lifetime), sometimes idle up to a whole lifetime.
+                let idle = Int.random(in: 0..<4, using: &random) == 0
+                let elapsed = step == 0 ? 0 : Double.random(in: 0...(idle ? lifetime : lifetime / 4), using: &random)
+                local.withLock { $0 = $0.addingTimeInterval(elapsed) }
+                let keys = try await provider.credentials()
+                let sourceNow = local.withLock { $0 }.addingTimeInterval(offset)
+                let handedOut = try #require(issued.withLock { list in list.first { $0.id == keys.accessKeyId } })
+                #expect(handedOut.endAtSource > sourceNow,
+                        "\(context), step \(step): \(keys.accessKeyId) handed out \(sourceNow.timeIntervalSince(handedOut.endAtSource)) s after its end")
+                // A renewal begun in the background ends before time moves on.
+                for _ in 0..<5000 where provider.isRenewing { try await Task.sleep(for: .milliseconds(1)) }
+                #expect(!provider.isRenewing, "\(context), step \(step): a renewal did not end")
+            }
+            let window = min(300, lifetime / 2)
+            for renewal in issued.withLock({ $0 }).dropFirst() {
+                let left = try #require(renewal.previousLeft)
+                #expect(left <= window + 2, "\(context): \(renewal.id) fetched while the keys before had \(Int(left)) s left")
+            }
+            #expect(issued.withLock { $0.count } > 1, "\(context): the keys were never renewed")
+        }
     }
 
     /// Role keys from Ceph's STS for 15 minutes, on a machine 20 minutes
@@ -44,8 +94,7 @@ import Testing
     @Test(.enabled(if: (CephGateway.isInstalled && FileManager.default.fileExists(atPath: "/usr/bin/faketime"))
                        || ProcessInfo.processInfo.environment["CI"] != nil))
     func roleKeysAreRenewedByTheirSourcesClockOnCeph() async throws {
-        let rgw = try await CephGateway.start(sts: true, movableClock: true)
-        do {
+        try await CephGateway.start(sts: true, movableClock: true).stopAfter { rgw in
             let roleArn = try #require(rgw.roleArn)
             let shift = Mutex<TimeInterval>(-1200)
             let local: @Sendable () -> Date = { Date().addingTimeInterval(shift.withLock { $0 }) }
@@ -84,16 +133,12 @@ import Testing
             // The test's premise: the gateway no longer takes the first keys.
             let stale = S3Client(.init(endpoint: endpoint, region: "us-east-1", credentials: first), transport: transport,
                                  clock: SigningClock(endpoint: rgw.endpoint, localTime: local))
-            do {
+            do throws(FerryError) {
                 _ = try await stale.putObject(PutObjectInput(bucket: "roles", key: "stale"), body: .bytes(bytes))
                 Issue.record("the gateway took keys past their expiry")
             } catch {
                 #expect(error.code == .accessDenied, "\(error)")
             }
-        } catch {
-            await rgw.stop()
-            throw error
         }
-        await rgw.stop()
     }
 }

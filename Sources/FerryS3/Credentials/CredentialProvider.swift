@@ -33,7 +33,7 @@ public struct StaticCredentialProvider: CredentialProvider {
 /// fetch runs; only missing or (almost) expired keys make callers wait for
 /// it. A failed refresh is logged and retried at most every 5 s while the
 /// old keys last, so a brief STS or metadata outage does not stop transfers.
-/// Expiry is reckoned by the source's clock where it differs from this
+/// Expiry is reckoned by the source's clock, which need not agree with this
 /// machine's (`onLocalClock`).
 public final class RefreshingCredentialProvider: CredentialProvider {
     public let source: String
@@ -85,6 +85,9 @@ public final class RefreshingCredentialProvider: CredentialProvider {
         }
     }
 
+    /// Whether a fetch of new keys is under way (tests).
+    var isRenewing: Bool { state.withLock { $0.refresh != nil } }
+
     /// Keys this close to their expiry are not used: a request signed now may
     /// arrive later. 10 s, or a tenth of a shorter lifetime.
     static func isUsable(_ credentials: AWSCredentials, obtainedAt: Date, now: Date) -> Bool {
@@ -99,17 +102,16 @@ public final class RefreshingCredentialProvider: CredentialProvider {
         return expiration.timeIntervalSince(now) < min(300, lifetime / 2)
     }
 
-    /// Temporary keys' expiry is written on their source's clock. Where the
-    /// source's `Date` shows that clock a minute or more from this machine's,
-    /// the expiry is moved onto this machine's clock, keeping the lifetime the
-    /// source gave: on a clock behind, keys would otherwise be used after the
-    /// store stopped taking them; on one ahead, renewed at every request.
-    /// Returns the keys so moved, and the source's clock less this machine's (0: not moved).
+    /// Temporary keys' expiry is written on their source's clock. When the
+    /// source's `Date` says what that clock read, the expiry is moved onto
+    /// this machine's clock, keeping the lifetime the source gave: on a clock
+    /// behind, keys would otherwise be used after the store stopped taking
+    /// them; on one ahead, renewed at every request. Returns the keys so
+    /// moved, and the source's clock less this machine's (0 without a `Date`).
     static func onLocalClock(_ credentials: AWSCredentials, receivedAt: Date) -> (credentials: AWSCredentials, offset: TimeInterval) {
         guard let expiration = credentials.expiration, let sourceTime = credentials.sourceTime else { return (credentials, 0) }
         // `Date` has whole seconds: the source's time was within the second after it.
         let offset = sourceTime.addingTimeInterval(0.5).timeIntervalSince(receivedAt)
-        guard abs(offset) >= SigningClock.smallestCorrection else { return (credentials, 0) }
         var moved = credentials
         moved.expiration = expiration.addingTimeInterval(-offset)
         return (moved, offset)
@@ -128,6 +130,8 @@ public final class RefreshingCredentialProvider: CredentialProvider {
             result = .success(moved.credentials)
             offset = moved.offset
         }
+        // Within a minute is what a `Date`'s whole second and a clock kept by NTP give: not worth a word.
+        let far = abs(offset) >= SigningClock.smallestCorrection
         let warn = state.withLock { s in
             s.refresh = nil
             switch result {
@@ -139,18 +143,20 @@ public final class RefreshingCredentialProvider: CredentialProvider {
                 s.lastFailure = (localTime(), error)
                 return false
             }
-            // One warning when the difference appears or changes, not one per renewal.
-            guard abs(offset - s.warnedOffset) >= SigningClock.smallestCorrection else { return false }
-            s.warnedOffset = offset
+            // One line when a difference of a minute or more appears, changes or goes, not one per renewal.
+            guard abs((far ? offset : 0) - s.warnedOffset) >= SigningClock.smallestCorrection else { return false }
+            s.warnedOffset = far ? offset : 0
             return true
         }
         switch result {
         case .success(let credentials):
             let seconds = Int(offset.rounded())
-            let clock = offset == 0 ? "" : " (this machine's clock; the source's is \(abs(seconds)) s \(seconds > 0 ? "ahead" : "behind"))"
+            let clock = far ? " (this machine's clock; the source's is \(abs(seconds)) s \(seconds > 0 ? "ahead" : "behind"))" : ""
             let until = credentials.expiration.map { ", valid until \(Timestamp.iso8601($0))\(clock)" } ?? ""
             logger.info("credentials from \(source): access key \(credentials.accessKeyId)\(until)")
-            if warn {
+            if warn && !far {
+                logger.info("credentials from \(source): the source's clock now agrees with this machine's")
+            } else if warn {
                 logger.warning("""
                     credentials from \(source) come from a clock \(abs(seconds)) s \(seconds > 0 ? "ahead of" : "behind") this machine's: \
                     they are taken to last the time the source gave them from when they came, and renewed by that reckoning. \
