@@ -27,6 +27,13 @@ import Testing
             #expect(abs(by - offset - 0.5) < 0.001, "\(offset): \(by)")
             #expect(abs(moved.expiration!.timeIntervalSince(received) - 3599.5) < 0.001, "\(offset): \(moved.expiration!)")
         }
+        // A `Date` that is not the expiry's clock (a year 9999 or 1970 from a broken proxy): the expiry as written.
+        for bogus in [Date(timeIntervalSince1970: 253_402_300_799), Date(timeIntervalSince1970: 0)] {
+            var keys = keys(sourceOffset: nil)
+            keys.sourceTime = bogus
+            let (kept, by) = RefreshingCredentialProvider.onLocalClock(keys, receivedAt: received)
+            #expect(by == 0 && kept.expiration == keys.expiration, "\(bogus)")
+        }
         // Long-term keys have no expiry to move.
         let longTerm = AWSCredentials(accessKeyId: "AKIA", secretAccessKey: "s", sourceTime: received.addingTimeInterval(7200))
         #expect(RefreshingCredentialProvider.onLocalClock(longTerm, receivedAt: received).credentials.expiration == nil)

@@ -43,6 +43,8 @@ public final class RefreshingCredentialProvider: CredentialProvider {
     private let state = Mutex<State>(State())
 
     static let retryAfterFailure: TimeInterval = 5
+    /// The longest any source makes temporary keys last (STS's GetSessionToken: 36 hours).
+    static let longestLifetime: TimeInterval = 36 * 3600
 
     private struct State {
         var current: AWSCredentials?
@@ -107,9 +109,16 @@ public final class RefreshingCredentialProvider: CredentialProvider {
     /// this machine's clock, keeping the lifetime the source gave: on a clock
     /// behind, keys would otherwise be used after the store stopped taking
     /// them; on one ahead, renewed at every request. Returns the keys so
-    /// moved, and the source's clock less this machine's (0 without a `Date`).
+    /// moved, and the source's clock less this machine's (0 when not moved).
     static func onLocalClock(_ credentials: AWSCredentials, receivedAt: Date) -> (credentials: AWSCredentials, offset: TimeInterval) {
-        guard let expiration = credentials.expiration, let sourceTime = credentials.sourceTime else { return (credentials, 0) }
+        guard let expiration = credentials.expiration, let sourceTime = credentials.sourceTime,
+              case let lifetime = expiration.timeIntervalSince(sourceTime),
+              lifetime > 0, lifetime <= Self.longestLifetime else {
+            // No `Date`, or one that is not the clock the expiry was written on (a
+            // proxy's, a broken one): keys already over, or lasting longer than
+            // any source gives. Then the expiry is taken as written.
+            return (credentials, 0)
+        }
         // `Date` has whole seconds: the source's time was within the second after it.
         let offset = sourceTime.addingTimeInterval(0.5).timeIntervalSince(receivedAt)
         var moved = credentials
