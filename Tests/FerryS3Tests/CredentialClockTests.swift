@@ -2,6 +2,7 @@ import FerryCore
 @testable import FerryS3
 import FerryTestSupport
 import Foundation
+import Logging
 import Synchronization
 import Testing
 
@@ -37,6 +38,55 @@ import Testing
         // Long-term keys have no expiry to move.
         let longTerm = AWSCredentials(accessKeyId: "AKIA", secretAccessKey: "s", sourceTime: received.addingTimeInterval(7200))
         #expect(RefreshingCredentialProvider.onLocalClock(longTerm, receivedAt: received).credentials.expiration == nil)
+    }
+
+    /// One warning when the source's clock is found a minute or more off, or
+    /// found off by another amount; none while it stays where it was; one
+    /// info line when it comes back within a minute.
+    @Test func theClocksDifferenceIsSaidOnceForEachChange() async throws {
+        final class Lines: Sendable {
+            let lines = Mutex<[String]>([])
+            struct Recorder: LogHandler {
+                let sink: Lines
+                var metadata: Logger.Metadata = [:]
+                var logLevel: Logger.Level = .trace
+                subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+                    get { metadata[key] }
+                    set { metadata[key] = newValue }
+                }
+                func log(event: LogEvent) {
+                    sink.lines.withLock { $0.append("\(event.level) \(event.message)") }
+                }
+            }
+        }
+        let recorded = Lines()
+        // A quarter second before the whole one: the `Date` (whole seconds, cut) read at its middle is 0.25 s late.
+        let local = Mutex<Date>(Date(timeIntervalSince1970: 1_800_000_000.75))
+        let offsets: [TimeInterval] = [7200, 7230, 0, 20, -3600, -3600, 0]
+        let fetched = Mutex<Int>(0)
+        let provider = RefreshingCredentialProvider(source: "seq", logger: Logger(label: "test.credentials") { _ in Lines.Recorder(sink: recorded) },
+                                                    localTime: { local.withLock { $0 } }) { () async throws(FerryError) -> AWSCredentials in
+            let n = fetched.withLock { count in defer { count += 1 }; return count }
+            let sourceNow = local.withLock { $0 }.addingTimeInterval(offsets[n])
+            return AWSCredentials(accessKeyId: "ASIA\(n)", secretAccessKey: "s", sessionToken: "t",
+                                  expiration: sourceNow.addingTimeInterval(600),
+                                  sourceTime: Date(timeIntervalSince1970: sourceNow.timeIntervalSince1970.rounded(.down)))
+        }
+        var said: [[String]] = []
+        for n in offsets.indices {
+            #expect(try await provider.credentials().accessKeyId == "ASIA\(n)")
+            said.append(recorded.lines.withLock { lines in defer { lines.removeAll() }; return lines })
+            local.withLock { $0 = $0.addingTimeInterval(700) }
+        }
+        let warnings = said.map { $0.filter { $0.hasPrefix("warning") }.count }
+        let agreements = said.map { $0.filter { $0.contains("now agrees") }.count }
+        #expect(warnings == [1, 0, 0, 0, 1, 0, 0], "\(said)")
+        #expect(agreements == [0, 0, 1, 0, 0, 0, 1], "\(said)")
+        #expect(said[0].contains { $0.contains("come from a clock 7200 s ahead of this machine's") }, "\(said[0])")
+        #expect(said[4].contains { $0.contains("come from a clock 3600 s behind this machine's") }, "\(said[4])")
+        #expect(said[1].contains { $0.hasPrefix("info") && $0.contains("the source's is 7230 s ahead") }, "\(said[1])")
+        #expect(said[3].count == 1 && said[3].allSatisfy { $0.hasPrefix("info") && !$0.contains("the source's is") },
+                "within a minute, the info line names no difference: \(said[3])")
     }
 
     /// The invariant, over sources' clocks up to ten days off (a third within
