@@ -13,25 +13,6 @@ import Testing
 /// recorder is the handle's own logger: what librdkafka logs while the handle
 /// is created reaches it (it went to a `ferry.kafka` logger of its own).
 @Suite struct SharedPropertiesTests {
-    /// Collects what librdkafka logs through the handle's logger.
-    struct Recorder: LogHandler {
-        let sink: Lines
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            sink.lines.withLock { $0.append("\(event.level) \(event.message)") }
-        }
-    }
-
-    final class Lines: Sendable {
-        let lines = Mutex<[String]>([])
-        var logger: Logger { Logger(label: "test.kafka.properties") { _ in Recorder(sink: self) } }
-    }
-
     @Test func eachKindOfHandleGetsOnlyThePropertiesItReads() async throws {
         let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: Logger(label: "test.kafka"))
         try cluster.createTopic("t.shared", partitions: 1)
@@ -40,12 +21,13 @@ import Testing
             "session.timeout.ms": "6000", "fetch.wait.max.ms": "100", "auto.offset.reset": "earliest", "max.poll.interval.ms": "60000",
             "client.id": "shared-properties",
         ])
-        let recorded = Lines()
-        let producer = try KafkaProducer(configuration: shared, logger: recorded.logger)
+        let recorded = RecordedLog()
+        let logger = recorded.logger(label: "test.kafka.properties")
+        let producer = try KafkaProducer(configuration: shared, logger: logger)
         try await producer.send(topic: "t.shared", key: Array("k".utf8), value: Array("v".utf8))
         var grouped = shared
         grouped["group.id"] = "shared"
-        let consumer = try KafkaConsumer(configuration: grouped, subscribing: ["t.shared"], logger: recorded.logger)
+        let consumer = try KafkaConsumer(configuration: grouped, subscribing: ["t.shared"], logger: logger)
         await consumer.close()
         await producer.flush()
         let warnings = recorded.lines.withLock { $0 }.filter { $0.contains("CONFWARN") || $0.contains("will be ignored") }
@@ -55,15 +37,15 @@ import Testing
         // a consumer property's the consumer, and an unknown property either.
         #expect(throws: KafkaError.self) {
             try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, ["compression.type": "bogus"]),
-                              logger: recorded.logger)
+                              logger: logger)
         }
         #expect(throws: KafkaError.self) {
             try KafkaConsumer(configuration: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, ["session.timeout.ms": "-5", "group.id": "g"]),
-                              subscribing: ["t.shared"], logger: recorded.logger)
+                              subscribing: ["t.shared"], logger: logger)
         }
         #expect(throws: KafkaError.self) {
             try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, ["no.such.property": "1"]),
-                              logger: recorded.logger)
+                              logger: logger)
         }
     }
 }

@@ -44,27 +44,12 @@ import Testing
     /// found off by another amount; none while it stays where it was; one
     /// info line when it comes back within a minute.
     @Test func theClocksDifferenceIsSaidOnceForEachChange() async throws {
-        final class Lines: Sendable {
-            let lines = Mutex<[String]>([])
-            struct Recorder: LogHandler {
-                let sink: Lines
-                var metadata: Logger.Metadata = [:]
-                var logLevel: Logger.Level = .trace
-                subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-                    get { metadata[key] }
-                    set { metadata[key] = newValue }
-                }
-                func log(event: LogEvent) {
-                    sink.lines.withLock { $0.append("\(event.level) \(event.message)") }
-                }
-            }
-        }
-        let recorded = Lines()
+        let recorded = RecordedLog()
         // A quarter second before the whole one: the `Date` (whole seconds, cut) read at its middle is 0.25 s late.
         let local = Mutex<Date>(Date(timeIntervalSince1970: 1_800_000_000.75))
         let offsets: [TimeInterval] = [7200, 7230, 0, 20, -3600, -3600, 0]
         let fetched = Mutex<Int>(0)
-        let provider = RefreshingCredentialProvider(source: "seq", logger: Logger(label: "test.credentials") { _ in Lines.Recorder(sink: recorded) },
+        let provider = RefreshingCredentialProvider(source: "seq", logger: recorded.logger(label: "test.credentials"),
                                                     localTime: { local.withLock { $0 } }) { () async throws(FerryError) -> AWSCredentials in
             let n = fetched.withLock { count in defer { count += 1 }; return count }
             let sourceNow = local.withLock { $0 }.addingTimeInterval(offsets[n])
@@ -75,7 +60,7 @@ import Testing
         var said: [[String]] = []
         for n in offsets.indices {
             #expect(try await provider.credentials().accessKeyId == "ASIA\(n)")
-            said.append(recorded.lines.withLock { lines in defer { lines.removeAll() }; return lines })
+            said.append(recorded.take())
             local.withLock { $0 = $0.addingTimeInterval(700) }
         }
         let warnings = said.map { $0.filter { $0.hasPrefix("warning") }.count }
