@@ -275,7 +275,7 @@ public final class S3Client: ObjectStore {
             let fields = S3ErrorResponse.fields(response.body)
             let named = S3ErrorResponse.isClockSkew(fields)
             if mayCorrectClock, response.status == 403, named || method == "HEAD",
-               let serverDate = response.header("date").flatMap(HTTPDate.parse),
+               let serverDate = response.date,
                clock.correct(signedAt: signedAt, serverDate: serverDate, named: named,
                              refusal: named ? "RequestTimeTooSkewed" : "a bare 403 to a HEAD, dated past S3's 15 minutes from the request") {
                 mayCorrectClock = false

@@ -55,7 +55,7 @@ public enum ContainerCredentialProvider {
             }
             return AWSCredentials(accessKeyId: document.AccessKeyId, secretAccessKey: document.SecretAccessKey,
                                   sessionToken: document.Token, expiration: document.Expiration.flatMap(CredentialExpiry.parse),
-                                  sourceTime: response.header("date").flatMap(HTTPDate.parse))
+                                  sourceTime: response.date)
         }
     }
 }

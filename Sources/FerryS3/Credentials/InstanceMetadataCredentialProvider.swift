@@ -32,7 +32,7 @@ public enum InstanceMetadataCredentialProvider {
                 guard response.status == 200 else {
                     throw FerryError(.credentialsUnavailable, "instance metadata \(path) answered HTTP \(response.status)")
                 }
-                return (String(decoding: response.body, as: UTF8.self), response.header("date").flatMap(HTTPDate.parse))
+                return (String(decoding: response.body, as: UTF8.self), response.date)
             }
             let token = try await call("PUT", "/latest/api/token", [("x-aws-ec2-metadata-token-ttl-seconds", "21600")]).text
             let auth = [("x-aws-ec2-metadata-token", token)]

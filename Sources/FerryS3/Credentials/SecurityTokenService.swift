@@ -68,7 +68,7 @@ public struct SecurityTokenService: Sendable {
                 throw FerryError(.credentialsUnavailable, "\(action) at \(endpoint): \(error.message)")
             }
             let fields = XMLFields.parse(response.body, wanted: ["AccessKeyId", "SecretAccessKey", "SessionToken", "Expiration", "Code", "Message"])
-            let date = response.header("date").flatMap(HTTPDate.parse)
+            let date = response.date
             guard (200..<300).contains(response.status) else {
                 // The server's words, bounded (as S3's are): they go on into logs and statuses.
                 let code = fields["Code"].map { TextClip.clipped($0, toUTF8: 128) } ?? "HTTP \(response.status)"

@@ -90,4 +90,7 @@ public struct HTTPResponse: Sendable {
     public var bodyLength: Int64
 
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
+
+    /// The server's time when it answered (`Date`, whole seconds), if it said a valid one.
+    var date: Date? { header("date").flatMap(HTTPDate.parse) }
 }
