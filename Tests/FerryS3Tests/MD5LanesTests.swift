@@ -49,21 +49,24 @@ import Testing
         return try await stream.finish(size: Int64(message.count))
     }
 
-    /// Each set of vector instructions this CPU has (AVX2, AVX-512) advances
-    /// eight messages exactly as the scalar steps advance each one: generated
-    /// rounds (seeded; `FERRY_FUZZ_SEED` replays them) of 1–40 blocks from
-    /// drawn chaining values, with some lanes repeating another lane's state
-    /// and data as a batch of fewer than eight files does. Only the sets this
-    /// CPU has are cases (machines differ: one of these hosts has AVX-512,
-    /// another not); the set in use is printed.
-    @Test(arguments: [Int32(FERRY_MD5_AVX2), Int32(FERRY_MD5_AVX512)].filter { ferry_md5_vector() >= $0 })
-    func vectorStepsMatchTheScalarSteps(vector: Int32) throws {
+    /// Each set of vector instructions this CPU has (AVX2, AVX-512), in each
+    /// width (eight lanes, sixteen), advances its messages exactly as the
+    /// scalar steps advance each one: generated rounds (seeded;
+    /// `FERRY_FUZZ_SEED` replays them) of 1–40 blocks from drawn chaining
+    /// values, with some lanes repeating another lane's state and data as a
+    /// batch of fewer files than lanes does (a repeated state must advance
+    /// once, not once per lane). Only the sets this CPU has are cases
+    /// (machines differ: one of these hosts has AVX-512, another not), and
+    /// the scalar fallback is a case too; the set in use is printed.
+    @Test(arguments: [Int32(FERRY_MD5_SCALAR), Int32(FERRY_MD5_AVX2), Int32(FERRY_MD5_AVX512)].filter { ferry_md5_vector() >= $0 },
+          [8, 16])
+    func vectorStepsMatchTheScalarSteps(vector: Int32, width: Int) throws {
         let seed = FuzzReplay.seed
-        print("MD5 vector \(vector): FERRY_FUZZ_SEED=\(seed)")
+        print("MD5 vector \(vector), \(width) lanes: FERRY_FUZZ_SEED=\(seed)")
         var rng = SeededGenerator(seed: seed)
         for round in 0..<200 {
             let blocks = Int.random(in: 1...40, using: &rng)
-            let distinct = Int.random(in: 1...8, using: &rng)
+            let distinct = Int.random(in: 1...width, using: &rng)
             let messages = (0..<distinct).map { _ in bytes(blocks * 64, &rng) }
             let starts = (0..<distinct).map { _ in
                 round % 4 == 0 ? ferry_md5_state(h: (0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476))
@@ -71,7 +74,7 @@ import Testing
                                           UInt32.random(in: 0...UInt32.max, using: &rng), UInt32.random(in: 0...UInt32.max, using: &rng)))
             }
             // Lane i holds message owner[i]; every message has a lane.
-            let owner = (0..<8).map { $0 < distinct ? $0 : Int.random(in: 0..<distinct, using: &rng) }.shuffled(using: &rng)
+            let owner = (0..<width).map { $0 < distinct ? $0 : Int.random(in: 0..<distinct, using: &rng) }.shuffled(using: &rng)
             let vectorStates = UnsafeMutablePointer<ferry_md5_state>.allocate(capacity: distinct)
             defer { vectorStates.deallocate() }
             vectorStates.initialize(from: starts, count: distinct)
@@ -89,7 +92,11 @@ import Testing
             var dataPointers: [UnsafeRawPointer?] = owner.map { UnsafeRawPointer(buffers[$0].baseAddress) }
             statePointers.withUnsafeMutableBufferPointer { states in
                 dataPointers.withUnsafeMutableBufferPointer { data in
-                    ferry_md5_blocks_x8_with(vector, states.baseAddress, data.baseAddress, blocks)
+                    if width == 16 {
+                        ferry_md5_blocks_x16_with(vector, states.baseAddress, data.baseAddress, blocks)
+                    } else {
+                        ferry_md5_blocks_x8_with(vector, states.baseAddress, data.baseAddress, blocks)
+                    }
                 }
             }
             for index in 0..<distinct {
@@ -131,7 +138,7 @@ import Testing
     func interleavedFilesMatchLibcrypto(vectorLanes: Bool) async throws {
         var rng = SeededGenerator(seed: vectorLanes ? 0x3D5_1A7E : 0x5CA1A7)
         for chunkSize in [64, 4096, 64 << 10] {
-            let lanes = MD5Lanes(chunkSize: chunkSize, batchWhen: Int.random(in: 1...8, using: &rng),
+            let lanes = MD5Lanes(chunkSize: chunkSize, batchWhen: Int.random(in: 1...16, using: &rng),
                                  urgentBytes: Int64.random(in: 1...(256 << 10), using: &rng),
                                  finishWait: .milliseconds(Int.random(in: 0...40, using: &rng)), useVectorLanes: vectorLanes)
             let messages = (0..<24).map { _ in bytes(Int.random(in: 0...(600 << 10), using: &rng), &rng) }
@@ -195,13 +202,15 @@ import Testing
         #expect(lanes.activeCount == 0)
     }
 
-    /// Eight files each with their chunks waiting, ending at once: every batch
-    /// fills the eight lanes (a batch costs the same however few it fills).
-    @Test(.enabled(if: MD5Lanes.hasVectorLanes))
-    func filesWaitForEachOtherToFillTheLanes() async throws {
-        var rng = SeededGenerator(seed: 0xF111)
+    /// Files each with their chunks waiting, ending at once: every batch holds
+    /// every file, up to the sixteen lanes (a batch costs the same however few
+    /// of its lanes it fills), and each file's digest is right whichever
+    /// kernel (eight lanes, sixteen) took it.
+    @Test(.enabled(if: MD5Lanes.hasVectorLanes), arguments: [8, 12, 16])
+    func filesWaitForEachOtherToFillTheLanes(count: Int) async throws {
+        var rng = SeededGenerator(seed: 0xF111 + UInt64(count))
         let lanes = MD5Lanes(chunkSize: 4096, urgentBytes: 1 << 30, finishWait: .seconds(30))
-        let messages = (0..<8).map { _ in bytes(64 * 4096, &rng) }
+        let messages = (0..<count).map { _ in bytes(64 * 4096, &rng) }
         let files = messages.map { _ in TempFile() }
         let streams = try files.map { try lanes.start($0.fd) }
         for (index, message) in messages.enumerated() {
@@ -214,8 +223,8 @@ import Testing
             }
             return try await group.reduce(into: [Int: [UInt8]]()) { $0[$1.0] = $1.1 }
         }
-        #expect((0..<8).map { digests[$0] } == messages.map { Digest.md5($0) })
-        #expect(lanes.statistics == (batches: 64, lanes: 512))
+        #expect((0..<count).map { digests[$0] } == messages.map { Digest.md5($0) })
+        #expect(lanes.statistics == (batches: 64, lanes: 64 * count))
     }
 
     /// A file whose download has ended waits for company at most `finishWait`:
