@@ -106,3 +106,43 @@ uint32_t ferry_crc32_update_tables(uint32_t polynomial, uint32_t crc, const void
     pthread_once(&tables_once, build_tables);
     return update_tables(tables[polynomial == FERRY_CRC32_CASTAGNOLI], crc, bytes, length);
 }
+
+// ---- Combining: the CRC of A then B from the CRCs of A and of B. ----
+//
+// With the register's start and final XOR both all ones, crc(A || B) =
+// crc(A) · x^(8·|B|) + crc(B) over GF(2), modulo the polynomial. In the
+// reflected form used here a register's bit 31 is the coefficient of x^0 and
+// bit 0 that of x^31. x^(8·n) is built from the powers x^(2^k) (k = 3 for
+// x^8, one more per bit of n), 64 of them so that any 64-bit length is
+// covered without assuming the powers repeat.
+
+/// a · b modulo the polynomial, both reflected.
+static uint32_t multiply_modulo(uint32_t polynomial, uint32_t a, uint32_t b) {
+    uint32_t product = 0;
+    for (uint32_t term = 1u << 31; term != 0; term >>= 1) {
+        if (a & term) product ^= b;
+        if ((a & (term - 1)) == 0) break;
+        b = (b & 1) ? (b >> 1) ^ polynomial : b >> 1;  // b · x
+    }
+    return product;
+}
+
+static uint32_t powers[2][67];  // x^(2^k) modulo each polynomial
+static pthread_once_t powers_once = PTHREAD_ONCE_INIT;
+
+static void build_powers(void) {
+    const uint32_t polynomials[2] = {FERRY_CRC32_IEEE, FERRY_CRC32_CASTAGNOLI};
+    for (int p = 0; p < 2; p++) {
+        powers[p][0] = 1u << 30;  // x^1
+        for (int k = 1; k < 67; k++) powers[p][k] = multiply_modulo(polynomials[p], powers[p][k - 1], powers[p][k - 1]);
+    }
+}
+
+uint32_t ferry_crc32_combine(uint32_t polynomial, uint32_t first, uint32_t second, uint64_t second_length) {
+    pthread_once(&powers_once, build_powers);
+    const uint32_t *table = powers[polynomial == FERRY_CRC32_CASTAGNOLI];
+    uint32_t shift = 1u << 31;  // x^0
+    for (int k = 3; second_length != 0; second_length >>= 1, k++)
+        if (second_length & 1) shift = multiply_modulo(polynomial, table[k], shift);
+    return multiply_modulo(polynomial, shift, first) ^ second;
+}

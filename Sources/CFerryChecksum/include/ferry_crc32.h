@@ -20,4 +20,11 @@ uint32_t ferry_crc32_update_tables(uint32_t polynomial, uint32_t crc, const void
 /// 1 when CRC-32C runs on the CPU's instruction, 0 when on tables.
 int ferry_crc32c_hardware(void);
 
+/// The checksum of A followed by B, from A's checksum, B's checksum and B's
+/// length in bytes (finished values: the register XORed with 0xFFFFFFFF, as
+/// S3 sends them), without reading either again. `polynomial` is
+/// FERRY_CRC32_IEEE or FERRY_CRC32_CASTAGNOLI. A few microseconds, whatever
+/// the length: parts checksummed as they stream make the whole object's.
+uint32_t ferry_crc32_combine(uint32_t polynomial, uint32_t first, uint32_t second, uint64_t second_length);
+
 #endif

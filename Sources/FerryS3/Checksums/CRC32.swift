@@ -26,6 +26,14 @@ public struct CRC32: Sendable {
 
     public mutating func update(_ bytes: [UInt8]) { bytes.withUnsafeBytes { update($0) } }
 
+    /// The checksum of bytes A followed by bytes B, from A's checksum, B's
+    /// checksum and B's length (`ferry_crc32_combine`): pieces checksummed
+    /// as they stream, in any order, make the whole's without a second pass.
+    public static func combine(_ first: UInt32, _ second: UInt32, secondLength: Int64, _ polynomial: Polynomial) -> UInt32 {
+        precondition(secondLength >= 0, "a length is never negative")
+        return ferry_crc32_combine(polynomial.reversed, first, second, UInt64(secondLength))
+    }
+
     /// Whether CRC-32C runs on the CPU's instruction here (for the benchmark notes and tests).
     public static var castagnoliInHardware: Bool { ferry_crc32c_hardware() != 0 }
 }
