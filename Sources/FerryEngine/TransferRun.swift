@@ -162,7 +162,7 @@ struct TransferRun: Sendable {
                    beforeComplete: (@Sendable () async throws(FerryError) -> Void)? = nil,
                    part: @escaping @Sendable (_ uploadId: String, _ part: PartPlan.Part) async throws(FerryError) -> CompletedPart)
         async throws(FerryError) -> ObjectWriteResult {
-        let (uploadId, stored) = try await uploadToContinue(input, plan: plan, verify: verify)
+        let (uploadId, stored, created) = try await uploadToContinue(input, plan: plan, verify: verify)
         defer { uploadsInUse.release(uploadId) }
         let remaining = plan.parts.filter { stored[$0.number] == nil }
         if !stored.isEmpty {
@@ -187,6 +187,11 @@ struct TransferRun: Sendable {
             // The parts must be of one version of their source (a file, an object).
             try await beforeComplete?()
             let parts = (Array(stored.values) + sent).sorted { $0.partNumber < $1.partNumber }
+            // An upload this run started with a CRC keeps a CRC of the whole object
+            // (`FULL_OBJECT`): made from the parts', for the store to check what it
+            // assembles. One resumed may have been started otherwise (by an older
+            // version, as a composite), so its completion names none.
+            let whole = created ? input.checksum.flatMap { WholeObjectChecksum.combining(parts, algorithm: $0) } : nil
             let store = self.store
             let attempts = PartCounter(0)
             // Of these the store sends the SSE-C key (an SSE-C object is read back only with it).
@@ -194,7 +199,8 @@ struct TransferRun: Sendable {
             let result = try await attempt("CompleteMultipartUpload", interruptible: false) { () async throws(FerryError) -> ObjectWriteResult in
                 let earlier = attempts.value.add(1, ordering: .relaxed).oldValue
                 do throws(FerryError) {
-                    return try await store.completeMultipartUpload(location, uploadId: uploadId, parts: parts, headers: headers)
+                    return try await store.completeMultipartUpload(location, uploadId: uploadId, parts: parts, headers: headers,
+                                                                   wholeChecksum: whole)
                 } catch where error.code == .noSuchUpload && earlier > 0 {
                     // An attempt before may have completed the upload and lost its answer
                     // (a reset connection): then the object is made of exactly these parts.
@@ -256,8 +262,10 @@ struct TransferRun: Sendable {
     }
 
     /// The upload id to use and the parts already stored in it (by part number).
+    /// The upload to send the parts to, the parts it holds already, and
+    /// whether it was created now (not resumed).
     private func uploadToContinue(_ input: PutObjectInput, plan: PartPlan, verify: PartVerifier?)
-        async throws(FerryError) -> (String, [Int: CompletedPart]) {
+        async throws(FerryError) -> (String, [Int: CompletedPart], created: Bool) {
         let location = input.location
         // 1. This transfer's own upload, from the journal (same worker after a restart).
         if let journal, let saved = await journal.openUpload(transferId: request.id, location: location),
@@ -265,7 +273,7 @@ struct TransferRun: Sendable {
             let trusted = Dictionary(saved.parts.map { ($0.partNumber, $0) }, uniquingKeysWith: { a, _ in a })
             if let stored = try await storedParts(location, uploadId: saved.uploadId, plan: plan, trusted: trusted,
                                                   verify: verify, requireAll: false) {
-                return (saved.uploadId, stored)
+                return (saved.uploadId, stored, false)
             }
             uploadsInUse.release(saved.uploadId)
             await journal.uploadEnded(uploadId: saved.uploadId)
@@ -284,7 +292,7 @@ struct TransferRun: Sendable {
                                 metadata: ["uploadId": "\(candidate.uploadId)", "verifiedParts": "\(stored.count)"])
                     await journal?.uploadStarted(transferId: request.id, location: location, uploadId: candidate.uploadId)
                     for part in stored.values { await journal?.partUploaded(uploadId: candidate.uploadId, part: part) }
-                    return (candidate.uploadId, stored)
+                    return (candidate.uploadId, stored, false)
                 }
                 uploadsInUse.release(candidate.uploadId)
             }
@@ -295,7 +303,7 @@ struct TransferRun: Sendable {
         }
         _ = uploadsInUse.claim(uploadId)
         await journal?.uploadStarted(transferId: request.id, location: location, uploadId: uploadId)
-        return (uploadId, [:])
+        return (uploadId, [:], true)
     }
 
     /// The parts S3 holds for `uploadId` that can be kept: sizes as planned,

@@ -4,7 +4,11 @@ import Foundation
 extension S3Client {
     public func createMultipartUpload(_ input: PutObjectInput) async throws(FerryError) -> String {
         var headers = try Self.objectHeaders(input)
-        if let algorithm = input.checksum { headers.append(("x-amz-checksum-algorithm", algorithm.rawValue)) }
+        if let algorithm = input.checksum {
+            headers.append(("x-amz-checksum-algorithm", algorithm.rawValue))
+            // A CRC of the whole object, not of the parts' CRCs: a download can check it.
+            if algorithm.polynomial != nil { headers.append(("x-amz-checksum-type", "FULL_OBJECT")) }
+        }
         let response = try await send("CreateMultipartUpload", method: "POST", bucket: input.bucket, key: input.key,
                                       query: [("uploads", "")], headers: headers, body: .bytes([]))
         guard let uploadId = XMLFields.parse(response.body, wanted: ["UploadId"])["UploadId"], !uploadId.isEmpty else {
@@ -63,7 +67,7 @@ extension S3Client {
     }
 
     public func completeMultipartUpload(_ location: ObjectLocation, uploadId: String, parts: [CompletedPart],
-                                        headers: [String: String]) async throws(FerryError) -> ObjectWriteResult {
+                                        headers: [String: String], wholeChecksum: WholeObjectChecksum?) async throws(FerryError) -> ObjectWriteResult {
         var xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
         for part in parts.sorted(by: { $0.partNumber < $1.partNumber }) {
             xml += "<Part><PartNumber>\(part.partNumber)</PartNumber><ETag>\(Self.xmlEscaped(part.eTag))</ETag>"
@@ -75,10 +79,12 @@ extension S3Client {
         xml += "</CompleteMultipartUpload>"
         // The SSE-C key goes on the completion too: S3 wants it there when the parts carry
         // checksums (Ferry's do), and uses it for the read-back HEAD below.
+        var sent = [("content-type", "application/xml")] + Self.customerKeyHeaders(headers)
+        if let wholeChecksum {
+            sent += [(wholeChecksum.algorithm.headerName, wholeChecksum.value), ("x-amz-checksum-type", "FULL_OBJECT")]
+        }
         let response = try await send("CompleteMultipartUpload", method: "POST", bucket: location.bucket, key: location.key,
-                                      query: [("uploadId", uploadId)],
-                                      headers: [("content-type", "application/xml")] + Self.customerKeyHeaders(headers),
-                                      body: .bytes(Array(xml.utf8)))
+                                      query: [("uploadId", uploadId)], headers: sent, body: .bytes(Array(xml.utf8)))
         var result = writeResult(response)
         result.eTag = try Self.resultETag(response, operation: "CompleteMultipartUpload") ?? result.eTag
         if result.eTag == nil || result.eTag == "\"\"" {

@@ -127,6 +127,20 @@ public final class S3Client: ObjectStore {
         }
     }
 
+    public func wholeObjectChecksum(_ location: ObjectLocation, eTag: String, headers: [String: String]) async throws(FerryError) -> WholeObjectChecksum? {
+        let answer: [String: String]
+        do {
+            answer = try await send("HeadObject", method: "HEAD", bucket: location.bucket, key: location.key,
+                                    headers: [("if-match", eTag), ("x-amz-checksum-mode", "ENABLED")] + Self.customerKeyHeaders(headers))
+                .headers
+        } catch where error.code == .noSuchKey {
+            throw FerryError(.preconditionFailed, "\(location) was removed while it was downloaded")
+        }
+        guard answer["x-amz-checksum-type"].map({ $0.uppercased() == "FULL_OBJECT" }) ?? true else { return nil }
+        let named = Self.attributes(answer).checksums.filter { !$0.value.contains("-") }
+        return named.min { $0.key.rawValue < $1.key.rawValue }.map { WholeObjectChecksum(algorithm: $0.key, value: $0.value) }
+    }
+
     public func copyObject(_ input: CopyObjectInput) async throws(FerryError) -> ObjectWriteResult {
         var headers = [("x-amz-copy-source", try Self.copySourceHeader(input.source)), ("x-amz-metadata-directive", "REPLACE")]
         headers += try Self.objectHeaders(input.destination)

@@ -61,6 +61,9 @@ final class CountingStore: ObjectStore {
         heads.withLock { $0 += 1 }
         return try await base.headObject(bucket: bucket, key: key, headers: headers)
     }
+    func wholeObjectChecksum(_ location: ObjectLocation, eTag: String, headers: [String: String]) async throws(FerryError) -> WholeObjectChecksum? {
+        try await base.wholeObjectChecksum(location, eTag: eTag, headers: headers)
+    }
     func copyObject(_ input: CopyObjectInput) async throws(FerryError) -> ObjectWriteResult {
         try await base.copyObject(input)
     }
@@ -80,8 +83,9 @@ final class CountingStore: ObjectStore {
         return stored
     }
     func completeMultipartUpload(_ location: ObjectLocation, uploadId: String, parts: [CompletedPart],
-                                 headers: [String: String]) async throws(FerryError) -> ObjectWriteResult {
-        let result = try await base.completeMultipartUpload(location, uploadId: uploadId, parts: parts, headers: headers)
+                                 headers: [String: String], wholeChecksum: WholeObjectChecksum?) async throws(FerryError) -> ObjectWriteResult {
+        let result = try await base.completeMultipartUpload(location, uploadId: uploadId, parts: parts, headers: headers,
+                                                            wholeChecksum: wholeChecksum)
         let lose = completionAnswersToLose.withLock { left in defer { left = max(0, left - 1) }; return left > 0 }
         guard lose else { return result }
         await afterLostAnswer.withLock { $0 }?()

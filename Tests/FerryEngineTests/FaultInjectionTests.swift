@@ -110,6 +110,86 @@ extension FaultProxy {
     }
 }
 
+extension FaultInjectionTests {
+    /// A multipart upload with a CRC (CRC-32C by default, or CRC-32) keeps a
+    /// CRC of the whole object (`FULL_OBJECT`), which moto computes from the
+    /// bytes as Ferry did from the parts' CRCs, and boto3 reads as such; a
+    /// download of it checks that CRC by combining its ranges' CRCs as they
+    /// stream (the first span's too for a CRC-32C, which it computes before it
+    /// knows; for a CRC-32 that span is read back), so a byte damaged in a
+    /// later range (which a composite checksum left unchecked) is fetched
+    /// again, and with every later range damaged the download fails, never
+    /// delivers the file.
+    @Test(arguments: [ChecksumAlgorithm.crc32c, .crc32])
+    func aByteDamagedInALaterRangeOfAMultipartObjectIsFetchedAgain(algorithm: ChecksumAlgorithm) async throws {
+        let root = try TestPaths.temporaryDirectory("whole-crc")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try await MotoServer.start(logDirectory: root).stopAfter { moto in
+            let direct = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+                                        credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
+            try await direct.createBucket("whole")
+            var bytes = Data(count: 21 * (1 << 20) + 7)
+            bytes.withUnsafeMutableBytes { raw in for i in 0..<raw.count { raw[i] = UInt8(truncatingIfNeeded: i &* 167 &+ i >> 11) } }
+            let source = root.appendingPathComponent("big.bin")
+            try bytes.write(to: source)
+            let uploader = TransferEngine(store: direct, dataRoot: try DataRoot(root.path), logger: Logger(label: "test.whole"))
+            _ = try await uploader.run(TransferJob(request: TransferRequest(id: "wu", op: .upload, bucket: "whole", key: "big",
+                                                                            source: source.absoluteString,
+                                                                            options: TransferOptions(checksumAlgorithm: algorithm.rawValue)),
+                                                   objectKey: "big"))
+            var hasher = algorithm.makeHasher()
+            bytes.withUnsafeBytes { hasher.update($0) }
+            let script = """
+                import boto3, sys
+                s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1")
+                h = s3.head_object(Bucket="whole", Key="big", ChecksumMode="ENABLED")
+                print(h.get("Checksum" + sys.argv[2], "missing"), h.get("ChecksumType", "missing"), h["ETag"])
+                """
+            let fields = try await runChecked("python3", ["-c", script, moto.endpoint, algorithm.rawValue], environment: moto.clientEnvironment)
+                .split(whereSeparator: \.isWhitespace).map(String.init)
+            #expect(fields.count == 3 && fields[0] == hasher.finish() && fields[1] == "FULL_OBJECT", "boto3 read \(fields)")
+            #expect(fields.last?.hasSuffix("-3\"") == true, "three parts: \(fields)")
+
+            // One later range damaged: fetched again, the file exact.
+            let proxy = try await FaultProxy.start(upstream: moto.endpoint, rate: 0, corruptGets: 1, laterRangesOnly: true, in: root)
+            var configuration = TransferEngine.Configuration()
+            configuration.defaults.retryPolicy = RetryPolicy(retryLimit: 3, baseDelaySeconds: 0.01)
+            let log = RecordedLog()
+            let engine = TransferEngine(store: try proxy.client(), dataRoot: try DataRoot(root.path), configuration: configuration,
+                                        logger: log.logger(label: "test.whole"))
+            let target = root.appendingPathComponent("big.out")
+            let outcome = try await engine.run(TransferJob(request: TransferRequest(id: "wd1", op: .download, bucket: "whole", key: "big",
+                                                                                    destination: target.absoluteString), objectKey: "big"))
+            #expect(try Data(contentsOf: target) == bytes)
+            #expect(proxy.injected.filter { $0 == "corrupt" }.count == 1)
+            #expect(outcome.attempts == 2, "the damaged download was fetched once more")
+            // Checked without a second pass: the first span's CRC and the later range's, combined.
+            let checks = log.take().filter { $0.contains("of the whole object checked") }
+            let expected = algorithm == .crc32c ? "2 ranges' CRCs combined, 0 bytes read back" : "1 ranges' CRCs combined, 16777216 bytes read back"
+            #expect(checks == ["debug \(algorithm.rawValue) of the whole object checked: \(expected) from the file"], "\(checks)")
+            await proxy.process.stop()
+
+            // Every later range damaged: BadDigest, no file.
+            let spoiler = try await FaultProxy.start(upstream: moto.endpoint, rate: 0, corruptGets: 100, laterRangesOnly: true,
+                                                     name: "proxy2", in: root)
+            let alwaysBad = TransferEngine(store: try spoiler.client(), dataRoot: try DataRoot(root.path), configuration: configuration,
+                                           logger: Logger(label: "test.whole"))
+            let badTarget = root.appendingPathComponent("bad.out")
+            do throws(FerryError) {
+                _ = try await alwaysBad.run(TransferJob(request: TransferRequest(id: "wd2", op: .download, bucket: "whole", key: "big",
+                                                                                 destination: badTarget.absoluteString,
+                                                                                 options: TransferOptions(retryLimit: 1)), objectKey: "big"))
+                Issue.record("a damaged multipart download was accepted")
+            } catch {
+                #expect(error.code == .badDigest)
+                #expect(error.message.contains("have \(algorithm.rawValue) "), "\(error)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: badTarget.path))
+            await spoiler.process.stop()
+        }
+    }
+}
+
 /// `timeoutSeconds` bounds a whole transfer; allow-listed headers reach storage.
 @Suite(.serialized) struct TransferLimitTests {
     @Test func aTimedOutUploadIsAbortedAndHeadersArrive() async throws {

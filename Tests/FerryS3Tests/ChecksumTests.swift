@@ -52,6 +52,74 @@ import Testing
         }
     }
 
+    /// The CRC of A followed by B, made from A's and B's CRCs and B's length,
+    /// is the CRC of the bytes themselves, for both polynomials: seeded
+    /// (`FERRY_FUZZ_SEED` replays it) cuts of random bytes anywhere, empty
+    /// pieces included, and pieces of zeros past 2^29 and 2^32 bytes, whose
+    /// length reaches the powers a small test never uses.
+    @Test func combinedPiecesEqualTheWhole() {
+        let seed = FuzzReplay.seed
+        print("CRC combine: FERRY_FUZZ_SEED=\(seed)")
+        var rng = SeededGenerator(seed: seed)
+        func crc(_ polynomial: CRC32.Polynomial, _ bytes: ArraySlice<UInt8>) -> UInt32 {
+            var c = CRC32(polynomial)
+            bytes.withUnsafeBytes { c.update($0) }
+            return c.checksum
+        }
+        for polynomial in [CRC32.Polynomial.ieee, .castagnoli] {
+            for round in 0..<300 {
+                let bytes = (0..<Int.random(in: 0...(round < 20 ? 16 : 70_000), using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                let cut = Int.random(in: 0...bytes.count, using: &rng)
+                let combined = CRC32.combine(crc(polynomial, bytes[..<cut]), crc(polynomial, bytes[cut...]),
+                                             secondLength: Int64(bytes.count - cut), polynomial)
+                #expect(combined == crc(polynomial, bytes[...]), "\(polynomial) round \(round): \(bytes.count) bytes cut at \(cut)")
+            }
+            // A, then a long run of zeros, checksummed straight through.
+            let head = (0..<100).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let zeros = [UInt8](repeating: 0, count: 1 << 20)
+            let length: Int64 = polynomial == .castagnoli ? (1 << 32) + 17 : (1 << 29) + 3
+            var straight = CRC32(polynomial), run = CRC32(polynomial)
+            head.withUnsafeBytes { straight.update($0) }
+            var left = length
+            while left > 0 {
+                let n = Int(min(left, Int64(zeros.count)))
+                zeros.withUnsafeBytes { straight.update(UnsafeRawBufferPointer(rebasing: $0[..<n])); run.update(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+                left -= Int64(n)
+            }
+            #expect(CRC32.combine(crc(polynomial, head[...]), run.checksum, secondLength: length, polynomial) == straight.checksum,
+                    "\(polynomial): \(length) zero bytes")
+        }
+    }
+
+    /// A multipart object's whole CRC from its parts' (S3's base64 values, any
+    /// order of the list, the last part short): the CRC of all its bytes; none
+    /// when a part has no CRC, another algorithm's, or for SHA-256.
+    @Test func aWholeObjectsChecksumComesFromItsParts() {
+        var rng = SeededGenerator(seed: 0x3A11)
+        let sizes = [5 << 20, 5 << 20, 1_234_567]
+        let parts = sizes.map { size in (0..<size).map { _ in UInt8.random(in: 0...255, using: &rng) } }
+        for algorithm in [ChecksumAlgorithm.crc32c, .crc32] {
+            var whole = algorithm.makeHasher()
+            var completed: [CompletedPart] = []
+            for (index, bytes) in parts.enumerated() {
+                var hasher = algorithm.makeHasher()
+                bytes.withUnsafeBytes { hasher.update($0); whole.update($0) }
+                completed.append(CompletedPart(partNumber: index + 1, eTag: "\"e\(index)\"", size: Int64(bytes.count),
+                                               checksum: hasher.finish(), checksumAlgorithm: algorithm))
+            }
+            let expected = WholeObjectChecksum(algorithm: algorithm, value: whole.finish())
+            #expect(WholeObjectChecksum.combining(completed.shuffled(using: &rng), algorithm: algorithm) == expected)
+            var missing = completed
+            missing[1].checksum = nil
+            #expect(WholeObjectChecksum.combining(missing, algorithm: algorithm) == nil)
+            #expect(WholeObjectChecksum.combining(completed, algorithm: algorithm == .crc32c ? .crc32 : .crc32c) == nil)
+            var garbled = completed
+            garbled[2].checksum = "not base64!"
+            #expect(WholeObjectChecksum.combining(garbled, algorithm: algorithm) == nil)
+        }
+        #expect(ChecksumAlgorithm.sha256.combined([("AAAAAA==", 1)]) == nil)
+    }
+
     /// Our CRC32C, CRC32 and SHA256 values equal an independent computation of
     /// the same bytes (awscrt's C CRC32C; moto's zlib CRC32 and hashlib SHA256),
     /// and moto stores and returns what an upload sent.

@@ -132,9 +132,9 @@ import Testing
                                 credentials: AWSCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret")))
         let location = ObjectLocation(bucket: "bkt", key: "k")
         if objectIsTheParts {
-            #expect(try await s3.completeMultipartUpload(location, uploadId: "u", parts: parts, headers: sse).eTag == expected)
+            #expect(try await s3.completeMultipartUpload(location, uploadId: "u", parts: parts, headers: sse, wholeChecksum: nil).eTag == expected)
         } else {
-            await #expect { _ = try await s3.completeMultipartUpload(location, uploadId: "u", parts: parts, headers: sse) } throws: {
+            await #expect { _ = try await s3.completeMultipartUpload(location, uploadId: "u", parts: parts, headers: sse, wholeChecksum: nil) } throws: {
                 "\($0)".contains("without the object's ETag") && "\($0)".contains("not these parts' \(expected)")
             }
         }

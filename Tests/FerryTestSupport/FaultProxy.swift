@@ -9,12 +9,15 @@ public struct FaultProxy: Sendable {
     /// With `logRequests`, every forwarded request is also written to the
     /// faults file as `METHOD path status`, so tests can count what was sent.
     /// `port` (by default one the proxy picks) lets a test start it again where clients expect it.
-    public static func start(upstream: String, rate: Double, corruptGets: Int = 0, logRequests: Bool = false,
-                             name: String = "proxy", port: Int? = nil, in root: URL) async throws -> FaultProxy {
+    /// The first `corruptGets` GET bodies get a byte flipped; with `laterRangesOnly`,
+    /// only those of a range that does not start at byte 0.
+    public static func start(upstream: String, rate: Double, corruptGets: Int = 0, laterRangesOnly: Bool = false,
+                             logRequests: Bool = false, name: String = "proxy", port: Int? = nil, in root: URL) async throws -> FaultProxy {
         let faults = root.appendingPathComponent("\(name)-faults.txt")
         let process = try BackgroundProcess(name: name, executable: "python3",
                                             arguments: [TestPaths.python.appendingPathComponent("fault_proxy.py").path,
-                                                        "\(port ?? 0)", upstream, "\(rate)", faults.path, "\(corruptGets)",
+                                                        "\(port ?? 0)", upstream, "\(rate)", faults.path,
+                                                        "\(corruptGets)" + (laterRangesOnly ? ":later" : ""),
                                                         logRequests ? "log" : "nolog"],
                                             logDirectory: root)
         let endpoint = "http://127.0.0.1:\(try await process.announcedPort(after: "listening on 127.0.0.1:"))"

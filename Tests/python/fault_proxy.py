@@ -4,7 +4,9 @@ usage: fault_proxy.py LISTEN_PORT UPSTREAM_URL FAULT_RATE COUNT_FILE [CORRUPT_GE
 With LISTEN_PORT 0 it binds a free port; it prints "listening on 127.0.0.1:PORT".
 A FAULT_RATE fraction of requests (seeded, so runs repeat) is answered with
 503 SlowDown, or has its connection reset before any answer. The first
-CORRUPT_GETS successful GET bodies get one byte flipped. Headers pass
+CORRUPT_GETS successful GET bodies get one byte flipped (CORRUPT_GETS
+written as N:later: only GETs of a range that does not start at byte 0,
+the later ranges of a download). Headers pass
 unchanged (the Host header too, so signatures stay valid). Each fault adds a
 line to COUNT_FILE; with `log`, so does every forwarded request
 ("METHOD PATH STATUS"), for tests that count requests, and a line
@@ -26,7 +28,9 @@ from urllib.parse import urlsplit
 from loopback_server import LoopbackServer
 
 port, upstream, rate, count_file = int(sys.argv[1]), urlsplit(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-corrupt_left = [int(sys.argv[5]) if len(sys.argv) > 5 else 0]
+corrupt_spec = sys.argv[5] if len(sys.argv) > 5 else "0"
+corrupt_left = [int(corrupt_spec.split(":")[0])]
+corrupt_later_only = corrupt_spec.endswith(":later")
 log_requests = len(sys.argv) > 6 and sys.argv[6] == "log"
 rng = random.Random(7)
 lock = threading.Lock()
@@ -87,7 +91,8 @@ class Proxy(BaseHTTPRequestHandler):
             auth = self.headers.get("Authorization", "")
             if "Credential=" in auth:
                 record("signed-by " + auth.split("Credential=", 1)[1].split("/", 1)[0] + " " + self.command + " " + self.path)
-        if self.command == "GET" and response.status in (200, 206) and data:
+        later = not (self.headers.get("Range") or "bytes=0-").strip().lower().startswith("bytes=0-")
+        if self.command == "GET" and response.status in (200, 206) and data and (later or not corrupt_later_only):
             with lock:
                 corrupt = corrupt_left[0] > 0
                 corrupt_left[0] -= 1 if corrupt else 0

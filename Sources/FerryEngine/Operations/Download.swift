@@ -9,8 +9,9 @@ extension TransferRun {
     /// ranges start at once, in parallel with `If-Match`, written at their
     /// offsets, while the first one's body still streams. An object replaced
     /// meanwhile fails `If-Match` and the download starts over. Checksums are
-    /// computed as the first range streams; only what came in other ranges is
-    /// read back. Once every byte is in, the transfer gives its slot to the
+    /// computed as the bytes stream: a stored CRC of the whole object from
+    /// each range's own CRC, combined (a SHA-256 reads back what came in
+    /// other ranges). Once every byte is in, the transfer gives its slot to the
     /// next one while its checks finish (`TransferSlot`). The temp file is
     /// fsynced (unless `syncDownloads` is off) and renamed into place, or
     /// removed. Ranges written are journaled: a run that resumes (same ETag,
@@ -97,10 +98,29 @@ extension TransferRun {
         // piece by piece. Where the filesystem cannot, writes allocate as before.
         FileSpace.reserve(fd, length: size)
         let firstParts = firstSpan / partSize
+        // The stored checksum of the whole object, which a ranged GET does not
+        // name: asked for once (a HEAD) before the other ranges start, so that
+        // each of them keeps the CRC of its own bytes as they stream and the
+        // CRCs combine into the whole's, read again from nowhere.
+        var named: WholeObjectChecksum?
+        var rangeSums: RangeChecksums?
         if size > firstSpan {
             guard let eTag = early.eTag else {
                 throw FerryError(.storageError, "ranged GET answered without an ETag; cannot guard against a replaced object")
             }
+            if DownloadDigest.storedChecksum(early) == nil {
+                let store = self.store
+                do {
+                    named = try await attempt("HeadObject (checksum)") { () async throws(FerryError) -> WholeObjectChecksum? in
+                        try await store.wholeObjectChecksum(location, eTag: eTag, headers: sse)
+                    }
+                } catch where error.code != .preconditionFailed && error.code != .cancelled {
+                    // The GET answered; only the checksum's question did not: the download
+                    // goes on as it would from a store that keeps none, and says so.
+                    logger.warning("cannot learn the object's stored checksum (HEAD): \(error); the download goes on without that check")
+                }
+            }
+            rangeSums = (DownloadDigest.storedChecksum(early)?.algorithm ?? named?.algorithm)?.polynomial.map(RangeChecksums.init)
             let id = request.id
             let journal = self.journal
             let written = await journal?.downloadedParts(transferId: id, eTag: eTag, partSize: partSize) ?? []
@@ -110,12 +130,18 @@ extension TransferRun {
                 meter.add(resumed.reduce(0) { $0 + $1.length })
                 logger.info("resuming download", metadata: ["partsOnDisk": "\(resumed.count + Int(firstParts))", "parts": "\(rest.count + Int(firstParts))"])
             }
+            let rangeSums = rangeSums
             _ = try await forEachConcurrently(rest.filter { !written.contains($0.number) },
                                               concurrency: settings.partConcurrency) { (part) async throws(FerryError) -> Int64 in
                 let got = try await run.attempt("GetObject range \(part.number)") { () async throws(FerryError) -> ObjectAttributes in
-                    try await run.store.getObject(GetObjectInput(bucket: location.bucket, key: location.key, range: part.range,
-                                                                 ifMatch: eTag, headers: sse),
-                                                  into: fd, at: part.offset, progress: run.meter)
+                    // A fresh CRC per attempt: a failed attempt's bytes are written again.
+                    let sum = rangeSums.map { RangeChecksum($0.polynomial) }
+                    let observer = sum.map { sum in GetObjectObserver(attributes: { _ in }, body: { sum.feed($0) }) }
+                    let got = try await run.store.getObject(GetObjectInput(bucket: location.bucket, key: location.key, range: part.range,
+                                                                           ifMatch: eTag, headers: sse, observer: observer),
+                                                            into: fd, at: part.offset, progress: run.meter)
+                    if let sum { rangeSums?.record(sum, at: part.offset, length: part.length) }
+                    return got
                 }
                 guard got.bytesReceived == part.length else {
                     throw FerryError(.storageError, "range \(part.range) returned \(got.bytesReceived) bytes")
@@ -143,7 +169,9 @@ extension TransferRun {
         slot.stepAside()
         // What did not stream through the digest (later ranges, ranges resumed
         // from disk) is read back from the file.
-        try await digest.verify(fd: fd, size: size)
+        if let check = try await digest.verify(fd: fd, size: size, ranges: rangeSums, named: named) {
+            logger.debug("\(check.algorithm.rawValue) of the whole object checked: \(check.rangesCombined) ranges' CRCs combined, \(check.bytesReadBack) bytes read back from the file")
+        }
         report()
         return first
     }
@@ -184,7 +212,7 @@ extension TransferRun {
         func get(_ range: ClosedRange<Int64>?) async throws(FerryError) -> (ObjectAttributes, DownloadDigest) {
             try await attempt("GetObject") { () async throws(FerryError) -> (ObjectAttributes, DownloadDigest) in
                 // A fresh digest per attempt: a failed attempt's bytes are written again.
-                let digest = DownloadDigest(file: fd, mayCheckMD5: checkMD5)
+                let digest = DownloadDigest(file: fd, mayCheckMD5: checkMD5, firstSpan: firstSpan)
                 let observer = GetObjectObserver(attributes: { attributes in
                     digest.expect(attributes, checkMD5: checkMD5 && attributes.size <= threshold)
                     head.deliver(.success(attributes))
@@ -217,10 +245,12 @@ typealias FirstHead = OnceValue<Result<ObjectAttributes, FerryError>>
 /// one (not a composite of parts), and for a single-part object up to the
 /// multipart threshold sent without SSE headers its MD5, which is the ETag.
 /// The checksum takes the bytes as they reach the file; the MD5 is computed
-/// by `MD5Lanes` beside the other downloads', read back from the file.
-/// Bytes that did not stream through (later ranges, resumed ranges, stores that
-/// copy locally) are read back from the file. A mismatch is `badDigest`: the
-/// download is retried, never accepted.
+/// by `MD5Lanes` beside the other downloads', read back from the file. A CRC
+/// is made whole from the first range's and the later ranges' own
+/// (`RangeChecksums`); only bytes that streamed through neither (ranges
+/// resumed from disk, stores that copy locally) are read back from the file,
+/// and for a SHA-256 every byte after the first range. A mismatch is
+/// `badDigest`: the download is retried, never accepted.
 ///
 /// Not locked: one request feeds it, on the transport's thread, one callback
 /// after another; the download verifies only after that request has returned
@@ -238,11 +268,19 @@ final class DownloadDigest: @unchecked Sendable {
     private var expectedChecksum: (ChecksumAlgorithm, String)?
     /// Bytes in the file so far, from byte 0, that went through the checksum.
     private var fed: Int64 = 0
+    /// The first span's length: an object larger than it comes in ranges, and
+    /// its stored checksum, if any, is named only later (`named` in `verify`).
+    private let firstSpan: Int64
+    /// For such an object, a CRC-32C (Ferry's default, and a few milliseconds
+    /// for the whole first span on the CPU's instruction) of the first span as
+    /// it streams, in case the checksum named later is one.
+    private var speculative: RangeChecksum?
 
     /// The download's file, written from byte 0. One that may check the MD5
     /// is announced to the lanes at once, so they wait for it (`MD5Lanes.announce`).
-    init(file: Int32, mayCheckMD5: Bool) {
+    init(file: Int32, mayCheckMD5: Bool, firstSpan: Int64) {
         self.file = file
+        self.firstSpan = firstSpan
         if mayCheckMD5 { announcement = MD5Lanes.shared.announce() }
     }
 
@@ -258,9 +296,11 @@ final class DownloadDigest: @unchecked Sendable {
         let announcement = self.announcement
         self.announcement = nil
         defer { announcement?.withdraw() }  // a no-op once `start` used it
-        if let (algorithm, value) = attributes.checksums.first(where: { !$0.value.contains("-") }) {
+        if let (algorithm, value) = Self.storedChecksum(attributes) {
             expectedChecksum = (algorithm, value)
             checksum = algorithm.makeHasher()
+        } else if attributes.size > firstSpan {
+            speculative = RangeChecksum(.castagnoli)
         }
         if checkMD5, let eTag = attributes.eTag, case let hex = eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")),
            hex.count == 32, hex.allSatisfy(\.isHexDigit) {
@@ -277,8 +317,15 @@ final class DownloadDigest: @unchecked Sendable {
     func feed(_ bytes: UnsafeRawBufferPointer) {
         guard configured else { return }
         checksum?.update(bytes)
+        speculative?.feed(bytes)
         fed += Int64(bytes.count)
         md5?.written(upTo: fed)
+    }
+
+    /// The object's stored checksum of the whole object, if the server named
+    /// one (a composite of parts, `…-N`, is not the whole object's).
+    static func storedChecksum(_ attributes: ObjectAttributes) -> (algorithm: ChecksumAlgorithm, value: String)? {
+        attributes.checksums.filter { !$0.value.contains("-") }.min { $0.key.rawValue < $1.key.rawValue }.map { ($0.key, $0.value) }
     }
 
     /// The additional checksum over the bytes after `fed`, read from the file. Blocking.
@@ -288,18 +335,144 @@ final class DownloadDigest: @unchecked Sendable {
     }
 
     /// Hashes what the stream did not (reading the file on the blocking pool),
-    /// waits for the MD5 from the lanes, and compares.
-    func verify(fd: Int32, size: Int64) async throws(FerryError) {
-        if checksum != nil, fed < size {
-            try await BlockingPool.shared.run { [self] () throws(FerryError) in try checksumRest(fd: fd, size: size) }
+    /// waits for the MD5 from the lanes, and compares. `ranges` holds the CRCs
+    /// the later ranges computed as they streamed; `named` the stored
+    /// checksum a HEAD named for an object in ranges (its first GET named none).
+    /// What the stored checksum's check took: ranges whose CRCs were combined
+    /// (the first span's included), and bytes read back from the file.
+    struct ChecksumCheck {
+        var algorithm: ChecksumAlgorithm
+        var rangesCombined: Int
+        var bytesReadBack: Int64
+    }
+
+    @discardableResult
+    func verify(fd: Int32, size: Int64, ranges: RangeChecksums? = nil,
+                named: WholeObjectChecksum? = nil) async throws(FerryError) -> ChecksumCheck? {
+        var check: ChecksumCheck?
+        if expectedChecksum == nil, let named {
+            expectedChecksum = (named.algorithm, named.value)
+            checksum = named.algorithm.makeHasher()
+            // What streamed went through no hasher of this algorithm: the first
+            // span's CRC is the speculative CRC-32C's, or its bytes are read again.
+            fed = 0
         }
-        if let (algorithm, expected) = expectedChecksum, let actual = checksum?.finish(), actual != expected {
-            throw FerryError(.badDigest, "downloaded bytes have \(algorithm.rawValue) \(actual), the object's is \(expected)")
+        if let (algorithm, expected) = expectedChecksum, let checksum {
+            let actual: String
+            if let polynomial = algorithm.polynomial {
+                let first: (crc: UInt32, length: Int64)
+                if fed > 0, let crc = checksum.crcValue {
+                    first = (crc, fed)
+                } else if let speculative, polynomial == .castagnoli {
+                    first = (speculative.crc.checksum, speculative.fed)
+                } else {
+                    first = (0, 0)  // the CRC of no bytes
+                }
+                let recorded = ranges?.recorded ?? []
+                let whole = try await BlockingPool.shared.run { () throws(FerryError) -> RangeChecksums.Whole in
+                    try RangeChecksums.whole(first: first.crc, firstLength: first.length, ranges: recorded,
+                                             size: size, polynomial: polynomial, file: fd)
+                }
+                actual = ChecksumAlgorithm.base64(crc: whole.crc)
+                check = ChecksumCheck(algorithm: algorithm, rangesCombined: whole.rangesCombined + (first.length > 0 ? 1 : 0),
+                                      bytesReadBack: whole.bytesReadBack)
+            } else {
+                let readBack = size - fed
+                if fed < size {
+                    try await BlockingPool.shared.run { [self] () throws(FerryError) in try checksumRest(fd: fd, size: size) }
+                }
+                actual = (self.checksum ?? checksum).finish()  // `checksumRest` fed the rest into the stored hasher
+                check = ChecksumCheck(algorithm: algorithm, rangesCombined: 0, bytesReadBack: max(0, readBack))
+            }
+            if actual != expected {
+                throw FerryError(.badDigest, "downloaded bytes have \(algorithm.rawValue) \(actual), the object's is \(expected)")
+            }
         }
-        guard let expected = expectedMD5 else { return }
+        guard let expected = expectedMD5 else { return check }
         if let md5Unavailable { throw md5Unavailable }
         if let actual = try await md5?.finish(size: size).hexString, actual != expected {
             throw FerryError(.badDigest, "downloaded bytes have MD5 \(actual), the object's ETag says \(expected)")
         }
+        return check
+    }
+}
+
+/// The CRC of one range's bytes, fed as they reach the file. Not locked, as
+/// `DownloadDigest`: one request feeds it, one callback after another, and it
+/// is read once that request has returned.
+final class RangeChecksum: @unchecked Sendable {
+    private(set) var crc: CRC32
+    private(set) var fed: Int64 = 0
+
+    init(_ polynomial: CRC32.Polynomial) { crc = CRC32(polynomial) }
+
+    func feed(_ bytes: UnsafeRawBufferPointer) {
+        crc.update(bytes)
+        fed += Int64(bytes.count)
+    }
+}
+
+/// The CRCs of a download's later ranges, each computed as its bytes
+/// streamed (`RangeChecksum`), by offset; combined with the first range's
+/// into the whole object's (`whole`), so that no byte that streamed through a
+/// CRC is read again.
+final class RangeChecksums: Sendable {
+    struct Range: Sendable, Equatable {
+        var offset: Int64
+        var length: Int64
+        var crc: UInt32
+    }
+
+    let polynomial: CRC32.Polynomial
+    private let ranges = Mutex<[Range]>([])
+
+    init(_ polynomial: CRC32.Polynomial) { self.polynomial = polynomial }
+
+    /// A range's CRC, once its request succeeded, if every byte of it went
+    /// through the CRC. A store may copy without showing the bytes
+    /// (`GetObjectObserver`): such a range is left for `whole` to read back.
+    func record(_ sum: RangeChecksum, at offset: Int64, length: Int64) {
+        guard sum.fed == length, length > 0 else { return }
+        let range = Range(offset: offset, length: length, crc: sum.crc.checksum)
+        ranges.withLock { $0.append(range) }
+    }
+
+    var recorded: [Range] { ranges.withLock { $0 } }
+
+    /// The CRC of the file's first `size` bytes: the first range's CRC (of its
+    /// first `firstLength` bytes), then each recorded range in order of
+    /// offset, combined; the bytes of any gap between them (a range resumed
+    /// from disk, one whose bytes a store did not show) are read from the
+    /// file. A range that overlaps what came before is not trusted: from where
+    /// it overlaps, the file is read instead. Blocking.
+    static func whole(first: UInt32, firstLength: Int64, ranges: [Range], size: Int64,
+                      polynomial: CRC32.Polynomial, file: Int32) throws(FerryError) -> Whole {
+        var whole = Whole(crc: first, rangesCombined: 0, bytesReadBack: 0)
+        var position = firstLength
+        func readBack(upTo end: Int64) throws(FerryError) {
+            guard end > position else { return }
+            var gap = CRC32(polynomial)
+            try ObjectBody.file(descriptor: file, offset: position, length: end - position).readAll { gap.update($0) }
+            whole.crc = CRC32.combine(whole.crc, gap.checksum, secondLength: end - position, polynomial)
+            whole.bytesReadBack += end - position
+            position = end
+        }
+        for range in ranges.sorted(by: { $0.offset < $1.offset }) where range.offset + range.length <= size {
+            guard range.offset >= position else { continue }
+            try readBack(upTo: range.offset)
+            whole.crc = CRC32.combine(whole.crc, range.crc, secondLength: range.length, polynomial)
+            whole.rangesCombined += 1
+            position = range.offset + range.length
+        }
+        try readBack(upTo: size)
+        return whole
+    }
+
+    /// The whole's CRC, and what made it.
+    struct Whole: Sendable {
+        var crc: UInt32
+        /// Recorded ranges combined (not counting the first span).
+        var rangesCombined: Int
+        var bytesReadBack: Int64
     }
 }

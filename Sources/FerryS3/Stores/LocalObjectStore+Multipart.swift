@@ -75,8 +75,9 @@ extension LocalObjectStore {
         }
     }
 
+    /// The local store keeps no additional checksums: `wholeChecksum` is not stored.
     public func completeMultipartUpload(_ location: ObjectLocation, uploadId: String, parts: [CompletedPart],
-                                        headers: [String: String]) async throws(FerryError) -> ObjectWriteResult {
+                                        headers: [String: String], wholeChecksum: WholeObjectChecksum?) async throws(FerryError) -> ObjectWriteResult {
         let eTag = try await onDisk { () throws(FerryError) -> String in
             try self.assemble(location, uploadId: uploadId, parts: parts)
         }

@@ -17,6 +17,13 @@ public protocol ObjectStore: Sendable {
     /// The object's attributes, or nil when there is none. `headers` may carry
     /// the SSE-C key (S3 refuses a HEAD of an SSE-C object without it); other headers are ignored.
     func headObject(bucket: String, key: String, headers: [String: String]) async throws(FerryError) -> ObjectAttributes?
+    /// The object's stored checksum of all its bytes, while it is the version
+    /// `eTag` names (else `preconditionFailed`): nil when it has none, or only
+    /// a checksum of its parts' checksums (a composite, `…-N`). S3 names it on
+    /// a GET of the whole object, not of a range, so a download in ranges asks
+    /// for it here (a HEAD with `x-amz-checksum-mode: ENABLED`). Of `headers`,
+    /// the SSE-C ones are sent. Stores that keep no checksums answer nil.
+    func wholeObjectChecksum(_ location: ObjectLocation, eTag: String, headers: [String: String]) async throws(FerryError) -> WholeObjectChecksum?
     /// Copies `input.source` inside storage (no bytes pass through Ferry) to the
     /// object `input.destination` describes: its content type, metadata and
     /// headers replace the source's (S3's `x-amz-metadata-directive: REPLACE`).
@@ -26,7 +33,9 @@ public protocol ObjectStore: Sendable {
 
     // MARK: Multipart upload
 
-    /// Starts a multipart upload and returns its upload id.
+    /// Starts a multipart upload and returns its upload id. With a CRC as
+    /// `input.checksum`, the store is asked to keep a CRC of the whole object
+    /// (S3's `FULL_OBJECT` checksum type; see `WholeObjectChecksum`).
     func createMultipartUpload(_ input: PutObjectInput) async throws(FerryError) -> String
     /// Uploads one part (1…10,000) of at most 5 GiB. Of `headers`, those that S3
     /// wants on every part (SSE-C) are sent.
@@ -40,8 +49,11 @@ public protocol ObjectStore: Sendable {
     /// Assembles the parts, in part-number order, into the object. Of
     /// `headers`, the SSE-C ones are sent with the request, and read the
     /// object back where the store's answer does not name its ETag.
+    /// `wholeChecksum`, for an upload started with a CRC, is the whole
+    /// object's CRC made from the parts' (the store refuses to assemble an
+    /// object whose bytes do not have it).
     func completeMultipartUpload(_ location: ObjectLocation, uploadId: String, parts: [CompletedPart],
-                                 headers: [String: String]) async throws(FerryError) -> ObjectWriteResult
+                                 headers: [String: String], wholeChecksum: WholeObjectChecksum?) async throws(FerryError) -> ObjectWriteResult
     /// Discards the upload and its parts.
     func abortMultipartUpload(_ location: ObjectLocation, uploadId: String) async throws(FerryError)
     /// The parts stored so far.
@@ -61,9 +73,12 @@ public protocol ObjectStore: Sendable {
 extension ObjectStore {
     public func completeMultipartUpload(_ location: ObjectLocation, uploadId: String,
                                         parts: [CompletedPart]) async throws(FerryError) -> ObjectWriteResult {
-        try await completeMultipartUpload(location, uploadId: uploadId, parts: parts, headers: [:])
+        try await completeMultipartUpload(location, uploadId: uploadId, parts: parts, headers: [:], wholeChecksum: nil)
     }
     public func probe() async throws(FerryError) {}
+    public func wholeObjectChecksum(_ location: ObjectLocation, eTag: String, headers: [String: String]) async throws(FerryError) -> WholeObjectChecksum? {
+        nil
+    }
     public var conditionalWrites: ConditionalWrites { .unsupported }
     public func listObjects(bucket: String, prefix: String, continuation: String?, maxKeys: Int) async throws(FerryError) -> ObjectListing {
         throw FerryError(.unsupportedOperation, "this store cannot list objects")
@@ -281,6 +296,33 @@ public struct ObjectAttributes: Sendable, Hashable {
                 lastModified: Date?, versionId: String?, bytesReceived: Int64 = 0) {
         self.size = size; self.eTag = eTag; self.contentType = contentType; self.metadata = metadata
         self.lastModified = lastModified; self.versionId = versionId; self.bytesReceived = bytesReceived
+    }
+}
+
+/// The checksum of a whole multipart object, made from its parts' CRCs
+/// without reading a byte again (`ChecksumAlgorithm.combined`), for S3's
+/// `FULL_OBJECT` checksum type: the object then carries a CRC of all its
+/// bytes, which a download checks, where a `COMPOSITE` one (a checksum of the
+/// parts' checksums, `…-N`) matches no download's bytes.
+public struct WholeObjectChecksum: Sendable, Hashable {
+    public var algorithm: ChecksumAlgorithm
+    /// Base64, as S3 sends it.
+    public var value: String
+
+    public init(algorithm: ChecksumAlgorithm, value: String) {
+        self.algorithm = algorithm; self.value = value
+    }
+
+    /// The whole object's CRC from `parts` (in part-number order, each with its
+    /// size): nil unless every part carries a CRC of `algorithm`.
+    public static func combining(_ parts: [CompletedPart], algorithm: ChecksumAlgorithm) -> WholeObjectChecksum? {
+        let ordered = parts.sorted { $0.partNumber < $1.partNumber }
+        var pieces: [(value: String, length: Int64)] = []
+        for part in ordered {
+            guard part.checksumAlgorithm == algorithm, let value = part.checksum else { return nil }
+            pieces.append((value, part.size))
+        }
+        return algorithm.combined(pieces).map { WholeObjectChecksum(algorithm: algorithm, value: $0) }
     }
 }
 
