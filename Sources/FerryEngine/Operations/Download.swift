@@ -167,8 +167,8 @@ extension TransferRun {
         // Every byte is in the file: the next transfer may use the network while
         // this one's checks finish (the MD5 waits to share the lanes with others').
         slot.stepAside()
-        // What did not stream through the digest (later ranges, ranges resumed
-        // from disk) is read back from the file.
+        // What streamed through no CRC (ranges resumed from disk, a store that
+        // copies without showing the bytes) is read back from the file.
         if let check = try await digest.verify(fd: fd, size: size, ranges: rangeSums, named: named) {
             logger.debug("\(check.algorithm.rawValue) of the whole object checked: \(check.rangesCombined) ranges' CRCs combined, \(check.bytesReadBack) bytes read back from the file")
         }
