@@ -409,7 +409,22 @@ class Bench:
             "boto3-crt": lambda: self.timed(BOTO + ["crt", "download-dir", self.bucket, src, out, str(conc)]),
             "aws-cli": lambda: self.timed(["aws", "s3", "cp", "--recursive", f"s3://{self.bucket}/{src}", out,
                                            "--endpoint-url", self.endpoint, "--only-show-errors"], env=aws_env),
+            # References, not peers: what the server gives a client that does next to nothing.
+            "curl-parallel": lambda: self.curl_parallel_objects(src, out, conc),
+            "curl-discard": lambda: self.curl_parallel_objects(src, None, conc),
         }, out
+
+    def curl_parallel_objects(self, prefix, out, conc):
+        """S4's references: one GET per object through presigned URLs, `conc` at once, into
+        a file each (curl-parallel) or into /dev/null (curl-discard: no file written at all,
+        the server's pace for this load on this machine)."""
+        keys = [f"{prefix}m{i:03d}.bin" for i in range(self.args.medium_count)]
+        config = os.path.join(self.work, "curl-objects.cfg")
+        with open(config, "w") as f:
+            f.write(self.curl_operations([{"url": self.presign("get_object", key),
+                                           "output": os.path.join(out, os.path.basename(key)) if out else "/dev/null"}
+                                          for key in keys]))
+        return self.timed(["curl", "--no-progress-meter", "--parallel", "--parallel-max", str(conc), "-K", config])
 
     def run_scenarios(self):
         rounds, wanted = self.args.rounds, self.args.scenarios
@@ -443,7 +458,8 @@ class Bench:
                 for tool, run in self.rotated(tools, r):
                     shutil.rmtree(out, ignore_errors=True)
                     os.makedirs(out)
-                    if self.attempt("S4", tool, r, run, self.args.medium_count * 16 * MiB, self.args.medium_count):
+                    if self.attempt("S4", tool, r, run, self.args.medium_count * 16 * MiB, self.args.medium_count) \
+                            and tool != "curl-discard":  # it writes no file
                         got = sum(os.path.getsize(os.path.join(dp, n)) for dp, _, ns in os.walk(out) for n in ns)
                         if got != self.args.medium_count * 16 * MiB:
                             raise RuntimeError(f"S4 {tool} wrote {got} bytes")
