@@ -132,13 +132,20 @@ extension FaultInjectionTests {
             bytes.withUnsafeMutableBytes { raw in for i in 0..<raw.count { raw[i] = UInt8(truncatingIfNeeded: i &* 167 &+ i >> 11) } }
             let source = root.appendingPathComponent("big.bin")
             try bytes.write(to: source)
-            let uploader = TransferEngine(store: direct, dataRoot: try DataRoot(root.path), logger: Logger(label: "test.whole"))
+            // Uploaded through a proxy that logs what the completion carried.
+            let recorder = try await FaultProxy.start(upstream: moto.endpoint, rate: 0, logRequests: true, name: "recorder", in: root)
+            let uploader = TransferEngine(store: try recorder.client(), dataRoot: try DataRoot(root.path), logger: Logger(label: "test.whole"))
             _ = try await uploader.run(TransferJob(request: TransferRequest(id: "wu", op: .upload, bucket: "whole", key: "big",
                                                                             source: source.absoluteString,
                                                                             options: TransferOptions(checksumAlgorithm: algorithm.rawValue)),
                                                    objectKey: "big"))
             var hasher = algorithm.makeHasher()
             bytes.withUnsafeBytes { hasher.update($0) }
+            // The completion named the whole file's CRC, made from the parts' CRCs.
+            let completions = recorder.injected.filter { $0.hasPrefix("checksums POST ") && $0.contains("uploadId=") }
+            #expect(completions.count == 1 && completions[0].hasSuffix(
+                " \(algorithm.headerName)=\(hasher.finish()) x-amz-checksum-type=FULL_OBJECT"), "\(completions)")
+            await recorder.process.stop()
             let script = """
                 import boto3, sys
                 s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1")

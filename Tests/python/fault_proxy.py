@@ -11,7 +11,9 @@ unchanged (the Host header too, so signatures stay valid). Each fault adds a
 line to COUNT_FILE; with `log`, so does every forwarded request
 ("METHOD PATH STATUS"), for tests that count requests, and a line
 "sse-c METHOD PATH name=md5 …" naming the SSE-C key MD5s a request carried,
-"signed-by KEYID METHOD PATH" naming the access key id that signed it, and
+"signed-by KEYID METHOD PATH" naming the access key id that signed it,
+"checksums METHOD PATH name=value …" naming the x-amz-checksum-* headers of a
+POST (a CompleteMultipartUpload's whole-object checksum), and
 "aborted METHOD PATH RECEIVED/LENGTH" for a body the client cut short.
 """
 import errno
@@ -87,6 +89,9 @@ class Proxy(BaseHTTPRequestHandler):
             sse = {k.lower(): v for k, v in self.headers.items() if k.lower().endswith("server-side-encryption-customer-key-md5")}
             if sse:
                 record("sse-c " + self.command + " " + self.path + " " + " ".join(f"{k}={v}" for k, v in sorted(sse.items())))
+            sums = {k.lower(): v for k, v in self.headers.items() if k.lower().startswith("x-amz-checksum-")}
+            if self.command == "POST" and sums:
+                record("checksums " + self.command + " " + self.path + " " + " ".join(f"{k}={v}" for k, v in sorted(sums.items())))
             # Which access key signed it (the key id only).
             auth = self.headers.get("Authorization", "")
             if "Credential=" in auth:
