@@ -184,8 +184,8 @@ __attribute__((target("avx2"))) static void blocks_x8_avx2(ferry_md5_state *cons
 // Sixteen lanes on AVX2: two sets of eight, each step written for both, so
 // one set's step runs while the other's waits on its chain (the eight-lane
 // kernel leaves the vector units idle for most of each step's latency).
-// Measured on this project's hosts (Zen 4, clang -O2, chunks of 256 KiB):
-// 4.9 GB/s for eight lanes, 6.7 GB/s for sixteen.
+// Measured on Zen 4 (Benchmarks/md5_kernels.c: clang -O2, chunks of 256 KiB):
+// 4.8 GB/s for eight lanes, 6.5 GB/s for sixteen.
 #define VSTEP2(f, a, b, c, d, g, i, s)                                                                          \
     a##0 = ADD(b##0, VROTL(V##f(ADD(a##0, KM0(g, i)), b##0, c##0, d##0), s));                                   \
     a##1 = ADD(b##1, VROTL(V##f(ADD(a##1, KM1(g, i)), b##1, c##1, d##1), s));
@@ -261,8 +261,8 @@ __attribute__((target("avx512f,avx512vl"))) static void blocks_x8_avx512(ferry_m
 
 // Sixteen lanes in one 512-bit register: the same steps as ZSTEP. On Zen 4 a
 // 512-bit operation takes two 256-bit halves' throughput but no more latency,
-// and the eight-lane kernel waits on latency: 5.6 GB/s for eight lanes,
-// 8.8 GB/s for sixteen, measured as above.
+// and the eight-lane kernel waits on latency: 5.7 GB/s for eight lanes,
+// 9.2 GB/s for sixteen, measured as above.
 typedef __m512i W;
 #define WADD _mm512_add_epi32
 

@@ -261,7 +261,6 @@ struct TransferRun: Sendable {
         return ObjectWriteResult(eTag: object.eTag, versionId: object.versionId, requestId: "", hostId: "")
     }
 
-    /// The upload id to use and the parts already stored in it (by part number).
     /// The upload to send the parts to, the parts it holds already, and
     /// whether it was created now (not resumed).
     private func uploadToContinue(_ input: PutObjectInput, plan: PartPlan, verify: PartVerifier?)

@@ -137,8 +137,7 @@ public final class S3Client: ObjectStore {
             throw FerryError(.preconditionFailed, "\(location) was removed while it was downloaded")
         }
         guard answer["x-amz-checksum-type"].map({ $0.uppercased() == "FULL_OBJECT" }) ?? true else { return nil }
-        let named = Self.attributes(answer).checksums.filter { !$0.value.contains("-") }
-        return named.min { $0.key.rawValue < $1.key.rawValue }.map { WholeObjectChecksum(algorithm: $0.key, value: $0.value) }
+        return Self.attributes(answer).wholeObjectChecksum
     }
 
     public func copyObject(_ input: CopyObjectInput) async throws(FerryError) -> ObjectWriteResult {

@@ -34,7 +34,7 @@ void ferry_md5_blocks_x8_with(int vector, ferry_md5_state *const states[8], cons
 
 /// The same for sixteen messages: two eight-lane AVX2 chains side by side, or
 /// one 512-bit register with AVX-512. A call costs about what two eight-lane
-/// calls cost in instructions but runs in 0.6–0.7 of their time (the
+/// calls cost in instructions but runs in 0.6–0.75 of their time (the
 /// eight-lane kernel waits on each step's latency): worth it for nine or more
 /// messages. A lane not needed can repeat another lane's arguments.
 void ferry_md5_blocks_x16(ferry_md5_state *const states[16], const void *const data[16], size_t blocks);

@@ -108,7 +108,7 @@ extension TransferRun {
             guard let eTag = early.eTag else {
                 throw FerryError(.storageError, "ranged GET answered without an ETag; cannot guard against a replaced object")
             }
-            if DownloadDigest.storedChecksum(early) == nil {
+            if early.wholeObjectChecksum == nil {
                 let store = self.store
                 do {
                     named = try await attempt("HeadObject (checksum)") { () async throws(FerryError) -> WholeObjectChecksum? in
@@ -120,7 +120,7 @@ extension TransferRun {
                     logger.warning("cannot learn the object's stored checksum (HEAD): \(error); the download goes on without that check")
                 }
             }
-            rangeSums = (DownloadDigest.storedChecksum(early)?.algorithm ?? named?.algorithm)?.polynomial.map(RangeChecksums.init)
+            rangeSums = (early.wholeObjectChecksum ?? named)?.algorithm.polynomial.map(RangeChecksums.init)
             let id = request.id
             let journal = self.journal
             let written = await journal?.downloadedParts(transferId: id, eTag: eTag, partSize: partSize) ?? []
@@ -265,7 +265,7 @@ final class DownloadDigest: @unchecked Sendable {
     /// Why the MD5 cannot be computed (the lanes could not take the file).
     private var md5Unavailable: FerryError?
     private var checksum: ChecksumHasher?
-    private var expectedChecksum: (ChecksumAlgorithm, String)?
+    private var expectedChecksum: WholeObjectChecksum?
     /// Bytes in the file so far, from byte 0, that went through the checksum.
     private var fed: Int64 = 0
     /// The first span's length: an object larger than it comes in ranges, and
@@ -296,9 +296,9 @@ final class DownloadDigest: @unchecked Sendable {
         let announcement = self.announcement
         self.announcement = nil
         defer { announcement?.withdraw() }  // a no-op once `start` used it
-        if let (algorithm, value) = Self.storedChecksum(attributes) {
-            expectedChecksum = (algorithm, value)
-            checksum = algorithm.makeHasher()
+        if let stored = attributes.wholeObjectChecksum {
+            expectedChecksum = stored
+            checksum = stored.algorithm.makeHasher()
         } else if attributes.size > firstSpan {
             speculative = RangeChecksum(.castagnoli)
         }
@@ -322,22 +322,12 @@ final class DownloadDigest: @unchecked Sendable {
         md5?.written(upTo: fed)
     }
 
-    /// The object's stored checksum of the whole object, if the server named
-    /// one (a composite of parts, `…-N`, is not the whole object's).
-    static func storedChecksum(_ attributes: ObjectAttributes) -> (algorithm: ChecksumAlgorithm, value: String)? {
-        attributes.checksums.filter { !$0.value.contains("-") }.min { $0.key.rawValue < $1.key.rawValue }.map { ($0.key, $0.value) }
-    }
-
     /// The additional checksum over the bytes after `fed`, read from the file. Blocking.
     private func checksumRest(fd: Int32, size: Int64) throws(FerryError) {
         try ObjectBody.file(descriptor: fd, offset: fed, length: size - fed).readAll { checksum?.update($0) }
         fed = size
     }
 
-    /// Hashes what the stream did not (reading the file on the blocking pool),
-    /// waits for the MD5 from the lanes, and compares. `ranges` holds the CRCs
-    /// the later ranges computed as they streamed; `named` the stored
-    /// checksum a HEAD named for an object in ranges (its first GET named none).
     /// What the stored checksum's check took: ranges whose CRCs were combined
     /// (the first span's included), and bytes read back from the file.
     struct ChecksumCheck {
@@ -346,18 +336,23 @@ final class DownloadDigest: @unchecked Sendable {
         var bytesReadBack: Int64
     }
 
+    /// Hashes what the stream did not (reading the file on the blocking pool),
+    /// waits for the MD5 from the lanes, and compares. `ranges` holds the CRCs
+    /// the later ranges computed as they streamed; `named` the stored
+    /// checksum a HEAD named for an object in ranges (its first GET named none).
     @discardableResult
     func verify(fd: Int32, size: Int64, ranges: RangeChecksums? = nil,
                 named: WholeObjectChecksum? = nil) async throws(FerryError) -> ChecksumCheck? {
         var check: ChecksumCheck?
         if expectedChecksum == nil, let named {
-            expectedChecksum = (named.algorithm, named.value)
+            expectedChecksum = named
             checksum = named.algorithm.makeHasher()
             // What streamed went through no hasher of this algorithm: the first
             // span's CRC is the speculative CRC-32C's, or its bytes are read again.
             fed = 0
         }
-        if let (algorithm, expected) = expectedChecksum, let checksum {
+        if let stored = expectedChecksum, let checksum {
+            let (algorithm, expected) = (stored.algorithm, stored.value)
             let actual: String
             if let polynomial = algorithm.polynomial {
                 let first: (crc: UInt32, length: Int64)
@@ -385,7 +380,8 @@ final class DownloadDigest: @unchecked Sendable {
                 check = ChecksumCheck(algorithm: algorithm, rangesCombined: 0, bytesReadBack: max(0, readBack))
             }
             if actual != expected {
-                throw FerryError(.badDigest, "downloaded bytes have \(algorithm.rawValue) \(actual), the object's is \(expected)")
+                // The expected value is the server's word: bounded in the message.
+                throw FerryError(.badDigest, "downloaded bytes have \(algorithm.rawValue) \(actual), the object's is \(TextClip.clipped(expected, toUTF8: 128))")
             }
         }
         guard let expected = expectedMD5 else { return check }

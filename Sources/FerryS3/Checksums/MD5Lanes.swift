@@ -9,8 +9,8 @@ import Foundation
 /// eight downloads at once: MD5 was most of the client's CPU when each
 /// download hashed its own bytes.) Sixteen lanes pay when downloads that have
 /// ended wait beside the ones still running: eight lanes leave the CPU
-/// waiting on each step's chain, and a batch of sixteen takes 0.6–0.7 of the
-/// time of two batches of eight.
+/// waiting on each step's chain, and a batch of sixteen takes 0.6–0.75 of
+/// the time of two batches of eight.
 ///
 /// A download says how far its file holds its bytes (`MD5FileStream.written`);
 /// the hasher reads them back from the file (the page cache: they were just

@@ -69,11 +69,14 @@ extension LocalObjectStore {
             let cutoff = Cutoff(grace: now - grace, now: now)
             for bucket in self.bucketNames() {
                 let bucketDir = self.root.appendingPathComponent(bucket, isDirectory: true)
-                total.tempEntries += self.reclaimTempEntries(in: bucketDir, cutoff: cutoff)
                 let (uploads, uploadBytes) = self.reclaimUploads(in: bucketDir, cutoff: cutoff, idleCutoff: idleUploadsAfter.map { now - $0 },
                                                                  inUse: inUse)
                 total.uploads += uploads
                 total.bytes += uploadBytes
+                // Blobs before the temp entries that name them: a blob is then locked
+                // once per pass. Locked twice, the first lock's descriptor can live on
+                // in a child process this one spawns (between its fork and its exec),
+                // and the second attempt finds the blob busy and leaves it.
                 do throws(FerryError) {
                     let (blobs, bytes) = try self.reclaimBlobs(in: bucketDir, cutoff: cutoff)
                     total.blobs += blobs
@@ -81,6 +84,7 @@ extension LocalObjectStore {
                 } catch {
                     total.skipped.append("\(bucket): \(error.message)")
                 }
+                total.tempEntries += self.reclaimTempEntries(in: bucketDir, cutoff: cutoff)
             }
             return total
         }

@@ -326,6 +326,16 @@ public struct WholeObjectChecksum: Sendable, Hashable {
     }
 }
 
+extension ObjectAttributes {
+    /// The stored checksum of all the object's bytes among those the server
+    /// named (a composite of parts, `…-N`, is not one); the first by name
+    /// when it named several.
+    public var wholeObjectChecksum: WholeObjectChecksum? {
+        checksums.filter { !$0.value.contains("-") }.min { $0.key.rawValue < $1.key.rawValue }
+            .map { WholeObjectChecksum(algorithm: $0.key, value: $0.value) }
+    }
+}
+
 /// A part stored in a multipart upload.
 public struct CompletedPart: Sendable, Hashable, Codable {
     public var partNumber: Int
