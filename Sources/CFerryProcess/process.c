@@ -9,3 +9,7 @@ size_t ferry_heap_in_use_bytes(void) {
 int ferry_heap_release_free_pages(void) {
     return malloc_trim(0);
 }
+
+int ferry_heap_fix_mmap_threshold(size_t bytes) {
+    return mallopt(M_MMAP_THRESHOLD, (int)bytes);
+}

@@ -28,6 +28,8 @@ public enum FerryRuntime {
     /// earlier (`ferry dev`, before it starts its cluster); else taken here.
     public static func run(configuration given: WorkerConfiguration, registry: TriggerRegistry, logger: Logger,
                            stateLock: StateDirectoryLock? = nil) async throws {
+        // Before the first large block is freed (HeapTrimmer.fixMmapThreshold says why).
+        HeapTrimmer.fixMmapThreshold()
         // Before anything joins Kafka: a second worker on this state directory stops here, with the first's name.
         let lock = try stateLock ?? StateDirectoryLock(directory: given.stateDirectory, holder: "worker \(given.workerId)")
         defer { lock.release() }

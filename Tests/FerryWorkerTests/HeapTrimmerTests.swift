@@ -58,4 +58,35 @@ import Testing
         #expect(Double(after) < 0.3 * Double(freedPages.count), "\(after) of \(freedPages.count) freed pages resident after the trim")
         await pool.run { for address in kept { UnsafeMutableRawPointer(bitPattern: address)!.deallocate() } }
     }
+
+    /// Whether the block at `pointer` has a mapping of its own: glibc marks
+    /// such a chunk with bit 1 (IS_MMAPPED) of the size word just before it.
+    static func isMapped(_ pointer: UnsafeMutableRawPointer) -> Bool {
+        (pointer - MemoryLayout<UInt>.size).load(as: UInt.self) & 2 != 0
+    }
+
+    /// With the threshold fixed, a block over it that no free space of the
+    /// arena can serve is mapped, even after a larger mapped block was freed;
+    /// left to glibc, that free raises the threshold past it (glibc's sliding
+    /// threshold stops at 32 MiB, hence 24 and 30 MiB) and the block grows an
+    /// arena instead (the mutant without the fix failed here: [false, false,
+    /// false]). An environment that sets the threshold is left alone.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["FERRY_TEST_SANITIZER"] == nil, "malloc is the sanitizer's allocator"))
+    func largeBlocksKeepMappingsOfTheirOwn() async throws {
+        #expect(!HeapTrimmer.fixMmapThreshold(environment: ["GLIBC_TUNABLES": "glibc.malloc.arena_max=2:glibc.malloc.mmap_threshold=65536"]))
+        #expect(!HeapTrimmer.fixMmapThreshold(environment: ["MALLOC_MMAP_THRESHOLD_": "65536"]))
+        #expect(HeapTrimmer.fixMmapThreshold(environment: [:]))
+        let pool = BlockingPool(threads: 1, name: "mmap-test")
+        let mapped = await pool.run { () -> [Bool] in
+            (0..<3).map { round in
+                let larger = UnsafeMutableRawPointer.allocate(byteCount: 30 << 20, alignment: 16)
+                larger.storeBytes(of: UInt8(round), as: UInt8.self)
+                larger.deallocate()
+                let block = UnsafeMutableRawPointer.allocate(byteCount: (24 << 20) + 4096 * round, alignment: 16)
+                defer { block.deallocate() }
+                return Self.isMapped(block)
+            }
+        }
+        #expect(mapped.allSatisfy { $0 }, "\(mapped)")
+    }
 }

@@ -12,4 +12,11 @@ size_t ferry_heap_in_use_bytes(void);
 /// resident in the arena of the thread that freed it.
 int ferry_heap_release_free_pages(void);
 
+/// Gives an allocation of `bytes` or more that no free space of its arena can
+/// serve a mapping of its own, returned to the kernel when freed (glibc's
+/// mallopt(M_MMAP_THRESHOLD)). This also ends glibc's sliding threshold, which
+/// rises to the size of each mapped block freed (up to 32 MiB) and from then
+/// on grows the arenas for such blocks. Returns 1 on success.
+int ferry_heap_fix_mmap_threshold(size_t bytes);
+
 #endif
