@@ -29,7 +29,11 @@ public enum FerryRuntime {
     public static func run(configuration given: WorkerConfiguration, registry: TriggerRegistry, logger: Logger,
                            stateLock: StateDirectoryLock? = nil) async throws {
         // Before the first large block is freed (HeapTrimmer.fixMmapThreshold says why).
-        HeapTrimmer.fixMmapThreshold()
+        switch HeapTrimmer.fixMmapThreshold() {
+        case .fixed: logger.info("glibc's mmap threshold fixed at \(HeapTrimmer.mappedFrom >> 10) KiB (GLIBC_TUNABLES=glibc.malloc.mmap_threshold=<bytes> chooses another)")
+        case .environment: logger.info("glibc's mmap threshold left as the environment sets it (GLIBC_TUNABLES or MALLOC_MMAP_THRESHOLD_)")
+        case .refused: logger.warning("glibc refused to fix its mmap threshold at \(HeapTrimmer.mappedFrom) bytes; its sliding threshold stays, and idle memory may stay higher")
+        }
         // Before anything joins Kafka: a second worker on this state directory stops here, with the first's name.
         let lock = try stateLock ?? StateDirectoryLock(directory: given.stateDirectory, holder: "worker \(given.workerId)")
         defer { lock.release() }

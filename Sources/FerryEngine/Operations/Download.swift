@@ -108,7 +108,8 @@ extension TransferRun {
             guard let eTag = early.eTag else {
                 throw FerryError(.storageError, "ranged GET answered without an ETag; cannot guard against a replaced object")
             }
-            if early.wholeObjectChecksum == nil {
+            let answered = early.wholeObjectChecksum
+            if answered == nil {
                 let store = self.store
                 do {
                     named = try await attempt("HeadObject (checksum)") { () async throws(FerryError) -> WholeObjectChecksum? in
@@ -120,7 +121,7 @@ extension TransferRun {
                     logger.warning("cannot learn the object's stored checksum (HEAD): \(error); the download goes on without that check")
                 }
             }
-            rangeSums = (early.wholeObjectChecksum ?? named)?.algorithm.polynomial.map(RangeChecksums.init)
+            rangeSums = (answered ?? named)?.algorithm.polynomial.map(RangeChecksums.init)
             let id = request.id
             let journal = self.journal
             let written = await journal?.downloadedParts(transferId: id, eTag: eTag, partSize: partSize) ?? []

@@ -26,20 +26,30 @@ enum HeapTrimmer {
     /// The size from which the worker's allocations get a mapping of their own.
     static let mappedFrom = 128 << 10
 
+    /// Who chose the mmap threshold the worker runs with.
+    enum MmapThreshold: Equatable {
+        /// Fixed here at `mappedFrom`.
+        case fixed
+        /// Set by the environment, and left to it.
+        case environment
+        /// `mallopt` refused the value: glibc's sliding threshold stays.
+        case refused
+    }
+
     /// Fixes glibc's mmap threshold at `mappedFrom`, unless the environment
     /// sets it (`GLIBC_TUNABLES`' `glibc.malloc.mmap_threshold`, or
-    /// `MALLOC_MMAP_THRESHOLD_`); returns whether it was fixed here. glibc
-    /// otherwise raises the threshold to the size of each mapped block freed,
-    /// and from then on grows its arenas for such blocks (librdkafka's fetch
-    /// buffers, a download's write buffer), where what is freed stays resident
-    /// until the next trim, or for good where a small block pins its pages.
-    /// S6 on Tansu: resident memory above the heap in use 25 MiB on average
-    /// against 45 (NOTES.md, round of 2026-12-02), the drain as fast.
+    /// `MALLOC_MMAP_THRESHOLD_`). glibc otherwise raises the threshold to the
+    /// size of each mapped block freed, and from then on grows its arenas for
+    /// such blocks (librdkafka's fetch buffers, a download's write buffer),
+    /// where what is freed stays resident until the next trim, or for good
+    /// where a small block pins its pages. S6 on Tansu: resident memory above
+    /// the heap in use 25 MiB on average against 45 (NOTES.md, round of
+    /// 2026-12-02), the drain as fast.
     @discardableResult
-    static func fixMmapThreshold(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
+    static func fixMmapThreshold(environment: [String: String] = ProcessInfo.processInfo.environment) -> MmapThreshold {
         if environment["MALLOC_MMAP_THRESHOLD_"] != nil || (environment["GLIBC_TUNABLES"] ?? "").contains("glibc.malloc.mmap_threshold") {
-            return false
+            return .environment
         }
-        return ferry_heap_fix_mmap_threshold(mappedFrom) == 1
+        return ferry_heap_fix_mmap_threshold(mappedFrom) == 1 ? .fixed : .refused
     }
 }
