@@ -175,6 +175,21 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         return try result.get()
     }
 
+    /// The most one fetch answer may carry (`fetch.max.bytes`), unless the
+    /// operator sets it or a `message.max.bytes` above it: librdkafka's 50 MiB
+    /// answer stays allocated while any message in it is queued, and a worker
+    /// has a consumer per role and trigger group. At the heap's peak of an S6
+    /// run on Tansu, 26 of 57 MiB were such answers (heaptrack; NOTES.md,
+    /// 2026-12-02, later). A message larger than this still comes, alone.
+    public static let fetchAnswerBytes = 4 << 20
+    /// librdkafka's own prefetch (`queued.max.messages.kbytes`; 64 MiB by
+    /// default), unless the operator sets it: four answers. This consumer's
+    /// `MessageBuffer` is what feeds the reader; librdkafka's queue only refills
+    /// it. Not one answer: a partition whose queue is over this after an answer
+    /// waits out a fetch backoff (a 2 MiB prefetch with 2 MiB answers took
+    /// 450 KB messages in at 6 MB/s in the full test suite).
+    public static let prefetchKiB = 4 * fetchAnswerBytes >> 10
+
     private init(configuration: KafkaConfiguration, bufferCapacity: Int, rebalance: RebalanceHandler?, logger: Logger) throws(KafkaError) {
         var configuration = configuration
         configuration["enable.auto.commit"] = "false"
@@ -184,6 +199,10 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         // answer as soon as data arrives, but the mock cluster waits the whole time, which
         // capped the pipeline at one buffer refill per half second (77 requests/s measured).
         if configuration["fetch.wait.max.ms"] == nil { configuration["fetch.wait.max.ms"] = "25" }
+        if configuration["queued.max.messages.kbytes"] == nil { configuration["queued.max.messages.kbytes"] = "\(Self.prefetchKiB)" }
+        if configuration["fetch.max.bytes"] == nil, (configuration["message.max.bytes"].flatMap(Int.init) ?? 0) <= Self.fetchAnswerBytes {
+            configuration["fetch.max.bytes"] = "\(Self.fetchAnswerBytes)"
+        }
         if configuration["group.id"] == nil { configuration["group.id"] = "ferry-\(UUID().uuidString)" }
         cooperativeStrategy = configuration["partition.assignment.strategy"]?.contains("cooperative") ?? false
         let conf = try configuration.makeNative(for: .consumer)
@@ -227,6 +246,17 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     /// Messages the broker deleted (retention, or the mock cluster's 5 MiB per
     /// partition) before this consumer read them, since it started.
     public var messagesLost: Int64 { gaps.lost.load(ordering: .relaxed) }
+
+    /// A property as the live handle holds it, after librdkafka's own
+    /// adjustments (`fetch.max.bytes` is held below the prefetch); nil if unknown.
+    func effectiveProperty(_ name: String) -> String? {
+        guard let conf = rd_kafka_conf(handle.rk) else { return nil }
+        var size = 0
+        guard rd_kafka_conf_get(conf, name, nil, &size) == RD_KAFKA_CONF_OK, size > 0 else { return nil }
+        var text = [CChar](repeating: 0, count: size)
+        guard rd_kafka_conf_get(conf, name, &text, &size) == RD_KAFKA_CONF_OK else { return nil }
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
 
     /// Messages fetched but not yet read.
     public var bufferedCount: Int { buffer.count }

@@ -217,6 +217,46 @@ import Testing
         await tail.close()
     }
 
+    /// One fetch answer is held at `KafkaConsumer.fetchAnswerBytes` and
+    /// librdkafka's prefetch at four of them, unless the operator sets them: a
+    /// consumer with a backlog of twice an answer still reads all of it, and
+    /// each partition in order; an operator's values are kept. (Four
+    /// partitions: the mock cluster keeps 5 MiB of each and drops the rest.)
+    @Test func fetchAnswersAreBoundedAndABacklogBeyondOneIsRead() async throws {
+        let cluster = try cluster(topics: ["t.prefetch": 4])
+        let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+        let producer = try KafkaProducer(configuration: kafka, logger: logger)
+        let value = [UInt8](repeating: 0x61, count: 64 << 10)
+        let count = 2 * KafkaConsumer.fetchAnswerBytes / value.count
+        for i in 0..<count { try await producer.send(topic: "t.prefetch", key: "m\(i)", value: value) }
+
+        var group = kafka
+        group["group.id"] = "g.prefetch"
+        let consumer = try KafkaConsumer(configuration: group, subscribing: ["t.prefetch"], logger: logger)
+        #expect(consumer.effectiveProperty("fetch.max.bytes") == "\(KafkaConsumer.fetchAnswerBytes)")
+        #expect(consumer.effectiveProperty("queued.max.messages.kbytes") == "\(KafkaConsumer.prefetchKiB)")
+        var byPartition: [Int32: [Int]] = [:]
+        var read = 0
+        while read < count, let m = await next(consumer) {
+            byPartition[m.partition, default: []].append(Int(m.keyString?.dropFirst() ?? "") ?? -1)
+            read += 1
+        }
+        #expect(byPartition.values.reduce(0) { $0 + $1.count } == count)
+        #expect(Set(byPartition.values.joined()) == Set(0..<count))
+        #expect(byPartition.values.allSatisfy { $0 == $0.sorted() })
+        #expect(consumer.messagesLost == 0)
+        await consumer.close()
+
+        var chosen = group
+        chosen["group.id"] = "g.prefetch.chosen"
+        chosen["queued.max.messages.kbytes"] = "65536"
+        chosen["message.max.bytes"] = "\(8 << 20)"
+        let own = try KafkaConsumer(configuration: chosen, subscribing: ["t.prefetch"], logger: logger)
+        #expect(own.effectiveProperty("queued.max.messages.kbytes") == "65536")
+        #expect((own.effectiveProperty("fetch.max.bytes").flatMap(Int.init) ?? 0) >= 8 << 20)
+        await own.close()
+    }
+
     /// A consumer of a mostly quiet topic fetches with a longer wait (fewer
     /// wake-ups on the mock cluster, which answers a fetch only at its end)
     /// and still sees a message sent while its fetches wait; an operator's own
