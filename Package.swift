@@ -126,7 +126,7 @@ let package = Package(
         .testTarget(name: "FerryKafkaTests", dependencies: ["FerryKafka", "FerryTestSupport"]),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "FerryTestSupport"]),
         .testTarget(name: "FerryWorkerTests", dependencies: [
-            "FerryWorker", "FerryTriggers", "FerryEngine", "FerryS3", "FerryStore", "FerryKafka", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
+            "FerryWorker", "CFerryProcess", "FerryTriggers", "FerryEngine", "FerryS3", "FerryStore", "FerryKafka", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "PropertyBased", package: "swift-property-based"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),

@@ -13,3 +13,7 @@ int ferry_heap_release_free_pages(void) {
 int ferry_heap_fix_mmap_threshold(size_t bytes) {
     return mallopt(M_MMAP_THRESHOLD, (int)bytes);
 }
+
+size_t ferry_heap_free_bytes(void) {
+    return mallinfo2().fordblks;
+}

@@ -1,4 +1,5 @@
 @testable import FerryWorker
+import CFerryProcess
 import FerryCore
 import Foundation
 import Testing
@@ -68,25 +69,43 @@ import Testing
     /// With the threshold fixed, a block over it that no free space of the
     /// arena can serve is mapped, even after a larger mapped block was freed;
     /// left to glibc, that free raises the threshold past it (glibc's sliding
-    /// threshold stops at 32 MiB, hence 24 and 30 MiB) and the block grows an
-    /// arena instead (the mutant without the fix failed here: [false, false,
-    /// false]). An environment that sets the threshold is left alone.
+    /// threshold stops at 32 MiB, flag bits counted, hence blocks of 24 to
+    /// 29 MiB after one of 30 MiB) and the block grows an arena instead (the mutant
+    /// without the fix failed here: [false, false, false]). A round is decided
+    /// only while the arenas hold less free space than the block: in the full
+    /// suite other tests' free memory once served both blocks (a fresh-clone CI
+    /// run, [false, …]), so a round waits for that, up to 10 s, and one that
+    /// cannot be decided is a known issue, not a pass. An environment that sets
+    /// the threshold is left alone.
     @Test(.enabled(if: ProcessInfo.processInfo.environment["FERRY_TEST_SANITIZER"] == nil, "malloc is the sanitizer's allocator"))
     func largeBlocksKeepMappingsOfTheirOwn() async throws {
         #expect(HeapTrimmer.fixMmapThreshold(environment: ["GLIBC_TUNABLES": "glibc.malloc.arena_max=2:glibc.malloc.mmap_threshold=65536"]) == .environment)
         #expect(HeapTrimmer.fixMmapThreshold(environment: ["MALLOC_MMAP_THRESHOLD_": "65536"]) == .environment)
         #expect(HeapTrimmer.fixMmapThreshold(environment: [:]) == .fixed)
         let pool = BlockingPool(threads: 1, name: "mmap-test")
-        let mapped = await pool.run { () -> [Bool] in
-            (0..<3).map { round in
-                let larger = UnsafeMutableRawPointer.allocate(byteCount: 30 << 20, alignment: 16)
-                larger.storeBytes(of: UInt8(round), as: UInt8.self)
-                larger.deallocate()
-                let block = UnsafeMutableRawPointer.allocate(byteCount: (24 << 20) + 4096 * round, alignment: 16)
-                defer { block.deallocate() }
-                return Self.isMapped(block)
+        let larger = 30 << 20
+        let (mapped, free) = await pool.run { () -> ([Bool], Int) in
+            var mapped: [Bool] = []
+            var free = 0
+            for attempt in 0..<40 where mapped.count < 3 {
+                if attempt > 0 { Thread.sleep(forTimeInterval: 0.25) }
+                free = ferry_heap_free_bytes()
+                let size = max(24 << 20, free + (1 << 20)) + 4096 * mapped.count
+                guard size < larger - (1 << 20) else { continue }
+                let first = UnsafeMutableRawPointer.allocate(byteCount: larger, alignment: 16)
+                first.storeBytes(of: UInt8(attempt), as: UInt8.self)
+                first.deallocate()
+                let block = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
+                mapped.append(Self.isMapped(block))
+                block.deallocate()
             }
+            return (mapped, free)
         }
         #expect(mapped.allSatisfy { $0 }, "\(mapped)")
+        if mapped.count < 3 {
+            withKnownIssue("the arenas held \(free) bytes free for 10 s: which block a request gets cannot be told apart", isIntermittent: true) {
+                Issue.record("\(mapped.count) of 3 rounds decided")
+            }
+        }
     }
 }

@@ -19,4 +19,8 @@ int ferry_heap_release_free_pages(void);
 /// on grows the arenas for such blocks. Returns 1 on success.
 int ferry_heap_fix_mmap_threshold(size_t bytes);
 
+/// Free bytes every arena holds, their tops included (mallinfo2's fordblks):
+/// an allocation no larger than this may be served from free space.
+size_t ferry_heap_free_bytes(void);
+
 #endif
