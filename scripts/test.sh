@@ -28,6 +28,13 @@ mkdir -p "$(dirname "$log")"
 status=0
 peak="$log.open-files"
 echo 0 > "$peak"
+# HeapTrimmerTests read glibc's chunk flags, which only a quiet heap can
+# decide (in a full run the arenas held 858 MiB free): in a process of their
+# own first, where an undecided round fails (FERRY_TEST_QUIET_HEAP), then in
+# the suite, where it is a known issue.
+if [ "$#" -eq 0 ]; then
+    FERRY_TEST_QUIET_HEAP=1 swift test --skip-build --filter HeapTrimmerTests 2>&1 | tee "$log" || status=$?
+fi
 (   # Samples the test process's open files each second while it runs.
     max=0
     while sleep 1; do
@@ -38,7 +45,7 @@ echo 0 > "$peak"
     done
 ) &
 sampler=$!
-swift test --skip-build "$@" 2>&1 | tee "$log" || status=$?
+swift test --skip-build "$@" 2>&1 | tee -a "$log" || status=$?
 kill "$sampler" 2>/dev/null || true
 echo "open files in the test process: peak $(cat "$peak") (limit $(ulimit -Sn))"
 if [ "$status" -ne 0 ]; then

@@ -73,10 +73,11 @@ import Testing
     /// 29 MiB after one of 30 MiB) and the block grows an arena instead (the mutant
     /// without the fix failed here: [false, false, false]). A round is decided
     /// only while the arenas hold less free space than the block: in the full
-    /// suite other tests' free memory once served both blocks (a fresh-clone CI
-    /// run, [false, …]), so a round waits for that, up to 10 s, and one that
-    /// cannot be decided is a known issue, not a pass. An environment that sets
-    /// the threshold is left alone.
+    /// suite other tests' free memory served both blocks (a fresh-clone CI run,
+    /// [false, …]; 858 MiB free in the next), so a round waits for that, up to
+    /// 10 s. Undecided, it is a known issue in the suite and a failure where
+    /// `scripts/test.sh` runs these tests alone first (FERRY_TEST_QUIET_HEAP).
+    /// An environment that sets the threshold is left alone.
     @Test(.enabled(if: ProcessInfo.processInfo.environment["FERRY_TEST_SANITIZER"] == nil, "malloc is the sanitizer's allocator"))
     func largeBlocksKeepMappingsOfTheirOwn() async throws {
         #expect(HeapTrimmer.fixMmapThreshold(environment: ["GLIBC_TUNABLES": "glibc.malloc.arena_max=2:glibc.malloc.mmap_threshold=65536"]) == .environment)
@@ -102,7 +103,9 @@ import Testing
             return (mapped, free)
         }
         #expect(mapped.allSatisfy { $0 }, "\(mapped)")
-        if mapped.count < 3 {
+        if mapped.count < 3, ProcessInfo.processInfo.environment["FERRY_TEST_QUIET_HEAP"] != nil {
+            Issue.record("\(mapped.count) of 3 rounds decided in a process of their own: the arenas held \(free) bytes free")
+        } else if mapped.count < 3 {
             withKnownIssue("the arenas held \(free) bytes free for 10 s: which block a request gets cannot be told apart", isIntermittent: true) {
                 Issue.record("\(mapped.count) of 3 rounds decided")
             }
