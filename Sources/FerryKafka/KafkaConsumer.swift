@@ -226,8 +226,10 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         self.gaps = gaps
         poller = PollThread(name: "ferry-kafka-consumer") {
             let rk = handle.rk
+            for request in buffer.takeHoldRequests() { request.carryOut(rk: rk, buffer: buffer, flow: flow, gaps: gaps, logger: logger) }
             let load = buffer.load
-            flow.adjust(count: load.count, bytes: load.bytes, capacity: bufferCapacity, byteCapacity: MessageBuffer.byteCapacity)
+            flow.adjust(count: load.count, bytes: load.bytes, capacity: bufferCapacity, byteCapacity: MessageBuffer.byteCapacity,
+                        held: buffer.heldPartitions)
             guard let message = rd_kafka_consumer_poll(rk, 100) else { return }
             defer { rd_kafka_message_destroy(message) }
             let err = message.pointee.err
@@ -385,6 +387,32 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         return result
     }
 
+    /// Stops fetching `partition` and rewinds it to `offset`, for a reader
+    /// that cannot take its messages now without holding up the other
+    /// partitions: what was buffered of it, and anything that still arrives,
+    /// is dropped, and fetched again from `offset` after `release`. The
+    /// backlog waits in Kafka, not in memory. A revocation ends the hold.
+    public func hold(_ partition: TopicPartition, from offset: Int64) {
+        guard buffer.hold(partition, from: offset) else { return }
+        wakePoller()
+    }
+
+    /// Fetches a held partition again (from where `hold` rewound it).
+    public func release(_ partition: TopicPartition) {
+        guard buffer.requestRelease(partition) else { return }
+        wakePoller()
+    }
+
+    /// Partitions held now.
+    public var heldPartitions: Set<TopicPartition> { buffer.heldPartitions }
+
+    /// Ends the poll thread's wait, so that it carries out hold requests now.
+    private func wakePoller() {
+        guard !closed.load(ordering: .acquiring), let queue = rd_kafka_queue_get_consumer(handle.rk) else { return }
+        rd_kafka_queue_yield(queue)
+        rd_kafka_queue_destroy(queue)
+    }
+
     /// Ends the message sequence; the consumer stays in its group so that
     /// finished work can still be committed before `close`.
     public func stopFetching() {
@@ -456,7 +484,7 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
 /// `auto.offset.reset` skipped them without a word. That is logged as an
 /// error and counted. Gaps the log still covers (compaction, transaction
 /// markers) are not losses. Used by the poll thread only, except `lost`.
-private final class GapDetector: Sendable {
+final class GapDetector: Sendable {
     private let next = Mutex<[TopicPartition: Int64]>([:])
     private let logger: Logger
     let lost = Atomic<Int64>(0)
@@ -466,6 +494,11 @@ private final class GapDetector: Sendable {
     /// Partitions that changed owner: another consumer may have read on meanwhile.
     func forget(_ partitions: [TopicPartition]) {
         next.withLock { n in for p in partitions { n[p] = nil } }
+    }
+
+    /// The partition is fetched again from `offset` (a hold): that is no gap.
+    func rewind(_ partition: TopicPartition, to offset: Int64) {
+        next.withLock { $0[partition] = offset }
     }
 
     func check(_ message: KafkaMessage, rk: OpaquePointer) {
@@ -486,7 +519,7 @@ private final class GapDetector: Sendable {
 /// at a quarter. Driven
 /// by the poll thread; the rebalance callback also runs on whichever thread
 /// closes the consumer, so the flag is atomic.
-private final class FlowControl: Sendable {
+final class FlowControl: Sendable {
     /// The rd_kafka_t, as its address (a pointer is not Sendable; the handle outlives this).
     private let handle = Atomic<Int>(0)
     private let logger: Logger
@@ -513,19 +546,33 @@ private final class FlowControl: Sendable {
         }
     }
 
-    func adjust(count: Int, bytes: Int, capacity: Int, byteCapacity: Int) {
+    /// Whether the whole assignment is paused now (a held partition is resumed only when it is not).
+    var isPaused: Bool { pausedFlag.load(ordering: .acquiring) }
+
+    /// `held`: partitions the reader holds, left paused when the rest resume.
+    func adjust(count: Int, bytes: Int, capacity: Int, byteCapacity: Int, held: Set<TopicPartition>) {
         let paused = pausedFlag.load(ordering: .acquiring)
         if !paused && (count >= capacity || bytes >= byteCapacity) {
             pausedFlag.store(apply(pause: true), ordering: .releasing)
         } else if paused && count <= capacity / 4 && bytes <= byteCapacity / 4 {
-            pausedFlag.store(!apply(pause: false), ordering: .releasing)
+            pausedFlag.store(!apply(pause: false, except: held), ordering: .releasing)
         }
     }
 
-    private func apply(pause: Bool) -> Bool {
+    private func apply(pause: Bool, except held: Set<TopicPartition> = []) -> Bool {
         guard let rk = OpaquePointer(bitPattern: handle.load(ordering: .acquiring)) else { return false }
-        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
-        guard rd_kafka_assignment(rk, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return false }
+        var assigned: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        guard rd_kafka_assignment(rk, &assigned) == RD_KAFKA_RESP_ERR_NO_ERROR, var list = assigned else { return false }
+        if !held.isEmpty, let kept = rd_kafka_topic_partition_list_new(list.pointee.cnt) {
+            for i in 0..<Int(list.pointee.cnt) {
+                let e = list.pointee.elems[i]
+                if !held.contains(TopicPartition(topic: String(cString: e.topic), partition: e.partition)) {
+                    rd_kafka_topic_partition_list_add(kept, e.topic, e.partition)
+                }
+            }
+            rd_kafka_topic_partition_list_destroy(list)
+            list = kept
+        }
         defer { rd_kafka_topic_partition_list_destroy(list) }
         let err = pause ? rd_kafka_pause_partitions(rk, list) : rd_kafka_resume_partitions(rk, list)
         if err != RD_KAFKA_RESP_ERR_NO_ERROR {
@@ -548,6 +595,12 @@ public final class MessageBuffer: Sendable {
         var bytes = 0
         var waiter: CheckedContinuation<KafkaMessage?, Never>?
         var finished = false
+        /// Partitions the reader holds (`KafkaConsumer.hold`): their messages
+        /// are dropped on arrival until the poll thread releases them.
+        /// Each with the offset it is fetched again from.
+        var held: [TopicPartition: Int64] = [:]
+        /// Holds and releases for the poll thread to carry out, in order.
+        var holdRequests: [HoldRequest] = []
     }
     private let state = Mutex(State())
     let capacity: Int
@@ -564,6 +617,7 @@ public final class MessageBuffer: Sendable {
 
     func append(_ message: KafkaMessage) {
         let waiter: CheckedContinuation<KafkaMessage?, Never>? = state.withLock { s in
+            if !s.held.isEmpty, s.held[TopicPartition(topic: message.topic, partition: message.partition)] != nil { return nil }
             if let w = s.waiter { s.waiter = nil; return w }
             s.messages.append(message)
             s.bytes += Self.size(message)
@@ -579,9 +633,56 @@ public final class MessageBuffer: Sendable {
             let before = s.messages.count
             s.messages.removeAll { partitions.contains(TopicPartition(topic: $0.topic, partition: $0.partition)) }
             s.bytes = s.messages.reduce(0) { $0 + Self.size($1) }
+            for partition in partitions { s.held[partition] = nil }
+            s.holdRequests.removeAll { partitions.contains($0.partition) }
             return before - s.messages.count
         }
     }
+
+    /// Drops `partition`'s buffered messages and any that arrive until it is
+    /// released (from `offset` on); asks the poll thread to pause it. False if
+    /// it is held already.
+    func hold(_ partition: TopicPartition, from offset: Int64) -> Bool {
+        state.withLock { s in
+            guard s.held[partition] == nil else { return false }
+            s.held[partition] = offset
+            s.messages.removeAll { $0.partition == partition.partition && $0.topic == partition.topic }
+            s.bytes = s.messages.reduce(0) { $0 + Self.size($1) }
+            s.holdRequests.append(.hold(partition))
+            return true
+        }
+    }
+
+    /// Asks the poll thread to resume a held partition. False if it is not held.
+    func requestRelease(_ partition: TopicPartition) -> Bool {
+        state.withLock { s in
+            guard s.held[partition] != nil else { return false }
+            s.holdRequests.append(.release(partition))
+            return true
+        }
+    }
+
+    /// The requests to carry out now (poll thread).
+    func takeHoldRequests() -> [HoldRequest] {
+        state.withLock { s in
+            guard !s.holdRequests.isEmpty else { return [] }
+            defer { s.holdRequests = [] }
+            return s.holdRequests
+        }
+    }
+
+    /// Where a held partition is fetched again from; nil if it is not held
+    /// (never was, or left this consumer meanwhile).
+    func heldOffset(_ partition: TopicPartition) -> Int64? { state.withLock { $0.held[partition] } }
+
+    /// Ends a hold: messages of `partition` are taken again. Called by the poll
+    /// thread after the seek that rewinds it and before it resumes it, so
+    /// nothing fetched before the hold can arrive after this.
+    func endHold(_ partition: TopicPartition) -> Bool {
+        state.withLock { $0.held.removeValue(forKey: partition) != nil }
+    }
+
+    var heldPartitions: Set<TopicPartition> { state.withLock { Set($0.held.keys) } }
 
     func finish() {
         let waiter = state.withLock { s in

@@ -57,6 +57,7 @@ final class PartitionLanes: Sendable {
         /// Everything up to and including `message` is handled (committable).
         func done(_ message: KafkaMessage) {
             state.pending.subtract(1, ordering: .relaxed)
+            state.releaseIfRoom()
             starts.finished(message)
             state.position.store(message.offset + 1, ordering: .relaxed)
             // A quarantined message is marked also while its partition is being
@@ -68,6 +69,7 @@ final class PartitionLanes: Sendable {
         /// down): given back, so a start recorded for it is no death.
         func skipped(_ message: KafkaMessage) {
             state.pending.subtract(1, ordering: .relaxed)
+            state.releaseIfRoom()
             starts.givenBack(message)
             _ = state.quarantine.settled(message.offset) {}
         }
@@ -80,10 +82,49 @@ final class PartitionLanes: Sendable {
         /// The first offset not yet handled (-1 until the lane admits one).
         let position = Atomic<Int64>(-1)
         let quarantine = QuarantineWrite()
+        let partition: TopicPartition
+        let depth: Int
+        let consumer: KafkaConsumer
+        /// Whether the consumer holds this lane's partition (the lane was full).
+        private let held = Mutex(false)
+
+        init(partition: TopicPartition, depth: Int, consumer: KafkaConsumer) {
+            self.partition = partition; self.depth = depth; self.consumer = consumer
+        }
+
+        /// Takes `message` into the lane; a full lane instead has the consumer
+        /// hold its partition from `message` on, so the other lanes go on.
+        func admit(_ message: KafkaMessage) {
+            held.withLock { held in
+                if held || (pending.load(ordering: .relaxed) >= depth && !revoked.load(ordering: .relaxed)) {
+                    held = true
+                    consumer.hold(partition, from: message.offset)
+                    return
+                }
+                pending.add(1, ordering: .relaxed)
+                queue.push(message)
+            }
+        }
+
+        /// Lets a held partition be fetched again once half the lane is free.
+        func releaseIfRoom() {
+            held.withLock { held in
+                guard held, pending.load(ordering: .relaxed) <= depth / 2 else { return }
+                held = false
+                consumer.release(partition)
+            }
+        }
     }
 
-    /// Messages a lane may hold before intake waits for it (bounds memory while a batch is retried).
-    static let laneDepth = 4096
+    /// Messages a lane may hold (queued, or in a batch not yet done) before
+    /// intake waits for it, unless a batch needs more: a trigger group holds
+    /// at most its partitions × this in memory. A lagging group's backlog
+    /// belongs in Kafka, not in the worker's heap (see BENCHMARKS.md, S6).
+    static let defaultLaneDepth = 256
+
+    /// This consumer's lane depth: at least `defaultLaneDepth`, and at least
+    /// the largest batch a lane must gather (Lambda allows 10,000).
+    let laneDepth: Int
 
     /// How long a revocation waits for a `WorkerCrashed` record under way
     /// (one Kafka write; longer only while Kafka refuses it). The rebalance
@@ -103,7 +144,9 @@ final class PartitionLanes: Sendable {
     let starts: LaneStarts
     private let logger: Logger
 
-    init(kafka: KafkaConfiguration, group: String, topics: [String], maxStarts: Int, logger: Logger) throws(KafkaError) {
+    init(kafka: KafkaConfiguration, group: String, topics: [String], maxStarts: Int, batchSize: Int = 1,
+         logger: Logger) throws(KafkaError) {
+        laneDepth = max(Self.defaultLaneDepth, batchSize)
         var configuration = kafka
         configuration["group.id"] = group
         // Eager assignment: a dispatcher holds no per-partition state worth keeping
@@ -155,6 +198,9 @@ final class PartitionLanes: Sendable {
         self.logger = logger
     }
 
+    /// Messages taken from the consumer and not yet done or given back, over all lanes.
+    var heldMessages: Int { table.all.withLock { $0.values.reduce(0) { $0 + $1.pending.load(ordering: .relaxed) } } }
+
     /// The partitions this consumer owns now.
     var assignedPartitions: Set<TopicPartition> { table.assigned.withLock { $0 } }
 
@@ -175,16 +221,12 @@ final class PartitionLanes: Sendable {
                     let partition = TopicPartition(topic: message.topic, partition: message.partition)
                     let (state, lane) = table.all.withLock { all -> (LaneState, Lane?) in
                         if let state = all[partition] { return (state, nil) }
-                        let state = LaneState()
+                        let state = LaneState(partition: partition, depth: laneDepth, consumer: consumer)
                         all[partition] = state
                         return (state, Lane(partition: partition, state: state, offsets: offsets, starts: starts))
                     }
                     if let lane { group.addTask { await work(lane) } }
-                    while state.pending.load(ordering: .relaxed) >= Self.laneDepth && !Task.isCancelled && !state.revoked.load(ordering: .relaxed) {
-                        try? await Task.sleep(for: .milliseconds(10))
-                    }
-                    state.pending.add(1, ordering: .relaxed)
-                    state.queue.push(message)
+                    state.admit(message)
                 }
                 table.all.withLock { all in all.values.forEach { $0.queue.finish() } }
                 // Lanes end after their current message (an interrupted one stays uncommitted).

@@ -32,7 +32,8 @@ final class StreamMapping: Sendable {
         let log = named
         self.logger = log
         let topic = services.topics.streams
-        makeLanes = { () throws(KafkaError) in try PartitionLanes(kafka: kafka, group: group, topics: [topic], maxStarts: maxStarts, logger: log) }
+        makeLanes = { () throws(KafkaError) in try PartitionLanes(kafka: kafka, group: group, topics: [topic], maxStarts: maxStarts,
+                                                                 batchSize: trigger.mapping.batchSize, logger: log) }
         switch trigger.mapping.startingPosition {
         case .trimHorizon:
             // The group starts at each partition's beginning by itself (auto.offset.reset=earliest).
@@ -48,6 +49,8 @@ final class StreamMapping: Sendable {
     var destination: String { trigger.mapping.onFailureDestination ?? services.topics.triggersDLQ }
 
     var assignedPartitions: Set<TopicPartition> { lanes.withLock { $0?.assignedPartitions } ?? [] }
+
+    var heldMessages: Int { lanes.withLock { $0?.heldMessages } ?? 0 }
 
     func run() async {
         var made = lanes.withLock { $0 }

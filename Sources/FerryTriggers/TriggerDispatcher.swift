@@ -57,6 +57,10 @@ public final class TriggerDispatcher: Sendable {
         }
     }
 
+    /// Events and stream records taken from Kafka and not yet done, over all
+    /// of this dispatcher's consumers (for tests and diagnostics).
+    var heldMessages: Int { (s3Lanes?.heldMessages ?? 0) + mappings.reduce(0) { $0 + $1.heldMessages } }
+
     /// Partitions of `<prefix>.streams` each stream trigger owns here (for tests and diagnostics).
     var streamAssignments: [String: Set<TopicPartition>] {
         Dictionary(uniqueKeysWithValues: mappings.map { ($0.trigger.name, $0.assignedPartitions) })

@@ -321,6 +321,32 @@ import Testing
         #expect(times[1] >= window - 0.5, "the partial batch waited for the window (\(times[1]) s)")
     }
 
+    /// A batch larger than a lane's default depth fills to its batch size
+    /// (Lambda allows 10,000): the lane is as deep as its mapping's batch.
+    @Test func aBatchLargerThanTheDefaultLaneDepthFills() async throws {
+        let batchSize = 5 * PartitionLanes.defaultLaneDepth
+        let handler = Scripted()
+        let trigger = StreamTriggerRegistration(name: "large", table: "objects",
+                                                mapping: EventSourceMapping(batchSize: batchSize, maximumBatchingWindowSeconds: 20), handler: handler)
+        let kafka = try Cluster(partitions: 1, logger: logger)
+        let sent = await kafka.producer.sendAll(try (0..<batchSize).map { i in
+            let record = Self.record("k\(i)", i)
+            return OutgoingMessage(topic: kafka.topics.streams, key: Array(record.kafkaKey.utf8), value: Array(try JSONEncoder().encode(record)))
+        })
+        #expect(sent.allSatisfy { (try? $0.get()) != nil })
+        let dispatcher = try kafka.dispatcher([trigger], logger: logger)
+        let running = Task { await dispatcher.run() }
+        // Well before the window closes, one full batch: it did not wait on the lane.
+        let started = Date()
+        let invoked = await eventually(timeout: 60) { !handler.seen.isEmpty }
+        let waited = Date().timeIntervalSince(started)
+        running.cancel()
+        await running.value
+        #expect(invoked)
+        #expect(handler.seen.first?.count == batchSize)
+        #expect(waited < 15, "the full batch went before its window closed (\(waited) s)")
+    }
+
     @Test func loopGuardStopsAStreamHandlerWritingWhatItsFilterSelects() async throws {
         struct Writer: StreamRecordHandler {
             func handle(_ event: DynamoDBEvent, context: TriggerContext) async throws -> StreamBatchResponse {

@@ -212,4 +212,133 @@ import Testing
         #expect(peaks[0] == 1)  // reserved concurrency 1
         #expect(peaks[1] == 2)  // one lane per partition (2 partitions)
     }
+
+    /// A trigger that falls behind leaves its backlog in Kafka: the
+    /// dispatcher holds at most `defaultLaneDepth` events per partition, not
+    /// everything the consumer could fetch.
+    @Test func aLaggingTriggerHoldsAtMostItsLaneDepthPerPartition() async throws {
+        struct Stuck: S3EventHandler {
+            func handle(_ event: S3Event, context: TriggerContext) async throws { try await Task.sleep(for: .seconds(600)) }
+        }
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
+        let topics = Topics(prefix: "t\(UUID().uuidString.prefix(6))")
+        for topic in topics.all { try cluster.createTopic(topic, partitions: 2) }
+        let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+        let producer = try KafkaProducer(configuration: kafka, logger: logger)
+        let backlog = 2_000
+        let value = Array(try json(event(key: "k")).utf8)
+        let sent = await producer.sendAll((0..<backlog).map { OutgoingMessage(topic: topics.events, key: Array("b/k\($0)".utf8), value: value) })
+        #expect(sent.allSatisfy { (try? $0.get()) != nil })
+        var registry = TriggerRegistry()
+        try registry.register(S3TriggerRegistration(name: "stuck", events: ["*"], delivery: AsyncDelivery(timeoutSeconds: 900), handler: Stuck()))
+        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
+                                               topics: topics, kafka: kafka, producer: producer, logger: logger)
+        let running = Task { await dispatcher.run() }
+        let limit = 2 * PartitionLanes.defaultLaneDepth
+        // Both lanes fill (each partition got far more than a lane's depth), then intake waits.
+        let filled = await eventually(timeout: 60) { dispatcher.heldMessages == limit }
+        try await Task.sleep(for: .seconds(1))
+        let later = dispatcher.heldMessages
+        running.cancel()
+        await running.value
+        #expect(filled, "held \(dispatcher.heldMessages) of \(backlog), expected both lanes full (\(limit))")
+        #expect(later == limit, "held \(later) a second later")
+    }
+
+    /// A dispatcher over two partitions of `<prefix>.events`, for the lane-depth tests.
+    struct TwoPartitions {
+        let cluster: EmbeddedKafkaCluster
+        let topics: Topics
+        let kafka: KafkaConfiguration
+        let producer: KafkaProducer
+
+        init(logger: Logger) throws {
+            cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
+            topics = Topics(prefix: "t\(UUID().uuidString.prefix(6))")
+            for topic in topics.all { try cluster.createTopic(topic, partitions: 2) }
+            kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+            producer = try KafkaProducer(configuration: kafka, logger: logger)
+        }
+
+        func dispatcher(_ trigger: S3TriggerRegistration, logger: Logger) throws -> TriggerDispatcher {
+            var registry = TriggerRegistry()
+            try registry.register(trigger)
+            return try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
+                                         topics: topics, kafka: kafka, producer: producer, logger: logger)
+        }
+    }
+
+    /// Records the object keys it is invoked with; blocks on keys starting with "stuck".
+    final class KeyLog: S3EventHandler {
+        let seen = Mutex<[String]>([])
+        let slowFirst: Int
+        init(slowFirst: Int = 0) { self.slowFirst = slowFirst }
+        func handle(_ event: S3Event, context: TriggerContext) async throws {
+            let key = event.records[0].s3.object.key
+            if key.hasPrefix("stuck") { try await Task.sleep(for: .seconds(600)) }
+            let n = seen.withLock { $0.append(key); return $0.count }
+            if n <= slowFirst { try await Task.sleep(for: .milliseconds(3)) }
+        }
+    }
+
+    /// A partition whose trigger is stuck is held alone: the other partition's
+    /// events are all handled meanwhile (before, a full lane stopped the
+    /// intake, and with it every partition of the group).
+    @Test func aStuckPartitionDoesNotStopTheOthers() async throws {
+        let kafka = try TwoPartitions(logger: logger)
+        var stuckPartition: Int32 = -1
+        for i in 0..<(2 * PartitionLanes.defaultLaneDepth) {
+            let sent = try await kafka.producer.sendReturningPosition(topic: kafka.topics.events, key: Array("b/stuck".utf8),
+                                                                      value: Array(try json(event(key: "stuck.\(i)")).utf8))
+            stuckPartition = sent.partition
+        }
+        var free: Set<String> = []
+        for i in 0..<400 {
+            let key = "free-\(i % 16).\(i)"
+            let sent = try await kafka.producer.sendReturningPosition(topic: kafka.topics.events, key: Array("b/free-\(i % 16)".utf8),
+                                                                      value: Array(try json(event(key: key)).utf8))
+            if sent.partition != stuckPartition { free.insert(key) }
+        }
+        try #require(!free.isEmpty, "no free key hashed to the other partition")
+        let handler = KeyLog()
+        let dispatcher = try kafka.dispatcher(S3TriggerRegistration(name: "keys", events: ["*"], delivery: AsyncDelivery(timeoutSeconds: 900),
+                                                                    handler: handler), logger: logger)
+        let running = Task { await dispatcher.run() }
+        let handled = await eventually(timeout: 60) { free.isSubset(of: Set(handler.seen.withLock { $0 })) }
+        running.cancel()
+        await running.value
+        #expect(handled, "\(free.subtracting(handler.seen.withLock { $0 }).count) of \(free.count) events of the free partition not handled")
+    }
+
+    /// Lanes filling and being released again and again (a slow start) lose
+    /// nothing, repeat nothing, and keep each key's order.
+    @Test func heldAndReleasedPartitionsDeliverEveryEventOnceInOrder() async throws {
+        let kafka = try TwoPartitions(logger: logger)
+        let count = 3_000, keys = 8
+        let sent = await kafka.producer.sendAll(try (0..<count).map { i in
+            OutgoingMessage(topic: kafka.topics.events, key: Array("b/k\(i % keys)".utf8), value: Array(try json(event(key: "k\(i % keys).\(i)")).utf8))
+        })
+        #expect(sent.allSatisfy { (try? $0.get()) != nil })
+        let handler = KeyLog(slowFirst: 1_500)
+        let dispatcher = try kafka.dispatcher(S3TriggerRegistration(name: "keys", events: ["*"], handler: handler), logger: logger)
+        let running = Task { await dispatcher.run() }
+        let most = Mutex(0)
+        let done = await eventually(timeout: 90, every: 0.02) {
+            let held = dispatcher.heldMessages
+            most.withLock { $0 = max($0, held) }
+            return handler.seen.withLock { $0.count } >= count
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        running.cancel()
+        await running.value
+        #expect(done)
+        let seen = handler.seen.withLock { $0 }
+        #expect(seen.count == count, "handled \(seen.count) times for \(count) events")
+        #expect(Set(seen).count == count)
+        for k in 0..<keys {
+            let order = seen.filter { $0.hasPrefix("k\(k).") }.map { Int($0.split(separator: ".")[1])! }
+            #expect(order == order.sorted(), "key k\(k) out of order")
+        }
+        #expect(most.withLock { $0 } <= 2 * PartitionLanes.defaultLaneDepth)
+    }
 }
