@@ -78,7 +78,7 @@ public struct KafkaConfiguration: Sendable {
             if rd_kafka_conf_set(conf, key, value, &errorText, errorText.count) != RD_KAFKA_CONF_OK {
                 rd_kafka_conf_destroy(conf)
                 throw KafkaError(name: "InvalidConfiguration",
-                                 message: String(decoding: errorText.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+                                 message: String(cBuffer: errorText))
             }
         }
         return conf

@@ -1,4 +1,5 @@
 import CRdKafka
+import FerryCore
 import Foundation
 import Logging
 import Synchronization
@@ -16,7 +17,7 @@ final class KafkaHandle: @unchecked Sendable {
         guard let rk = KafkaLogSink.creating(sink, { rd_kafka_new(type, conf, &errorText, errorText.count) }) else {
             rd_kafka_conf_destroy(conf)
             throw KafkaError(name: "ClientCreation",
-                             message: String(decoding: errorText.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+                             message: String(cBuffer: errorText))
         }
         self.rk = rk
         log = KafkaLogSink.register(sink, for: rk)

@@ -218,7 +218,7 @@ enum AddressText {
             guard let base = raw.baseAddress else { return false }
             return inet_ntop(bytes.count == 4 ? AF_INET : AF_INET6, base, &buffer, 64) != nil
         }
-        return ok ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "?"
+        return ok ? String(cBuffer: buffer) : "?"
     }
 }
 

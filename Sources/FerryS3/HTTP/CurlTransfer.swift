@@ -108,7 +108,7 @@ final class CurlTransfer {
             return .failure(FerryError(.sourceTooLarge, "source is larger than \(cap) bytes"))
         }
         guard code == CURLE_OK else {
-            let detail = String(decoding: UnsafeBufferPointer(start: errorBuffer, count: Int(CURL_ERROR_SIZE)).prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let detail = String(cBuffer: UnsafeBufferPointer(start: errorBuffer, count: Int(CURL_ERROR_SIZE)))
             let text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
             return .failure(FerryError(.connectionError, "\(request.method) \(redactedURL(request.url)): \(text) (curl \(code.rawValue))"))
         }
