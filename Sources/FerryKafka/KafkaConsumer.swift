@@ -257,7 +257,7 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         guard rd_kafka_conf_get(conf, name, nil, &size) == RD_KAFKA_CONF_OK, size > 0 else { return nil }
         var text = [CChar](repeating: 0, count: size)
         guard rd_kafka_conf_get(conf, name, &text, &size) == RD_KAFKA_CONF_OK else { return nil }
-        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return String(cBuffer: text)
     }
 
     /// Messages fetched but not yet read.
@@ -387,17 +387,18 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         return result
     }
 
-    /// Stops fetching `partition` and rewinds it to `offset`, for a reader
-    /// that cannot take its messages now without holding up the other
-    /// partitions: what was buffered of it, and anything that still arrives,
-    /// is dropped, and fetched again from `offset` after `release`. The
+    /// Stops fetching `message`'s partition, for a reader that cannot take
+    /// its messages now without holding up the other partitions. `message`
+    /// (given back) and what was buffered or still arrives of the partition
+    /// are set aside, up to `HeldPartition.limit`; past that they are dropped
+    /// and fetched again. After `release` they come first, in order. The
     /// backlog waits in Kafka, not in memory. A revocation ends the hold.
-    public func hold(_ partition: TopicPartition, from offset: Int64) {
-        guard buffer.hold(partition, from: offset) else { return }
+    public func hold(givingBack message: KafkaMessage) {
+        guard buffer.hold(givingBack: message) else { return }
         wakePoller()
     }
 
-    /// Fetches a held partition again (from where `hold` rewound it).
+    /// Lets a held partition's messages come again.
     public func release(_ partition: TopicPartition) {
         guard buffer.requestRelease(partition) else { return }
         wakePoller()
@@ -596,9 +597,8 @@ public final class MessageBuffer: Sendable {
         var waiter: CheckedContinuation<KafkaMessage?, Never>?
         var finished = false
         /// Partitions the reader holds (`KafkaConsumer.hold`): their messages
-        /// are dropped on arrival until the poll thread releases them.
-        /// Each with the offset it is fetched again from.
-        var held: [TopicPartition: Int64] = [:]
+        /// are set aside on arrival until the poll thread releases them.
+        var held: [TopicPartition: HeldPartition] = [:]
         /// Holds and releases for the poll thread to carry out, in order.
         var holdRequests: [HoldRequest] = []
     }
@@ -617,7 +617,7 @@ public final class MessageBuffer: Sendable {
 
     func append(_ message: KafkaMessage) {
         let waiter: CheckedContinuation<KafkaMessage?, Never>? = state.withLock { s in
-            if !s.held.isEmpty, s.held[TopicPartition(topic: message.topic, partition: message.partition)] != nil { return nil }
+            if !s.held.isEmpty, s.held[TopicPartition(topic: message.topic, partition: message.partition)]?.setAside(message) != nil { return nil }
             if let w = s.waiter { s.waiter = nil; return w }
             s.messages.append(message)
             s.bytes += Self.size(message)
@@ -639,15 +639,24 @@ public final class MessageBuffer: Sendable {
         }
     }
 
-    /// Drops `partition`'s buffered messages and any that arrive until it is
-    /// released (from `offset` on); asks the poll thread to pause it. False if
-    /// it is held already.
-    func hold(_ partition: TopicPartition, from offset: Int64) -> Bool {
-        state.withLock { s in
-            guard s.held[partition] == nil else { return false }
-            s.held[partition] = offset
-            s.messages.removeAll { $0.partition == partition.partition && $0.topic == partition.topic }
+    /// Sets `message` aside with its partition's buffered messages, and any
+    /// that arrive until the partition is released; asks the poll thread to
+    /// pause it. False (and `message` set aside too) if it is held already.
+    func hold(givingBack message: KafkaMessage) -> Bool {
+        let partition = TopicPartition(topic: message.topic, partition: message.partition)
+        return state.withLock { s in
+            if s.held[partition] != nil {
+                s.held[partition]!.setAside(message)
+                return false
+            }
+            var held = HeldPartition(message)
+            s.messages.removeAll { m in
+                guard m.partition == partition.partition && m.topic == partition.topic else { return false }
+                held.setAside(m)
+                return true
+            }
             s.bytes = s.messages.reduce(0) { $0 + Self.size($1) }
+            s.held[partition] = held
             s.holdRequests.append(.hold(partition))
             return true
         }
@@ -671,15 +680,29 @@ public final class MessageBuffer: Sendable {
         }
     }
 
-    /// Where a held partition is fetched again from; nil if it is not held
-    /// (never was, or left this consumer meanwhile).
-    func heldOffset(_ partition: TopicPartition) -> Int64? { state.withLock { $0.held[partition] } }
+    /// Where a held partition must be fetched again from (the first message
+    /// dropped), or nil when all it fetched is set aside; `.none` if not held.
+    func refetchOffset(_ partition: TopicPartition) -> Int64?? { state.withLock { $0.held[partition].map(\.refetchFrom) } }
 
-    /// Ends a hold: messages of `partition` are taken again. Called by the poll
-    /// thread after the seek that rewinds it and before it resumes it, so
-    /// nothing fetched before the hold can arrive after this.
+    /// Ends a hold: the messages set aside come next, in order, and the
+    /// partition's messages are taken again. Called by the poll thread after
+    /// any seek and before it resumes the partition, so nothing fetched before
+    /// the hold can arrive after this. False if the partition left meanwhile.
     func endHold(_ partition: TopicPartition) -> Bool {
-        state.withLock { $0.held.removeValue(forKey: partition) != nil }
+        let (ended, handOver): (Bool, (CheckedContinuation<KafkaMessage?, Never>, KafkaMessage)?) = state.withLock { s in
+            guard let held = s.held.removeValue(forKey: partition) else { return (false, nil) }
+            var aside = held.messages
+            var handOver: (CheckedContinuation<KafkaMessage?, Never>, KafkaMessage)?
+            if let waiter = s.waiter, let first = aside.popFirst() {
+                s.waiter = nil
+                handOver = (waiter, first)
+            }
+            for m in aside { s.bytes += Self.size(m) }
+            s.messages.append(contentsOf: aside)
+            return (true, handOver)
+        }
+        if let (waiter, first) = handOver { waiter.resume(returning: first) }
+        return ended
     }
 
     var heldPartitions: Set<TopicPartition> { state.withLock { Set($0.held.keys) } }

@@ -92,13 +92,13 @@ final class PartitionLanes: Sendable {
             self.partition = partition; self.depth = depth; self.consumer = consumer
         }
 
-        /// Takes `message` into the lane; a full lane instead has the consumer
-        /// hold its partition from `message` on, so the other lanes go on.
+        /// Takes `message` into the lane; a full lane instead gives it back and
+        /// has the consumer hold its partition, so the other lanes go on.
         func admit(_ message: KafkaMessage) {
             held.withLock { held in
                 if held || (pending.load(ordering: .relaxed) >= depth && !revoked.load(ordering: .relaxed)) {
                     held = true
-                    consumer.hold(partition, from: message.offset)
+                    consumer.hold(givingBack: message)
                     return
                 }
                 pending.add(1, ordering: .relaxed)
