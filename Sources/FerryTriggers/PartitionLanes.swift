@@ -133,6 +133,11 @@ final class PartitionLanes: Sendable {
     /// cluster for its session timeout less 1 s (5 s).
     static let quarantineWait: Double = 4
 
+    /// The breaker, as the rebalance handler reaches it (set once it exists).
+    fileprivate final class StartsSlot: Sendable {
+        let starts = Mutex<LaneStarts?>(nil)
+    }
+
     fileprivate final class LaneTable: Sendable {
         let all = Mutex<[TopicPartition: LaneState]>([:])
         let assigned = Mutex<Set<TopicPartition>>([])
@@ -140,6 +145,7 @@ final class PartitionLanes: Sendable {
 
     let consumer: KafkaConsumer
     private let table: LaneTable
+    private let breaker: StartsSlot
     private let offsets = DispatchedOffsets()
     let starts: LaneStarts
     private let logger: Logger
@@ -156,7 +162,7 @@ final class PartitionLanes: Sendable {
         if configuration["partition.assignment.strategy"] == nil { configuration["partition.assignment.strategy"] = "roundrobin" }
         let table = LaneTable()
         let offsets = self.offsets
-        let breaker = Mutex<LaneStarts?>(nil)
+        let breaker = StartsSlot()
         // Revoked partitions: their lanes stop at the next message; what they finished is committed on the way out,
         // and a message still being handled is given back (its start record cleared: a rebalance is no death).
         let rebalance = RebalanceHandler(assigned: { partitions in
@@ -184,7 +190,7 @@ final class PartitionLanes: Sendable {
                 return positions
             }
             let list = offsets.take(partitions)
-            guard let starts = breaker.withLock({ $0 }) else { return list }
+            guard let starts = breaker.starts.withLock({ $0 }) else { return list }
             // Committed by the consumer as returned: with the records, less what is being given back.
             let committed = starts.withRecords(starts.addingPositions(positions, to: list), givingBack: true)
             starts.forget(partitions)
@@ -193,7 +199,8 @@ final class PartitionLanes: Sendable {
         consumer = try KafkaConsumer(configuration: configuration, subscribing: topics, bufferCapacity: 2048,
                                      rebalance: rebalance, logger: logger)
         starts = LaneStarts(maxStarts: maxStarts, consumer: consumer, logger: logger)
-        breaker.withLock { [starts] in $0 = starts }
+        breaker.starts.withLock { [starts] in $0 = starts }
+        self.breaker = breaker
         self.table = table
         self.logger = logger
     }
@@ -236,6 +243,12 @@ final class PartitionLanes: Sendable {
             // What was handled, and the records of what was interrupted cleared: a shutdown is no death.
             await starts.commit(committable(), givingBack: true)
             await consumer.close()
+            // The consumer's rebalance handler holds the table and the breaker,
+            // and both hold the consumer (a lane's state, to hold and release
+            // its partition; the breaker, to write start records): emptied,
+            // the consumer's handle is freed with this object.
+            table.all.withLock { $0.removeAll() }
+            breaker.starts.withLock { $0 = nil }
         } onCancel: {
             consumer.stopFetching()
         }

@@ -57,6 +57,9 @@ public final class TriggerDispatcher: Sendable {
         }
     }
 
+    /// The consumer of S3 events (for tests: that a stopped dispatcher frees it).
+    var eventConsumer: KafkaConsumer? { s3Lanes?.consumer }
+
     /// Events and stream records taken from Kafka and not yet done, over all
     /// of this dispatcher's consumers (for tests and diagnostics).
     var heldMessages: Int { (s3Lanes?.heldMessages ?? 0) + mappings.reduce(0) { $0 + $1.heldMessages } }

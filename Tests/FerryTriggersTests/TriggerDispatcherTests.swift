@@ -341,4 +341,26 @@ import Testing
         }
         #expect(most.withLock { $0 } <= 2 * PartitionLanes.defaultLaneDepth)
     }
+
+    /// A stopped dispatcher's consumer goes with it: a lane's state holds the
+    /// consumer, whose rebalance handler holds the lanes, and that cycle is
+    /// broken when the dispatcher stops (a kept handle goes on reconnecting).
+    @Test func aStoppedDispatcherFreesItsConsumer() async throws {
+        let kafka = try TwoPartitions(logger: logger)
+        let sent = await kafka.producer.sendAll(try (0..<50).map { i in
+            OutgoingMessage(topic: kafka.topics.events, key: Array("b/k\(i)".utf8), value: Array(try json(event(key: "k\(i)")).utf8))
+        })
+        #expect(sent.allSatisfy { (try? $0.get()) != nil })
+        weak var consumer: KafkaConsumer?
+        do {
+            let handler = KeyLog()
+            let dispatcher = try kafka.dispatcher(S3TriggerRegistration(name: "keys", events: ["*"], handler: handler), logger: logger)
+            consumer = dispatcher.eventConsumer
+            let running = Task { await dispatcher.run() }
+            #expect(await eventually(timeout: 60) { handler.seen.withLock { $0.count } >= 50 })
+            running.cancel()
+            await running.value
+        }
+        #expect(await eventually(timeout: 10) { consumer == nil }, "the stopped dispatcher's consumer is still alive")
+    }
 }
