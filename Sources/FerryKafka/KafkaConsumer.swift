@@ -404,9 +404,6 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         wakePoller()
     }
 
-    /// Partitions held now.
-    public var heldPartitions: Set<TopicPartition> { buffer.heldPartitions }
-
     /// Ends the poll thread's wait, so that it carries out hold requests now.
     private func wakePoller() {
         guard !closed.load(ordering: .acquiring), let queue = rd_kafka_queue_get_consumer(handle.rk) else { return }
@@ -550,13 +547,14 @@ final class FlowControl: Sendable {
     /// Whether the whole assignment is paused now (a held partition is resumed only when it is not).
     var isPaused: Bool { pausedFlag.load(ordering: .acquiring) }
 
-    /// `held`: partitions the reader holds, left paused when the rest resume.
-    func adjust(count: Int, bytes: Int, capacity: Int, byteCapacity: Int, held: Set<TopicPartition>) {
+    /// `held`: partitions the reader holds, left paused when the rest resume
+    /// (asked for only then: this runs before every poll).
+    func adjust(count: Int, bytes: Int, capacity: Int, byteCapacity: Int, held: @autoclosure () -> Set<TopicPartition>) {
         let paused = pausedFlag.load(ordering: .acquiring)
         if !paused && (count >= capacity || bytes >= byteCapacity) {
             pausedFlag.store(apply(pause: true), ordering: .releasing)
         } else if paused && count <= capacity / 4 && bytes <= byteCapacity / 4 {
-            pausedFlag.store(!apply(pause: false, except: held), ordering: .releasing)
+            pausedFlag.store(!apply(pause: false, except: held()), ordering: .releasing)
         }
     }
 
