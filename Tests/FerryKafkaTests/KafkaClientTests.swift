@@ -257,6 +257,31 @@ import Testing
         await own.close()
     }
 
+    /// A hold with more fetched than it keeps aside (`HeldPartition.limit`)
+    /// drops the rest, and its release seeks back to the first one dropped:
+    /// every message still comes, once, in order.
+    @Test func aHoldPastItsLimitFetchesTheRestAgainOnRelease() async throws {
+        let cluster = try cluster(topics: ["t.hold": 1])
+        let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+        let producer = try KafkaProducer(configuration: kafka, logger: logger)
+        let count = 3 * HeldPartition.limit
+        let sent = await producer.sendAll((0..<count).map { OutgoingMessage(topic: "t.hold", key: Array("m\($0)".utf8), value: [0x61]) })
+        #expect(sent.allSatisfy { (try? $0.get()) != nil })
+        var group = kafka
+        group["group.id"] = "g.hold"
+        let consumer = try KafkaConsumer(configuration: group, subscribing: ["t.hold"], bufferCapacity: 4 * HeldPartition.limit, logger: logger)
+        let first = try #require(await next(consumer))
+        // More than the hold keeps is buffered before it is asked for.
+        #expect(await eventually(timeout: 30) { consumer.bufferedCount > HeldPartition.limit + 1 })
+        consumer.hold(givingBack: first)
+        #expect(consumer.bufferedCount == 0)
+        consumer.release(TopicPartition(topic: "t.hold", partition: 0))
+        var offsets: [Int64] = []
+        while offsets.count < count, let m = await next(consumer, timeout: 15) { offsets.append(m.offset) }
+        #expect(offsets == (0..<Int64(count)).map { first.offset + $0 })
+        await consumer.close()
+    }
+
     /// A consumer of a mostly quiet topic fetches with a longer wait (fewer
     /// wake-ups on the mock cluster, which answers a fetch only at its end)
     /// and still sees a message sent while its fetches wait; an operator's own
