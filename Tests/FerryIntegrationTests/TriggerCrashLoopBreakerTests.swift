@@ -74,11 +74,36 @@ import Testing
             logDirectory: base)
     }
 
-    /// The one record on `ferry.triggers.dlq`, with its condition.
-    func onlyFailureRecord(_ env: EndToEndTests.Environment) async throws -> (count: Int, condition: String?, value: String?) {
+    /// The one record on `ferry.triggers.dlq`, with its condition; `records`
+    /// says where each record is and which messages it carries.
+    func onlyFailureRecord(_ env: EndToEndTests.Environment) async throws -> (count: Int, condition: String?, value: String?, records: String) {
         let dlq = try await env.kcat.consumeAll(topic: "ferry.triggers.dlq")
-        let record = dlq.first.flatMap { try? JSONSerialization.jsonObject(with: Data($0.value.utf8)) as? [String: Any] }
-        return (dlq.count, (record?["requestContext"] as? [String: Any])?["condition"] as? String, dlq.first?.value)
+        func condition(_ value: String) -> String? {
+            let record = try? JSONSerialization.jsonObject(with: Data(value.utf8)) as? [String: Any]
+            return (record?["requestContext"] as? [String: Any])?["condition"] as? String
+        }
+        let records = dlq.map { "ferry.triggers.dlq/\($0.partition)@\($0.offset) \(condition($0.value) ?? "?"): \($0.value.prefix(600))" }
+        return (dlq.count, dlq.first.flatMap { condition($0.value) }, dlq.first?.value, records.joined(separator: "\n"))
+    }
+
+    /// Removes a test's directory, or keeps it (and says where) when `passed` is false.
+    func keepLogsUnless(_ passed: Bool, _ base: URL) {
+        if passed { try? FileManager.default.removeItem(at: base) } else { print("worker logs kept in \(base.path)") }
+    }
+
+    /// Each trigger-breaker worker's lines about assignments and failure
+    /// records, in start order: who wrote what, around which rebalance.
+    func deliveryLines(_ base: URL) -> String {
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: base.path)) ?? [])
+            .filter { $0.hasPrefix("trigger-breaker-") && $0.hasSuffix(".log") }
+            .sorted { $0.count != $1.count ? $0.count < $1.count : $0 < $1 }
+        let wanted = ["partitions assigned", "partitions revoked", "not invoked", "failure destination", "failure record",
+                      "commit failed", "were being handled", "TRAP_MARKER matched"]
+        return names.map { name in
+            let log = (try? String(contentsOf: base.appendingPathComponent(name), encoding: .utf8)) ?? ""
+            let lines = log.split(separator: "\n").filter { line in wanted.contains { line.contains($0) } }
+            return "== \(name)\n" + lines.joined(separator: "\n")
+        }.joined(separator: "\n")
     }
 
     /// A trigger handler that traps on one event (a bug of a handler author:
@@ -116,7 +141,7 @@ import Testing
             #expect(wanted.isSubset(of: Set(audited)), "not delivered: \(wanted.subtracting(audited).sorted())\n\(last.log.suffix(3000))")
             #expect(!audited.contains { $0.contains(marker) })
             let failure = try await onlyFailureRecord(env)
-            #expect(failure.count == 1 && failure.condition == "WorkerCrashed", "\(failure)\nthe last worker's log:\n\(last.log.suffix(6000))")
+            #expect(failure.count == 1 && failure.condition == "WorkerCrashed", "\(failure.records)\n\(deliveryLines(base))")
             #expect(failure.value?.contains(marker) == true, "the record carries the event")
             // The uploads beside it were not counted against: all completed, none dead-lettered.
             let statuses = try await env.statuses().filter { $0.state.isTerminal }
@@ -127,7 +152,7 @@ import Testing
             #expect(last.isRunning, "the last worker is up")
             await last.stop()
             print("trigger crash-loop breaker (events): \(deaths) deaths, then one WorkerCrashed record; 8 neighbouring events delivered, \(uploads.count) uploads completed")
-            try? FileManager.default.removeItem(at: base)
+            keepLogsUnless(failure.count == 1 && deaths == 2, base)
         }
     }
 
@@ -150,12 +175,12 @@ import Testing
             #expect(wanted.isSubset(of: found), "not indexed: \(wanted.subtracting(found).sorted())\n\(last.log.suffix(3000))")
             #expect(!found.contains { $0.contains(marker) })
             let failure = try await onlyFailureRecord(env)
-            #expect(failure.count == 1 && failure.condition == "WorkerCrashed", "\(failure)\nthe last worker's log:\n\(last.log.suffix(6000))")
+            #expect(failure.count == 1 && failure.condition == "WorkerCrashed", "\(failure.records)\n\(deliveryLines(base))")
             #expect(failure.value?.contains(marker) == true, "the record carries the stream record")
             #expect(last.isRunning, "the last worker is up")
             await last.stop()
             print("trigger crash-loop breaker (stream batches): \(deaths) deaths, then one WorkerCrashed record; \(wanted.count) neighbouring records indexed")
-            try? FileManager.default.removeItem(at: base)
+            keepLogsUnless(failure.count == 1 && deaths == 2, base)
         }
     }
 
@@ -205,7 +230,7 @@ import Testing
                     && held!.upperBound <= revoked!.lowerBound && revoked!.upperBound <= released!.lowerBound,
                     "no revocation while the record was held:\n\(log.suffix(6000))")
             let failure = try await onlyFailureRecord(env)
-            #expect(failure.count == 1 && failure.condition == "WorkerCrashed", "\(failure)\nthe holder's log:\n\(log.suffix(6000))")
+            #expect(failure.count == 1 && failure.condition == "WorkerCrashed", "\(failure.records)\n\(deliveryLines(base))")
             #expect(log.contains("sent to its failure destination by this worker before its partition moved uncommitted; not sent again"),
                     "the partition did not come back uncommitted (the case this test is for):\n\(log.suffix(6000))")
             #expect(last.isRunning, "the worker is up")
