@@ -1,4 +1,5 @@
 import CRdKafka
+import FerryCore
 import Logging
 
 /// A hold or release of one partition (`KafkaConsumer.hold`), carried out by
@@ -15,7 +16,10 @@ enum HoldRequest: Sendable {
         }
     }
 
-    func carryOut(rk: OpaquePointer, buffer: MessageBuffer, flow: FlowControl, gaps: GapDetector, logger: Logger) {
+    /// `seekFailures` throttles the warning of a seek that keeps failing: it
+    /// is tried again on every poll (100 ms), and one line per 10 s says how often.
+    func carryOut(rk: OpaquePointer, buffer: MessageBuffer, flow: FlowControl, gaps: GapDetector, seekFailures: WarningThrottle,
+                  logger: Logger) {
         guard case .some(let refetchFrom) = buffer.refetchOffset(partition) else { return }  // left this consumer meanwhile
         let list = rd_kafka_topic_partition_list_new(1)
         defer { rd_kafka_topic_partition_list_destroy(list) }
@@ -42,7 +46,9 @@ enum HoldRequest: Sendable {
                     failure = "\(KafkaError(element.pointee.err, context: "seek"))"
                 }
                 if let failure {
-                    logger.warning("kafka consumer: seek \(partition) to \(offset) failed, its release is tried again: \(failure)")
+                    if let count = seekFailures.occurred() {
+                        logger.warning("kafka consumer: seek \(partition) to \(offset) failed (\(count) time(s) since the last such line), its release is tried again: \(failure)")
+                    }
                     _ = buffer.requestRelease(partition)
                     return
                 }

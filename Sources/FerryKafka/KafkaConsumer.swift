@@ -224,9 +224,12 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         let handle = self.handle
         flow.attach(handle.rk)
         self.gaps = gaps
+        let seekFailures = WarningThrottle()
         poller = PollThread(name: "ferry-kafka-consumer") {
             let rk = handle.rk
-            for request in buffer.takeHoldRequests() { request.carryOut(rk: rk, buffer: buffer, flow: flow, gaps: gaps, logger: logger) }
+            for request in buffer.takeHoldRequests() {
+                request.carryOut(rk: rk, buffer: buffer, flow: flow, gaps: gaps, seekFailures: seekFailures, logger: logger)
+            }
             let load = buffer.load
             flow.adjust(count: load.count, bytes: load.bytes, capacity: bufferCapacity, byteCapacity: MessageBuffer.byteCapacity,
                         held: buffer.heldPartitions)
