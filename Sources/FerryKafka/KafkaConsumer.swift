@@ -371,8 +371,10 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
 
     /// Messages behind the end of each assigned partition: the high watermark
     /// (as last seen by librdkafka, no broker round trip) minus this consumer's
-    /// fetch position. Partitions without a position yet are left out.
-    public func lag() -> [(TopicPartition, Int64)] {
+    /// fetch position, or minus `positions[partition]` where the reader knows
+    /// better (the first offset it has not handled: what it fetched and holds
+    /// counts as behind). Partitions without a position yet are left out.
+    public func lag(from positions: [TopicPartition: Int64] = [:]) -> [(TopicPartition, Int64)] {
         var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
         guard rd_kafka_assignment(handle.rk, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return [] }
         defer { rd_kafka_topic_partition_list_destroy(list) }
@@ -380,12 +382,13 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         var result: [(TopicPartition, Int64)] = []
         for i in 0..<Int(list.pointee.cnt) {
             let element = list.pointee.elems[i]
+            let partition = TopicPartition(topic: String(cString: element.topic), partition: element.partition)
+            let position = positions[partition] ?? element.offset
             var low: Int64 = 0, high: Int64 = 0
-            guard element.offset >= 0,
+            guard position >= 0,
                   rd_kafka_get_watermark_offsets(handle.rk, element.topic, element.partition, &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR,
                   high >= 0 else { continue }
-            result.append((TopicPartition(topic: String(cString: element.topic), partition: element.partition),
-                           Swift.max(0, high - element.offset)))
+            result.append((partition, Swift.max(0, high - position)))
         }
         return result
     }

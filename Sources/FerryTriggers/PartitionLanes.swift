@@ -1,6 +1,7 @@
 import FerryKafka
 import Foundation
 import Logging
+import Metrics
 import Synchronization
 
 /// A group consumer whose partitions are worked on side by side, each in its
@@ -144,6 +145,8 @@ final class PartitionLanes: Sendable {
     }
 
     let consumer: KafkaConsumer
+    /// The consumer group: the `group` label of this consumer's gauges.
+    let group: String
     private let table: LaneTable
     private let breaker: StartsSlot
     private let offsets = DispatchedOffsets()
@@ -202,11 +205,47 @@ final class PartitionLanes: Sendable {
         breaker.starts.withLock { [starts] in $0 = starts }
         self.breaker = breaker
         self.table = table
+        self.group = group
         self.logger = logger
     }
 
     /// Messages taken from the consumer and not yet done or given back, over all lanes.
     var heldMessages: Int { table.all.withLock { $0.values.reduce(0) { $0 + $1.pending.load(ordering: .relaxed) } } }
+
+    /// Lambda's `OffsetLag` of a Kafka event source, per partition this
+    /// consumer owns: the messages from the first one its lane has not handled
+    /// to the partition's end (the high watermark as librdkafka last saw it),
+    /// so what waits in Kafka, in a held partition's set-aside and in the lane
+    /// all count. A partition whose lane has not begun counts from the fetch position.
+    var offsetLag: [(TopicPartition, Int64)] {
+        let positions = table.all.withLock { all in all.compactMapValues { s -> Int64? in
+            let position = s.position.load(ordering: .relaxed)
+            return position >= 0 ? position : nil
+        } }
+        return consumer.lag(from: positions)
+    }
+
+    /// Every 5 s until cancelled: `ferry_trigger_offset_lag{group,topic,partition}`
+    /// and `ferry_trigger_lane_messages{group}` (a partition no longer owned, and
+    /// every partition once stopped, reports 0: its lag is another worker's now).
+    private func reportLag() async {
+        func record(_ partition: TopicPartition, _ lag: Int64) {
+            Gauge(label: "ferry_trigger_offset_lag",
+                  dimensions: [("group", group), ("topic", partition.topic), ("partition", "\(partition.partition)")]).record(lag)
+        }
+        var reported: Set<TopicPartition> = []
+        while !Task.isCancelled {
+            let lags = offsetLag
+            for (partition, lag) in lags { record(partition, lag) }
+            let owned = Set(lags.map(\.0))
+            for gone in reported.subtracting(owned) { record(gone, 0) }
+            reported = owned
+            Gauge(label: "ferry_trigger_lane_messages", dimensions: [("group", group)]).record(heldMessages)
+            try? await Task.sleep(for: .seconds(5))
+        }
+        for partition in reported { record(partition, 0) }
+        Gauge(label: "ferry_trigger_lane_messages", dimensions: [("group", group)]).record(0)
+    }
 
     /// The partitions this consumer owns now.
     var assignedPartitions: Set<TopicPartition> { table.assigned.withLock { $0 } }
@@ -224,6 +263,7 @@ final class PartitionLanes: Sendable {
                         await starts.commit(offsets.take(nil))
                     }
                 }
+                group.addTask { [self] in await reportLag() }
                 for await message in consumer {
                     let partition = TopicPartition(topic: message.topic, partition: message.partition)
                     let (state, lane) = table.all.withLock { all -> (LaneState, Lane?) in

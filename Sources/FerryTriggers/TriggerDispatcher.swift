@@ -57,6 +57,9 @@ public final class TriggerDispatcher: Sendable {
         }
     }
 
+    /// The S3 event consumer's `OffsetLag` per partition (for tests; /metrics has it as `ferry_trigger_offset_lag`).
+    var eventOffsetLag: [(TopicPartition, Int64)] { s3Lanes?.offsetLag ?? [] }
+
     /// The consumer of S3 events (for tests: that a stopped dispatcher frees it).
     var eventConsumer: KafkaConsumer? { s3Lanes?.consumer }
 

@@ -78,6 +78,15 @@ import Testing
                            "ferry_outbox_depth 0", "ferry_transfers_in_flight 0"] {
                 #expect(metrics.contains(needle), "missing \(needle) in:\n\(metrics)")
             }
+            // The trigger groups' lag, sampled every 5 s: the events' group and a stream trigger's.
+            var lagLines: [Substring] = []
+            let lagged = try await eventually(timeout: 30) {
+                lagLines = try await curl("\(http)/metrics").body.split(separator: "\n").filter { $0.hasPrefix("ferry_trigger_offset_lag{") }
+                return lagLines.contains { $0.contains(#"group="ferry-triggers""#) && $0.contains(#"topic="ferry.events""#) }
+                    && lagLines.contains { $0.contains(#"group="ferry-triggers.object-index""#) && $0.contains(#"topic="ferry.streams""#) }
+            }
+            #expect(lagged, "\(lagLines)")
+            #expect(metrics.contains(#"ferry_trigger_lane_messages{group="ferry-triggers"}"#), "\(metrics)")
 
             // JSON logs: every line about the transfer names it, its partition and its offset.
             let lines = worker.log.split(separator: "\n").filter { $0.hasPrefix("{") }

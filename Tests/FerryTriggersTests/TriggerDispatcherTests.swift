@@ -245,6 +245,39 @@ import Testing
         #expect(later == limit, "held \(later) a second later")
     }
 
+    /// The offset lag an operator reads (Lambda's `OffsetLag`): everything
+    /// not yet handled counts, what waits in Kafka and what the lanes and a
+    /// held partition have taken from it alike; it falls to 0 once handled.
+    @Test func aTriggerReportsEveryEventNotYetHandledAsItsOffsetLag() async throws {
+        final class Gated: S3EventHandler {
+            let open = Atomic<Bool>(false)
+            func handle(_ event: S3Event, context: TriggerContext) async throws {
+                while !open.load(ordering: .relaxed) { try await Task.sleep(for: .milliseconds(20)) }
+            }
+        }
+        let brokers = try TwoPartitions(logger: logger)
+        // More than a lane's depth on each partition, so that both hold their partition.
+        let backlog = 4 * PartitionLanes.defaultLaneDepth + 37
+        let value = Array(try json(event(key: "k")).utf8)
+        let sent = await brokers.producer.sendAll((0..<backlog).map {
+            OutgoingMessage(topic: brokers.topics.events, key: Array("b/k\($0)".utf8), value: value)
+        })
+        #expect(sent.allSatisfy { (try? $0.get()) != nil })
+        let handler = Gated()
+        let dispatcher = try brokers.dispatcher(S3TriggerRegistration(name: "gated", events: ["*"], delivery: AsyncDelivery(timeoutSeconds: 900),
+                                                                      handler: handler), logger: logger)
+        let running = Task { await dispatcher.run() }
+        func total() -> Int64 { dispatcher.eventOffsetLag.reduce(0) { $0 + $1.1 } }
+        let full = await eventually(timeout: 60) { dispatcher.heldMessages == 2 * PartitionLanes.defaultLaneDepth && total() == Int64(backlog) }
+        #expect(full, "lag \(dispatcher.eventOffsetLag), lanes \(dispatcher.heldMessages), \(backlog) sent and none handled")
+        #expect(dispatcher.eventOffsetLag.count == 2, "\(dispatcher.eventOffsetLag)")
+        handler.open.store(true, ordering: .relaxed)
+        let drained = await eventually(timeout: 60) { total() == 0 }
+        #expect(drained, "lag \(dispatcher.eventOffsetLag) after the gate opened")
+        running.cancel()
+        await running.value
+    }
+
     /// A dispatcher over two partitions of `<prefix>.events`, for the lane-depth tests.
     struct TwoPartitions {
         let cluster: EmbeddedKafkaCluster
