@@ -255,7 +255,12 @@ def write(root):
                   if "server_cpu_ms_per_request" in s5 else []),
                 f"| offered rate (fixed, below saturation) | {s5['offered_rps']:.1f} requests/s |",
                 f"| achieved at that rate | {s5['achieved_rps']:.1f} requests/s |",
-                f"| enqueue → trigger latency p50 / p99 / max | {s5['p50_ms']:.0f} / {s5['p99_ms']:.0f} / {s5['max_ms']:.0f} ms |", ""]
+                f"| enqueue → trigger latency p50 / p99 / max | {s5['p50_ms']:.0f} / {s5['p99_ms']:.0f} / {s5['max_ms']:.0f} ms |",
+                *[f"| span {label} p50 / p99 / max | {st['p50_ms']:.0f} / {st['p99_ms']:.0f} / {st['max_ms']:.0f} ms |"
+                  for name, label in (("enqueue_to_accepted", "enqueue → `accepted` (fetched, journaled)"),
+                                      ("accepted_to_completed", "`accepted` → `completed` (the PUT, the outcome recorded)"),
+                                      ("completed_to_trigger", "`completed` → trigger (outbox, event, trigger's consumer)"))
+                  for st in [s5.get("stages", {}).get(name)] if st], ""]
     for key, label in (("s6", "S6"), ("s6_tansu", "S6 on Tansu")):
         if data.get(key):
             out += s6_section(data[key], label)

@@ -574,7 +574,8 @@ class Bench:
             p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]
             self.s5_result = {"requests": count, "saturation_rps": burst_rate, "worker_cpu_ms_per_request": worker_cpu_ms,
                               "server_cpu_ms_per_request": server_cpu_ms, "offered_rps": offered,
-                              "achieved_rps": achieved, "p50_ms": p(0.50), "p99_ms": p(0.99), "max_ms": latencies[-1]}
+                              "achieved_rps": achieved, "p50_ms": p(0.50), "p99_ms": p(0.99), "max_ms": latencies[-1],
+                              "stages": self.s5_stages_or_error(bootstrap, names, sent, seen, parse)}
             log("S5", json.dumps(self.s5_result))
         finally:
             worker.terminate()
@@ -582,6 +583,45 @@ class Bench:
             kafka.terminate()
             kafka.wait(30)
             self.delete_prefix("public/s5/")
+
+    def s5_stages_or_error(self, *args):
+        """s5_stages, or why it could not be read (the latency figures above stand without it)."""
+        try:
+            return self.s5_stages(*args)
+        except Exception as error:
+            log(f"S5 stages not read: {error}")
+            return {"error": str(error)}
+
+    @staticmethod
+    def s5_stages(bootstrap, names, sent, seen, parse):
+        """Where the latency run's enqueue -> trigger time went, from the worker's own statuses
+        (ferry.status: `accepted` once journaled, `completed` once the outcome is recorded):
+        p50 / p99 / max in ms of send -> accepted, accepted -> completed, completed -> trigger."""
+        out = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", "ferry.status", "-o", "beginning", "-e", "-q", "-f", "%s\n"],
+                             capture_output=True, text=True, timeout=120).stdout
+        keys = {f"s5-steady-{i}": "public/s5/steady/" + name for i, name in enumerate(names)}
+        at = {}
+        for line in out.splitlines():
+            try:
+                status = json.loads(line)
+            except ValueError:
+                continue
+            key = keys.get(status.get("id"))
+            if key and status.get("state") in ("accepted", "completed"):
+                at.setdefault(key, {}).setdefault(status["state"], parse(status["time"]))
+        spans = {"enqueue_to_accepted": [], "accepted_to_completed": [], "completed_to_trigger": []}
+        for key, times in at.items():
+            if "accepted" in times and "completed" in times and key in seen and key in sent:
+                spans["enqueue_to_accepted"].append((times["accepted"] - sent[key]) * 1000)
+                spans["accepted_to_completed"].append((times["completed"] - times["accepted"]) * 1000)
+                spans["completed_to_trigger"].append((parse(seen[key]) - times["completed"]) * 1000)
+        result = {"requests": len(spans["enqueue_to_accepted"])}
+        for name, values in spans.items():
+            values.sort()
+            if values:
+                q = lambda f: values[min(len(values) - 1, int(f * len(values)))]
+                result[name] = {"p50_ms": q(0.50), "p99_ms": q(0.99), "max_ms": values[-1]}
+        return result
 
     # ---------- S6 and S7: a fleet of workers ----------
 
