@@ -252,6 +252,14 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     /// partition) before this consumer read them, since it started.
     public var messagesLost: Int64 { gaps.lost.load(ordering: .relaxed) }
 
+    /// The partitions assigned to this consumer now, and the assignments it
+    /// has received since it started (one per rebalance it took part in, an
+    /// empty one included); both 0 without a rebalance handler.
+    public var assignment: (partitions: Int, rebalances: Int) {
+        guard let rebalanceBox else { return (0, 0) }
+        return (rebalanceBox.assignedCount.load(ordering: .relaxed), rebalanceBox.assignments.load(ordering: .relaxed))
+    }
+
     /// A property as the live handle holds it, after librdkafka's own
     /// adjustments (`fetch.max.bytes` is held below the prefetch); nil if unknown.
     func effectiveProperty(_ name: String) -> String? {
@@ -765,8 +773,20 @@ private final class RebalanceBox: Sendable {
     let logger: Logger
     /// Whether an assignment (even an empty one) ever arrived.
     let everAssigned = Atomic<Bool>(false)
+    /// The partitions assigned now, and the assignments received (one per rebalance taken part in).
+    let assignedCount = Atomic<Int>(0)
+    let assignments = Atomic<Int>(0)
     init(handler: RebalanceHandler, buffer: MessageBuffer, flow: FlowControl, gaps: GapDetector, logger: Logger) {
         self.handler = handler; self.buffer = buffer; self.flow = flow; self.gaps = gaps; self.logger = logger
+    }
+
+    /// Reads the assignment back from librdkafka: an incremental (cooperative)
+    /// callback names only the partitions that change.
+    func countAssignment(_ rk: OpaquePointer) {
+        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        guard rd_kafka_assignment(rk, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        assignedCount.store(Int(list.pointee.cnt), ordering: .relaxed)
     }
 }
 
@@ -792,6 +812,8 @@ private let rebalanceCallback: @convention(c) (OpaquePointer?, rd_kafka_resp_err
         box.everAssigned.store(true, ordering: .releasing)
         if cooperative { check(rd_kafka_incremental_assign(rk, list), "incremental assign") } else { rd_kafka_assign(rk, list) }
         box.flow.assigned(list)
+        box.countAssignment(rk)
+        box.assignments.add(1, ordering: .relaxed)
         box.gaps.forget(partitions)
         box.logger.info("partitions assigned: \(partitions.map(\.description).joined(separator: ", "))")
         box.handler.assigned(partitions)
@@ -806,9 +828,11 @@ private let rebalanceCallback: @convention(c) (OpaquePointer?, rd_kafka_resp_err
             if e != RD_KAFKA_RESP_ERR_NO_ERROR { box.logger.warning("kafka consumer: \(KafkaError(e, context: "commit on revoke"))") }
         }
         if cooperative { check(rd_kafka_incremental_unassign(rk, list), "incremental unassign") } else { rd_kafka_assign(rk, nil) }
+        box.countAssignment(rk)
     default:
         box.logger.error("kafka consumer: rebalance error \(KafkaError(err, context: "rebalance"))")
         if cooperative { check(rd_kafka_incremental_unassign(rk, list), "incremental unassign") } else { rd_kafka_assign(rk, nil) }
+        box.countAssignment(rk)
     }
 }
 

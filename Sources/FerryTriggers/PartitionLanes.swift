@@ -217,24 +217,21 @@ final class PartitionLanes: Sendable {
     /// to the partition's end (the high watermark as librdkafka last saw it),
     /// so what waits in Kafka, in a held partition's set-aside and in the lane
     /// all count. A partition whose lane has not begun counts from the fetch position.
-    var offsetLag: [(TopicPartition, Int64)] {
-        let positions = table.all.withLock { all in all.compactMapValues { s -> Int64? in
-            let position = s.position.load(ordering: .relaxed)
-            return position >= 0 ? position : nil
-        } }
-        return consumer.lag(from: positions)
-    }
+    var offsetLag: [(TopicPartition, Int64)] { consumer.lag(from: lanePositions()) }
 
-    /// Every 5 s until cancelled: `ferry_trigger_offset_lag{group,topic,partition}`
-    /// and `ferry_trigger_lane_messages{group}` (a partition no longer owned, and
-    /// every partition once stopped, reports 0: its lag is another worker's now).
+    /// Every 5 s until cancelled: `ferry_trigger_offset_lag{group,topic,partition}`,
+    /// `ferry_trigger_lane_messages{group}` and the group's assignment (a
+    /// partition no longer owned, and every partition once stopped, reports 0:
+    /// its lag is another worker's now).
     private func reportLag() async {
         func record(_ partition: TopicPartition, _ lag: Int64) {
             Gauge(label: "ferry_trigger_offset_lag",
                   dimensions: [("group", group), ("topic", partition.topic), ("partition", "\(partition.partition)")]).record(lag)
         }
         var reported: Set<TopicPartition> = []
+        var assignment = AssignmentMetrics(group: group)
         while !Task.isCancelled {
+            assignment.sample(consumer)
             let lags = offsetLag
             for (partition, lag) in lags { record(partition, lag) }
             let owned = Set(lags.map(\.0))
@@ -245,6 +242,7 @@ final class PartitionLanes: Sendable {
         }
         for partition in reported { record(partition, 0) }
         Gauge(label: "ferry_trigger_lane_messages", dimensions: [("group", group)]).record(0)
+        assignment.stopped()
     }
 
     /// The partitions this consumer owns now.
@@ -297,11 +295,15 @@ final class PartitionLanes: Sendable {
     /// The offsets handled since the last commit, and the position of every
     /// partition with start records to keep or clear.
     private func committable() -> [TopicPartitionOffset] {
-        let positions = table.all.withLock { all in all.compactMapValues { s -> Int64? in
+        starts.addingPositions(lanePositions(), to: offsets.take(nil))
+    }
+
+    /// Per lane that has begun, the offset of the first message it has not handled.
+    private func lanePositions() -> [TopicPartition: Int64] {
+        table.all.withLock { all in all.compactMapValues { s -> Int64? in
             let position = s.position.load(ordering: .relaxed)
             return position >= 0 ? position : nil
         } }
-        return starts.addingPositions(positions, to: offsets.take(nil))
     }
 }
 

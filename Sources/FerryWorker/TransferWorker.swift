@@ -4,6 +4,7 @@ import FerryKafka
 import FerryS3
 import FerryStore
 import FerryTables
+import FerryTriggers
 import Foundation
 import Logging
 import Metrics
@@ -307,7 +308,7 @@ public final class TransferWorker: Sendable {
         }
     }
 
-    /// Every few seconds: consumer lag and storage reachability (metrics and
+    /// Every few seconds: consumer lag, the assignment and storage reachability (metrics and
     /// /readyz); every 15 s: sweep multipart uploads nobody will finish; less
     /// often: forget old finished ids, and reclaim a local store's writes cut by a crash.
     private func maintain() async {
@@ -315,7 +316,9 @@ public final class TransferWorker: Sendable {
         let observer = Task { [self] in
             var lagging: Set<TopicPartition> = []
             var lostReported: Int64 = 0
+            var assignment = AssignmentMetrics(group: configuration.topics.workerGroup)
             while !Task.isCancelled {
+                assignment.sample(consumer)
                 // Requests the broker deleted before this worker read them (logged as errors by the consumer).
                 let lost = consumer.messagesLost
                 if lost > lostReported {
@@ -333,6 +336,7 @@ public final class TransferWorker: Sendable {
                 lagging = Set(lags.map(\.0))
                 try? await Task.sleep(for: .seconds(5))
             }
+            assignment.stopped()
         }
         defer { observer.cancel() }
         // Often while the store is down, so waiting transfers resume soon after it answers.

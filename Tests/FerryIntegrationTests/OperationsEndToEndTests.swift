@@ -87,6 +87,19 @@ import Testing
             }
             #expect(lagged, "\(lagLines)")
             #expect(metrics.contains(#"ferry_trigger_lane_messages{group="ferry-triggers"}"#), "\(metrics)")
+            // Each group consumer's assignment: the only worker holds both request partitions, and some events'.
+            var assignmentLines: [Substring] = []
+            let assigned = try await eventually(timeout: 30) {
+                assignmentLines = try await curl("\(http)/metrics").body.split(separator: "\n")
+                    .filter { $0.hasPrefix("ferry_consumer_assigned_partitions{") || $0.hasPrefix("ferry_consumer_rebalances_total{") }
+                func value(_ series: String) -> Double? {
+                    assignmentLines.first { $0.hasPrefix(series + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
+                }
+                return value(#"ferry_consumer_assigned_partitions{group="ferry-workers"}"#) == 2
+                    && (value(#"ferry_consumer_assigned_partitions{group="ferry-triggers"}"#) ?? 0) > 0
+                    && (value(#"ferry_consumer_rebalances_total{group="ferry-workers"}"#) ?? 0) >= 1
+            }
+            #expect(assigned, "\(assignmentLines)")
 
             // JSON logs: every line about the transfer names it, its partition and its offset.
             let lines = worker.log.split(separator: "\n").filter { $0.hasPrefix("{") }
@@ -124,7 +137,8 @@ import Testing
             #expect(updates.last?.state == .completed)
             #expect(updates.contains { $0.state == .running && ($0.fraction ?? 0) > 0 && ($0.fraction ?? 1) < 1 }, "\(updates)")
 
-            #expect(await worker.stop() == 0)
+            let stopped = await worker.stop()
+            #expect(stopped == 0, "\(worker.log.suffix(3000))")
 
             // `ferry cp --recursive`: a directory to a prefix and back, byte-exact.
             let tree = base.appendingPathComponent("tree")

@@ -180,6 +180,7 @@ import Testing
         var values: Set<String> = []
         values.insert(String(decoding: try #require(await next(first)).value, as: UTF8.self))
         try await Task.sleep(for: .seconds(2))
+        #expect(first.assignment.partitions == 4 && first.assignment.rebalances >= 1, "\(first.assignment)")
 
         // A second member takes some partitions, reads them to the end, commits and leaves:
         // they go back to the first member (an incremental assignment while it is paused).
@@ -195,6 +196,9 @@ import Testing
             secondCount += 1
         }
         #expect(secondCount > 0, "the second member got no partition")
+        // What each member reports holding (ferry_consumer_assigned_partitions) adds up to the topic.
+        #expect(second.assignment.partitions > 0 && first.assignment.partitions + second.assignment.partitions == 4,
+                "first \(first.assignment), second \(second.assignment)")
         await second.close()
 
         // The first member now reads everything else, from the partitions it kept and the ones returned.
@@ -202,6 +206,8 @@ import Testing
             values.insert(String(decoding: m.value, as: UTF8.self))
         }
         #expect(values.count == total, "\(values.count) of \(total) messages read (second member read \(secondCount))")
+        // The second member's partitions come back to the first (its reads may end before they do).
+        #expect(await eventually(timeout: 30) { first.assignment.partitions == 4 && first.assignment.rebalances >= 2 }, "\(first.assignment)")
         await first.close()
     }
 
