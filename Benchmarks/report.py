@@ -151,16 +151,21 @@ def s7_section(s7, label):
            f"workers with `--max-transfers {s7['max_transfers']}` against the same RGW behind a loopback proxy that "
            f"delays every request by {s7['latency_ms']:.0f} ms (`Benchmarks/latency_proxy.py`), so the work waits on "
            "the network, not the CPU. Each fleet size starts its workers together (as a deployment scaled "
-           "to n does), waits until every one has finished warm-up work (the group has settled), then gets "
-           "the burst. Join: from the workers' start until all are ready and each has done work. Longest "
-           "pause: the longest time no worker finished anything during the burst.", "",
-           "| workers | requests/s | × one worker | join | longest pause | per worker | workers' CPU ms per request |",
-           "|---|---|---|---|---|---|---|"]
+           "to n does), waits until every one has finished warm-up work and the workers together hold all "
+           "8 partitions, each some (`ferry_consumer_assigned_partitions`: the group has settled), then gets "
+           "the burst. Join: from the workers' start until then. First done: from the burst's first request "
+           "to the fleet's first finished one. Longest pause: the longest time no worker finished anything "
+           "after that. Rebalances: those the workers took part in during the burst "
+           "(`ferry_consumer_rebalances_total`).", "",
+           "| workers | requests/s | × one worker | join | first done | longest pause | rebalances | per worker | workers' CPU ms per request |",
+           "|---|---|---|---|---|---|---|---|---|"]
     one = s7["runs"][0]["rps"]
     for r in s7["runs"]:
         cpu = f"{r['worker_cpu_ms_per_request']:.1f}" if "worker_cpu_ms_per_request" in r else "–"
-        out.append(f"| {r['workers']} | {r['rps']:.1f} | {r['rps'] / one:.2f} | {r.get('settled_s', 0):.1f} s | "
-                   f"{r['longest_gap_s']:.2f} s | {' / '.join(str(x) for x in r['per_worker'])} | {cpu} |")
+        first = f"{r['first_done_s']:.2f} s" if r.get("first_done_s") is not None else "–"
+        out.append(f"| {r['workers']} | {r['rps']:.1f} | {r['rps'] / one:.2f} | {r.get('settled_s', 0):.1f} s | {first} | "
+                   f"{r['longest_gap_s']:.2f} s | {r.get('rebalances_during_burst', '–')} | "
+                   f"{' / '.join(str(x) for x in r['per_worker'])} | {cpu} |")
     out.append("")
     join = s7.get("scale_out")
     if join:

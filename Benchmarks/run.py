@@ -696,6 +696,15 @@ class Bench:
         return sum(int(float(line.rsplit(" ", 1)[1])) for line in self.metric_lines(port)
                    if line.startswith("ferry_transfers_total{") and 'outcome="completed"' in line)
 
+    def assignment(self, port, group="ferry-workers"):
+        """(partitions the worker's group consumer holds, rebalances it took part in), from its
+        /metrics (sampled every 5 s); (0, 0) if unreadable."""
+        lines = self.metric_lines(port)
+        def value(name):
+            return next((int(float(line.rsplit(" ", 1)[1])) for line in lines
+                         if line.startswith(f'{name}{{group="{group}"}} ')), 0)
+        return value("ferry_consumer_assigned_partitions"), value("ferry_consumer_rebalances_total")
+
     def heap_mib(self, port):
         """The worker's allocator bytes in use (ferry_process_heap_in_use_bytes), MiB; 0 if unreadable."""
         return next((float(line.split()[1]) / 2**20 for line in self.metric_lines(port)
@@ -824,14 +833,23 @@ class Bench:
                     self.enqueue(bootstrap, ((f"bench/s7/{n}/warm{i}", {"id": f"s7-{n}-warm-{i}", "op": "upload", "bucket": self.bucket,
                                                                         "key": f"s7/{n}/warm{i:05d}", "source": "file://" + source})
                                              for i in range(warm)))
+                    # ... and every worker holds partitions of one generation: the fleet's assignments
+                    # cover the topic (with all workers done with warm-up work, a join still under way
+                    # had stopped the whole burst for a rebalance, about 5 s on the mock cluster).
                     deadline = time.time() + 180
-                    while not (all(self.succeeded(p) > 0 for p in ports) and sum(self.succeeded(p) for p in ports) >= warm):
+                    while True:
+                        held = [self.assignment(p) for p in ports]
+                        if all(self.succeeded(p) > 0 for p in ports) and sum(self.succeeded(p) for p in ports) >= warm \
+                                and all(a[0] > 0 for a in held) and sum(a[0] for a in held) == 8:
+                            break
                         if time.time() > deadline:
-                            raise RuntimeError(f"S7: {n} workers did not all take work within 180 s")
+                            raise RuntimeError(f"S7: {n} workers did not all take work and partitions within 180 s")
                         time.sleep(0.2)
                     settle = time.time() - joined
                     base_counts = [self.succeeded(p) for p in ports]
-                    log(f"S7 {n} worker(s): ready after {ready:.1f} s, settled after {settle:.1f} s; {count} requests")
+                    base_rebalances = sum(a[1] for a in held)
+                    log(f"S7 {n} worker(s): ready after {ready:.1f} s, settled after {settle:.1f} s "
+                        f"(partitions held {[a[0] for a in held]}); {count} requests")
                     start = time.time()
                     cpu_before = sum(process_cpu_seconds(w.pid) for w in workers)
                     self.enqueue(bootstrap, ((f"bench/s7/{n}/r{i}", {"id": f"s7-{n}-{i}", "op": "upload", "bucket": self.bucket,
@@ -855,9 +873,12 @@ class Bench:
                     elapsed = time.time() - start
                     cpu = sum(process_cpu_seconds(w.pid) for w in workers) - cpu_before
                     shares = [self.succeeded(p) - b for p, b in zip(ports, base_counts)]
+                    # Rebalances during the burst (seen up to 5 s late; waited for).
+                    time.sleep(5.5)
+                    rebalances = sum(self.assignment(p)[1] for p in ports) - base_rebalances
                     run = {"workers": n, "rps": count / elapsed, "elapsed_s": elapsed, "ready_s": ready, "settled_s": settle,
                            "first_done_s": first_done, "longest_gap_s": longest_gap, "per_worker": shares,
-                           "worker_cpu_ms_per_request": cpu * 1000 / count}
+                           "rebalances_during_burst": rebalances, "worker_cpu_ms_per_request": cpu * 1000 / count}
                     result["runs"].append(run)
                     log(f"S7 ({self.broker})", json.dumps(run))
                 finally:
