@@ -68,6 +68,10 @@ def server_cpu_seconds():
     return total
 
 
+# Partitions of each topic on the brokers S6 and S7 start.
+FLEET_PARTITIONS = 8
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -663,7 +667,7 @@ class Bench:
             f.write(os.urandom(4096))
         return source
 
-    def dev_cluster(self, base, partitions=8):
+    def dev_cluster(self, base, partitions=FLEET_PARTITIONS):
         """The broker in use (see use_broker), with Ferry's topics; returns (process, bootstrap).
         The embedded one is `ferry dev --kafka-only`."""
         if self.broker == "tansu":
@@ -860,9 +864,10 @@ class Bench:
                     # had stopped the whole burst for a rebalance, about 5 s on the mock cluster).
                     deadline = time.time() + 180
                     while True:
+                        done = [self.succeeded(p) for p in ports]
                         held = [self.assignment(p) for p in ports]
-                        if all(self.succeeded(p) > 0 for p in ports) and sum(self.succeeded(p) for p in ports) >= warm \
-                                and all(a[0] > 0 for a in held) and sum(a[0] for a in held) == 8:
+                        if all(d > 0 for d in done) and sum(done) >= warm \
+                                and all(a[0] > 0 for a in held) and sum(a[0] for a in held) == FLEET_PARTITIONS:
                             break
                         if time.time() > deadline:
                             raise RuntimeError(f"S7: {n} workers did not all take work and partitions within 180 s")
