@@ -220,9 +220,9 @@ final class PartitionLanes: Sendable {
     var offsetLag: [(TopicPartition, Int64)] { consumer.lag(from: lanePositions()) }
 
     /// Every 5 s until cancelled: `ferry_trigger_offset_lag{group,topic,partition}`,
-    /// `ferry_trigger_lane_messages{group}` and the group's assignment (a
+    /// `ferry_trigger_lane_messages{group}`, the group's assignment (a
     /// partition no longer owned, and every partition once stopped, reports 0:
-    /// its lag is another worker's now).
+    /// its lag is another worker's now) and `ferry_trigger_records_lost_total{group}`.
     private func reportLag() async {
         func record(_ partition: TopicPartition, _ lag: Int64) {
             Gauge(label: "ferry_trigger_offset_lag",
@@ -230,8 +230,17 @@ final class PartitionLanes: Sendable {
         }
         var reported: Set<TopicPartition> = []
         var assignment = AssignmentMetrics(group: group)
+        // Records the broker deleted before this group read them (each gap is also an error in the log).
+        var lostReported: Int64 = 0
+        func countLost() {
+            let lost = consumer.messagesLost
+            guard lost > lostReported else { return }
+            Counter(label: "ferry_trigger_records_lost_total", dimensions: [("group", group)]).increment(by: lost - lostReported)
+            lostReported = lost
+        }
         while !Task.isCancelled {
             assignment.sample(consumer)
+            countLost()
             let lags = offsetLag
             for (partition, lag) in lags { record(partition, lag) }
             let owned = Set(lags.map(\.0))
@@ -243,6 +252,7 @@ final class PartitionLanes: Sendable {
         for partition in reported { record(partition, 0) }
         Gauge(label: "ferry_trigger_lane_messages", dimensions: [("group", group)]).record(0)
         assignment.stopped()
+        countLost()
     }
 
     /// The partitions this consumer owns now.

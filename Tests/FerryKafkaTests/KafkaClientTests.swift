@@ -223,6 +223,37 @@ import Testing
         await tail.close()
     }
 
+    /// Messages the broker deletes before a group reads them (the mock cluster
+    /// keeps 5 MiB per partition and drops the oldest) are counted in
+    /// `messagesLost`, which the worker reports as `ferry_requests_lost_total`
+    /// and each trigger group as `ferry_trigger_records_lost_total`; reading
+    /// goes on from the log's new start, and nothing read twice is counted.
+    @Test func messagesDeletedBeforeTheyAreReadAreCountedAsLost() async throws {
+        let topic = "t.lost"
+        let cluster = try cluster(topics: [topic: 1])
+        let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+        let producer = try KafkaProducer(configuration: kafka, logger: logger)
+        try await producer.send(topic: topic, key: "m0", value: Array("first".utf8))
+        var group = kafka
+        group["group.id"] = "g.lost"
+        let consumer = try KafkaConsumer(configuration: group, subscribing: [topic], logger: logger)
+        let first = try #require(await next(consumer))
+        // Held: the partition is not fetched while 10 MiB arrive, twice what the mock keeps.
+        consumer.hold(givingBack: first)
+        let value = [UInt8](repeating: 0x62, count: 100 << 10)
+        let count = 100
+        for i in 1...count { try await producer.send(topic: topic, key: "m\(i)", value: value) }
+        consumer.release(TopicPartition(topic: topic, partition: 0))
+        var offsets: [Int64] = []
+        while offsets.last != Int64(count), let m = await next(consumer, timeout: 30) { offsets.append(m.offset) }
+        #expect(offsets.last == Int64(count), "read \(offsets)")
+        #expect(offsets == offsets.sorted(), "\(offsets)")
+        let read = Set(offsets).union([first.offset]).count
+        #expect(read < count + 1, "the mock kept all \(count + 1) messages: nothing to count")
+        #expect(consumer.messagesLost == Int64(count + 1 - read), "\(consumer.messagesLost) counted lost, \(count + 1 - read) never read")
+        await consumer.close()
+    }
+
     /// One fetch answer is held at `KafkaConsumer.fetchAnswerBytes` and
     /// librdkafka's prefetch at four of them, unless the operator sets them: a
     /// consumer with a backlog of twice an answer still reads all of it, and
