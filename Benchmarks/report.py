@@ -125,7 +125,7 @@ BROKERS = {
 
 def s6_section(s6, label):
     broker = BROKERS[s6.get("broker", "embedded")]
-    return [f"## {label}: a backlog", "",
+    lines = [f"## {label}: a backlog", "",
             f"{s6['requests']:,} upload requests of 4 KiB queued on {broker}, 8 partitions, "
             "before one `ferry worker` (release build, 32 transfers at once, local object store) starts; "
             "finished transfers and the worker's RSS sampled every second from its `/metrics` and `/proc`.", "",
@@ -141,7 +141,15 @@ def s6_section(s6, label):
                f"{s6['worker_cpu_ms_first_10pct']:.2f} / {s6['worker_cpu_ms_last_10pct']:.2f} ms; "
                f"{s6['broker_cpu_ms_first_10pct']:.2f} / {s6['broker_cpu_ms_last_10pct']:.2f} ms |"]
               if "worker_cpu_ms_first_10pct" in s6 else []),
-            f"| the worker's threads (most seen) | {s6.get('threads_max', 0)} |", ""]
+            f"| the worker's threads (most seen) | {s6.get('threads_max', 0)} |"]
+    if "trigger_lag_at_drain" in s6:
+        caught = s6.get("triggers_caught_up_s")
+        lines += [f"| trigger invocations/s, first 10% / last 10% (the same worker runs the triggers) | "
+                  f"{s6['trigger_invocations_per_s_first_10pct']:.0f} / {s6['trigger_invocations_per_s_last_10pct']:.0f} |",
+                  f"| trigger groups' records not yet read when the last transfer finished | {s6['trigger_lag_at_drain']:,} |",
+                  f"| the triggers caught up (lag 0) | " + (f"{caught:.0f} s after the last transfer |" if caught is not None
+                                                           else "not within 600 s of the last transfer |")]
+    return lines + [""]
 
 
 def s7_section(s7, label):

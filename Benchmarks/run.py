@@ -731,6 +731,14 @@ class Bench:
                          if line.startswith(f'{name}{{group="{group}"}} ')), 0)
         return value("ferry_consumer_assigned_partitions"), value("ferry_consumer_rebalances_total")
 
+    def trigger_progress(self, port):
+        """(trigger invocations so far, summed over handlers and outcomes; records the trigger
+        groups have yet to read, summed over groups and partitions), from a worker's /metrics."""
+        lines = self.metric_lines(port)
+        def total(prefix):
+            return sum(int(float(line.rsplit(" ", 1)[1])) for line in lines if line.startswith(prefix))
+        return total("ferry_trigger_invocations_total{"), total("ferry_trigger_offset_lag{")
+
     def heap_mib(self, port):
         """The worker's allocator bytes in use (ferry_process_heap_in_use_bytes), MiB; 0 if unreadable."""
         return next((float(line.split()[1]) / 2**20 for line in self.metric_lines(port)
@@ -771,13 +779,15 @@ class Bench:
             port = 19091
             started = time.time()
             worker = self.start_worker(base, "worker", bootstrap, port, data)
-            # (seconds since start, finished, RSS MiB, threads, heap in use MiB, worker CPU s, broker CPU s)
+            # (seconds since start, finished, RSS MiB, threads, heap in use MiB, worker CPU s, broker CPU s,
+            #  trigger invocations, trigger groups' offset lag)
             samples = []
             last_progress = time.time()
             while True:
                 done = self.succeeded(port)
                 samples.append((time.time() - started, done, self.rss_mib(worker.pid), self.proc_status(worker.pid, "Threads"),
-                                self.heap_mib(port), process_cpu_seconds(worker.pid), process_cpu_seconds(kafka.pid)))
+                                self.heap_mib(port), process_cpu_seconds(worker.pid), process_cpu_seconds(kafka.pid),
+                                *self.trigger_progress(port)))
                 if done >= count:
                     break
                 if len(samples) > 1 and done > samples[-2][1]:
@@ -807,8 +817,30 @@ class Bench:
                 "heap_at_10pct_mib": t10[4], "heap_at_end_mib": t100[4],
                 "worker_cpu_ms_first_10pct": cpu_ms(first, t10, 5), "worker_cpu_ms_last_10pct": cpu_ms(t90, t100, 5),
                 "broker_cpu_ms_first_10pct": cpu_ms(first, t10, 6), "broker_cpu_ms_last_10pct": cpu_ms(t90, t100, 6),
-                "samples": samples[::max(1, len(samples) // 200)],
             }
+            # The same worker runs the triggers (audit, index, manifests) on the events and stream
+            # records of these uploads, and they share its CPU with the transfers: the transfers'
+            # rate swings against the triggers' (one build gave 0.67 and 1.07 last/first in two runs),
+            # so report what the triggers did, how far behind they were when the last transfer
+            # finished, and how long they took to catch up (at most 600 s more).
+            def invocations_per_s(a, b):
+                return (b[7] - a[7]) / max(1e-9, b[0] - a[0])
+            result.update(trigger_invocations_per_s_first_10pct=invocations_per_s(first, t10),
+                          trigger_invocations_per_s_last_10pct=invocations_per_s(t90, t100),
+                          trigger_lag_at_drain=t100[8])
+            caught_up = None
+            deadline = time.time() + 600
+            while time.time() < deadline:
+                invocations, lag = self.trigger_progress(port)
+                samples.append((time.time() - started, count, self.rss_mib(worker.pid), self.proc_status(worker.pid, "Threads"),
+                                self.heap_mib(port), process_cpu_seconds(worker.pid), process_cpu_seconds(kafka.pid), invocations, lag))
+                # The lag gauges are sampled every 5 s: two readings of 0 in a row.
+                if lag == 0 and samples[-2][8] == 0:
+                    caught_up = samples[-1][0] - t100[0]
+                    break
+                time.sleep(1)
+            result["triggers_caught_up_s"] = caught_up
+            result["samples"] = samples[::max(1, len(samples) // 200)]
             time.sleep(10)
             result["rss_idle_mib"] = self.rss_mib(worker.pid)
             result["heap_idle_mib"] = self.heap_mib(port)
