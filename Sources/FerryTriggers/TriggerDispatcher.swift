@@ -39,6 +39,19 @@ public final class TriggerDispatcher: Sendable {
     /// Dispatches until the task is cancelled; invocations under way are
     /// interrupted and left uncommitted (delivered again).
     public func run() async {
+        let stopping = ShutdownSteps()
+        defer {
+            stopping.ended("invocations and consumers")
+            logger.log(level: stopping.elapsedSeconds > 10 ? .warning : .info, "trigger dispatcher stopped in \(stopping.summary)")
+        }
+        await withTaskCancellationHandler {
+            await runLanes()
+        } onCancel: {
+            stopping.begin()
+        }
+    }
+
+    private func runLanes() async {
         await withTaskGroup(of: Void.self) { group in
             if let s3Lanes {
                 group.addTask { [self] in

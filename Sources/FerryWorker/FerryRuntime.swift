@@ -100,11 +100,20 @@ public enum FerryRuntime {
             server = try await AdminServer.start(address: address, router: router, logger: logger)
         }
         let trimmer = Task { await HeapTrimmer.run() }
-        await withTaskGroup(of: Void.self) { group in
-            for role in roles { group.addTask(operation: role) }
+        let stopping = ShutdownSteps()
+        await withTaskCancellationHandler {
+            await withTaskGroup(of: Void.self) { group in
+                for role in roles { group.addTask(operation: role) }
+            }
+            stopping.ended("roles")
+            trimmer.cancel()
+            await server?.stop()
+            stopping.ended("admin server")
+            await producer.flush()
+            stopping.ended("producer flush")
+            logger.log(level: stopping.elapsedSeconds > 10 ? .warning : .info, "worker stopped in \(stopping.summary)")
+        } onCancel: {
+            stopping.begin()
         }
-        trimmer.cancel()
-        await server?.stop()
-        await producer.flush()
     }
 }

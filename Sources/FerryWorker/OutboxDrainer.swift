@@ -172,13 +172,18 @@ final class OutboxDrainer: Sendable {
             try? await Task.sleep(for: .seconds(clamping: seconds))
             wakeUp.withLock { w in w?.resume(); w = nil }
         }
-        await withCheckedContinuation { continuation in
-            let resumeNow = wakeUp.withLock { w -> Bool in
-                if pendingWake.load(ordering: .acquiring) { return true }
-                w = continuation
-                return false
+        // Cancellation (shutdown) wakes it too: the stop's own drain follows at once.
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let resumeNow = wakeUp.withLock { w -> Bool in
+                    if pendingWake.load(ordering: .acquiring) || Task.isCancelled { return true }
+                    w = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
             }
-            if resumeNow { continuation.resume() }
+        } onCancel: {
+            wakeUp.withLock { w in w?.resume(); w = nil }
         }
         timer.cancel()
     }

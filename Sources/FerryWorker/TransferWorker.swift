@@ -117,6 +117,7 @@ public final class TransferWorker: Sendable {
     /// in flight finish within the shutdown grace (hands off the rest), drains
     /// the outbox, commits what is finished and leaves the group.
     public func run() async {
+        let stopping = ShutdownSteps()
         // Before a suspect of any kind runs alone, this worker's start records in Kafka are brought up to date.
         let settler = gate.addSettler { [committer] in _ = await committer.commitStart(waitingAtMost: CrashLoopBreaker.kafkaWait) }
         defer { gate.removeSettler(settler) }
@@ -162,6 +163,7 @@ public final class TransferWorker: Sendable {
                     }
                 }
             }
+            stopping.ended("transfers in flight")
             periodicCommits.cancel()
             tableTask.cancel()
             controlTask.cancel()
@@ -169,15 +171,22 @@ public final class TransferWorker: Sendable {
             maintenance.cancel()
             drainTask.cancel()
             await drainTask.value
+            stopping.ended("outbox drainer")
             // A fresh task: this one is cancelled, and SQLite reads refuse to run in a cancelled task.
             let left = await Task { [drainer] in
                 await drainer.drain(within: OutboxDrainer.shutdownDrainSeconds)
             }.value
             if left != 0 { logger.warning("\(left) outbox messages not yet in Kafka; they are published when this worker starts again") }
+            stopping.ended("outbox drain")
             _ = await committer.commit()
+            stopping.ended("offset commit")
             await consumer.close()
-            logger.info("transfer worker stopped")
+            stopping.ended("consumer close")
+            // Each step has a bound of its own; one near it shows here (and a stop past
+            // WorkerConfiguration.shutdownBoundSeconds ends in exit, with a warning).
+            logger.log(level: stopping.elapsedSeconds > 10 ? .warning : .info, "transfer worker stopped in \(stopping.summary)")
         } onCancel: {
+            stopping.begin()
             consumer.stopFetching()
         }
     }

@@ -162,13 +162,27 @@ public final class BackgroundProcess: Sendable {
     }
 
     /// Sends `signal` and waits up to `timeout` seconds for the exit, then
-    /// SIGKILLs the process group. Returns the exit status.
+    /// SIGKILLs the process group. Returns the exit status. A process that
+    /// overstays has its threads' stacks printed first (`ThreadDump`), so a
+    /// stop that hangs once in a CI run says where.
     @discardableResult
     public func stop(signal: Int32 = SIGTERM, timeout: Double = 20) async -> Int32 {
+        let start = ContinuousClock.now
         kill(pid, signal)
         let deadline = Date().addingTimeInterval(timeout)
         while isRunning && Date() < deadline { try? await Task.sleep(for: .milliseconds(50)) }
-        if isRunning { kill(-pid, SIGKILL) }
+        if isRunning {
+            let dump = await ThreadDump.take(pid: pid, savingTo: logFile.deletingPathExtension().appendingPathExtension("threads.txt"))
+            print("""
+                \(name) (pid \(pid)) still running \(ContinuousClock.now - start) after signal \(signal): killing it. \
+                The end of its log:
+                \(log.suffix(3000))
+                Its threads (\(dump.summary.count) distinct stacks):
+                \(dump.summary.joined(separator: "\n"))
+                """)
+            fflush(nil)
+            kill(-pid, SIGKILL)
+        }
         let status = await waitForExit(pid)
         reaped.store(true, ordering: .releasing)
         return status
