@@ -780,13 +780,30 @@ private final class RebalanceBox: Sendable {
         self.handler = handler; self.buffer = buffer; self.flow = flow; self.gaps = gaps; self.logger = logger
     }
 
-    /// Reads the assignment back from librdkafka: an incremental (cooperative)
-    /// callback names only the partitions that change.
-    func countAssignment(_ rk: OpaquePointer) {
-        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
-        guard rd_kafka_assignment(rk, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return }
-        defer { rd_kafka_topic_partition_list_destroy(list) }
-        assignedCount.store(Int(list.pointee.cnt), ordering: .relaxed)
+    /// The assignment, kept from the callbacks' lists as librdkafka applies
+    /// them: an incremental (cooperative) callback names only the partitions
+    /// that change; an eager one names the whole assignment. It is not read back
+    /// with `rd_kafka_assignment`: in the revoke that `rd_kafka_consumer_close`
+    /// serves, that call waited forever for librdkafka's group thread, and a
+    /// CI run's worker never stopped (its stacks: `rd_kafka_assignment` ←
+    /// `countAssignment` ← the rebalance callback ← `KafkaConsumer.closeNow`).
+    private let assigned = Mutex<Set<TopicPartition>>([])
+
+    func assignmentChanged(assigned partitions: [TopicPartition], cooperative: Bool) {
+        let count = assigned.withLock { set in
+            if !cooperative { set.removeAll() }
+            set.formUnion(partitions)
+            return set.count
+        }
+        assignedCount.store(count, ordering: .relaxed)
+    }
+
+    func assignmentChanged(revoked partitions: [TopicPartition], cooperative: Bool) {
+        let count = assigned.withLock { set in
+            if cooperative { set.subtract(partitions) } else { set.removeAll() }
+            return set.count
+        }
+        assignedCount.store(count, ordering: .relaxed)
     }
 }
 
@@ -812,7 +829,7 @@ private let rebalanceCallback: @convention(c) (OpaquePointer?, rd_kafka_resp_err
         box.everAssigned.store(true, ordering: .releasing)
         if cooperative { check(rd_kafka_incremental_assign(rk, list), "incremental assign") } else { rd_kafka_assign(rk, list) }
         box.flow.assigned(list)
-        box.countAssignment(rk)
+        box.assignmentChanged(assigned: partitions, cooperative: cooperative)
         box.assignments.add(1, ordering: .relaxed)
         box.gaps.forget(partitions)
         box.logger.info("partitions assigned: \(partitions.map(\.description).joined(separator: ", "))")
@@ -828,11 +845,11 @@ private let rebalanceCallback: @convention(c) (OpaquePointer?, rd_kafka_resp_err
             if e != RD_KAFKA_RESP_ERR_NO_ERROR { box.logger.warning("kafka consumer: \(KafkaError(e, context: "commit on revoke"))") }
         }
         if cooperative { check(rd_kafka_incremental_unassign(rk, list), "incremental unassign") } else { rd_kafka_assign(rk, nil) }
-        box.countAssignment(rk)
+        box.assignmentChanged(revoked: partitions, cooperative: cooperative)
     default:
         box.logger.error("kafka consumer: rebalance error \(KafkaError(err, context: "rebalance"))")
         if cooperative { check(rd_kafka_incremental_unassign(rk, list), "incremental unassign") } else { rd_kafka_assign(rk, nil) }
-        box.countAssignment(rk)
+        box.assignmentChanged(revoked: partitions, cooperative: cooperative)
     }
 }
 
