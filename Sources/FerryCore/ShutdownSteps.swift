@@ -33,6 +33,12 @@ public final class ShutdownSteps: Sendable {
         }
     }
 
+    /// Past this many seconds a stop is logged as a warning: it is nearing its bound.
+    public static let slowAfterSeconds: Double = 10
+
+    /// Whether the stop has taken longer than `slowAfterSeconds` so far.
+    public var isSlow: Bool { elapsedSeconds > Self.slowAfterSeconds }
+
     /// Seconds since `begin` (0 before it).
     public var elapsedSeconds: Double {
         state.withLock { s in s.start.map { $0.duration(to: .now).inSeconds } ?? 0 }

@@ -42,7 +42,7 @@ public final class TriggerDispatcher: Sendable {
         let stopping = ShutdownSteps()
         defer {
             stopping.ended("invocations and consumers")
-            logger.log(level: stopping.elapsedSeconds > 10 ? .warning : .info, "trigger dispatcher stopped in \(stopping.summary)")
+            logger.log(level: stopping.isSlow ? .warning : .info, "trigger dispatcher stopped in \(stopping.summary)")
         }
         await withTaskCancellationHandler {
             await runLanes()

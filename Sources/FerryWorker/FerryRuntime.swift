@@ -111,7 +111,7 @@ public enum FerryRuntime {
             stopping.ended("admin server")
             await producer.flush()
             stopping.ended("producer flush")
-            logger.log(level: stopping.elapsedSeconds > 10 ? .warning : .info, "worker stopped in \(stopping.summary)")
+            logger.log(level: stopping.isSlow ? .warning : .info, "worker stopped in \(stopping.summary)")
         } onCancel: {
             stopping.begin()
         }

@@ -184,7 +184,7 @@ public final class TransferWorker: Sendable {
             stopping.ended("consumer close")
             // Each step has a bound of its own; one near it shows here (and a stop past
             // WorkerConfiguration.shutdownBoundSeconds ends in exit, with a warning).
-            logger.log(level: stopping.elapsedSeconds > 10 ? .warning : .info, "transfer worker stopped in \(stopping.summary)")
+            logger.log(level: stopping.isSlow ? .warning : .info, "transfer worker stopped in \(stopping.summary)")
         } onCancel: {
             stopping.begin()
             consumer.stopFetching()
