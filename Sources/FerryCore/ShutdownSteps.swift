@@ -22,6 +22,9 @@ public final class ShutdownSteps: Sendable {
         }
     }
 
+    /// Whether `begin` was called: a stop that ends without it was not asked for.
+    public var begun: Bool { state.withLock { $0.start != nil } }
+
     /// `name` ended now: it took the time since `begin` or the step before.
     /// Nothing is recorded before `begin`.
     public func ended(_ name: String) {

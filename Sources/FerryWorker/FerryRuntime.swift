@@ -105,13 +105,20 @@ public enum FerryRuntime {
             await withTaskGroup(of: Void.self) { group in
                 for role in roles { group.addTask(operation: role) }
             }
-            stopping.ended("roles")
+            // Roles run until cancelled; if they all end without it, the stop is timed from here
+            // and said as such (otherwise its line would read "0.0 s: no steps").
+            let asked = stopping.begun
+            if asked { stopping.ended("roles") } else { stopping.begin() }
             trimmer.cancel()
             await server?.stop()
             stopping.ended("admin server")
             await producer.flush()
             stopping.ended("producer flush")
-            logger.log(level: stopping.isSlow ? .warning : .info, "worker stopped in \(stopping.summary)")
+            if asked {
+                logger.log(level: stopping.isSlow ? .warning : .info, "worker stopped in \(stopping.summary)")
+            } else {
+                logger.warning("worker stopped without a stop signal (every role ended by itself) in \(stopping.summary)")
+            }
         } onCancel: {
             stopping.begin()
         }
