@@ -170,4 +170,50 @@ import Testing
             #expect(try Data(contentsOf: file) == Data(body + body))
         }
     }
+
+    /// Buffers are sized per request: large for a GET, curl's default receive
+    /// buffer for the rest, an upload buffer no larger than the body. Each
+    /// stays below the worker's mmap threshold (128 KiB) for a small PUT.
+    @Test func curlBuffersAreSizedForTheirRequest() {
+        #expect(CurlTransport.receiveBufferSize(for: HTTPRequest(method: "GET", url: "http://x/")) == 256 << 10)
+        for method in ["PUT", "HEAD", "POST", "DELETE"] {
+            #expect(CurlTransport.receiveBufferSize(for: HTTPRequest(method: method, url: "http://x/")) == nil, "\(method)")
+        }
+        #expect(CurlTransport.uploadBufferSize(forBody: 0) == 16 << 10)
+        #expect(CurlTransport.uploadBufferSize(forBody: 64 << 10) == 64 << 10)
+        #expect(CurlTransport.uploadBufferSize(forBody: 8 << 20) == 256 << 10)
+        for length in [0, 1, 4 << 10, 64 << 10, 100_000] as [Int64] {
+            #expect(CurlTransport.uploadBufferSize(forBody: length) < 128 << 10)
+        }
+    }
+
+    /// One connection, hence one reused easy handle, serves GETs, PUTs, HEADs
+    /// and DELETEs of every size in turn: whatever buffer sizes the request
+    /// before left on the handle, each body arrives whole and unchanged.
+    @Test func aReusedHandleCarriesEverySizeBothWays() async throws {
+        let logs = try TestPaths.temporaryDirectory("reused-handle")
+        defer { try? FileManager.default.removeItem(at: logs) }
+        try await MotoServer.start(logDirectory: logs).stopAfter { moto in
+            let s3 = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+                                    credentials: .init(accessKeyId: "testing", secretAccessKey: "testing"),
+                                    limits: .init(maxConnections: 1)))
+            try await s3.createBucket("sizes")
+            let file = logs.appendingPathComponent("down.bin")
+            // Sizes around curl's 16 KiB floor, the 128 KiB threshold and the 256 KiB buffers, large and small alternating.
+            let sizes = [3 << 20, 0, 300_000, 1, (16 << 10) - 1, 1 << 20, 16 << 10, 131_073, (256 << 10) + 1, 64 << 10]
+            for (i, size) in sizes.enumerated() {
+                let body = (0..<size).map { UInt8(truncatingIfNeeded: ($0 &* 131) ^ i) }
+                _ = try await s3.putObject(PutObjectInput(bucket: "sizes", key: "k\(i)"), body: .bytes(body), progress: nil)
+                #expect(try await s3.headObject(bucket: "sizes", key: "k\(i)", headers: [:])?.size == Int64(size))
+                _ = FileManager.default.createFile(atPath: file.path, contents: nil)
+                let fd = open(file.path, O_RDWR)
+                let got = try await s3.getObject(GetObjectInput(bucket: "sizes", key: "k\(i)"), into: fd, at: 0, progress: nil)
+                close(fd)
+                #expect(got.bytesReceived == Int64(size), "object \(i) of \(size) bytes")
+                #expect(try Data(contentsOf: file) == Data(body), "object \(i) of \(size) bytes")
+                if i % 2 == 1 { _ = try await s3.deleteObject(bucket: "sizes", key: "k\(i)") }
+            }
+            #expect(try await s3.headObject(bucket: "sizes", key: "k1", headers: [:]) == nil)
+        }
+    }
 }

@@ -46,8 +46,8 @@ final class CurlTransfer {
         ferry_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, timeouts.lowSpeedBytesPerSecond)
         ferry_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, timeouts.lowSpeedSeconds)
         ferry_curl_setopt_long(handle, CURLOPT_TCP_NODELAY, 1)
-        ferry_curl_setopt_long(handle, CURLOPT_BUFFERSIZE, CurlTransport.receiveBufferSize)
-        ferry_curl_setopt_long(handle, CURLOPT_UPLOAD_BUFFERSIZE, CurlTransport.uploadBufferSize)
+        if let size = CurlTransport.receiveBufferSize(for: request) { ferry_curl_setopt_long(handle, CURLOPT_BUFFERSIZE, size) }
+        ferry_curl_setopt_long(handle, CURLOPT_UPLOAD_BUFFERSIZE, CurlTransport.uploadBufferSize(forBody: request.body.length))
         if let caBundle { ferry_curl_setopt_string(handle, CURLOPT_CAINFO, caBundle) }
         // The shorter of the request's own limit and a remote source's.
         var timeLimit = request.timeLimitSeconds

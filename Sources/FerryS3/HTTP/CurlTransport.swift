@@ -72,6 +72,28 @@ public final class CurlTransport: Sendable {
     /// libcurl's receive buffer (CURLOPT_BUFFERSIZE) and upload buffer (CURLOPT_UPLOAD_BUFFERSIZE).
     static let receiveBufferSize = 256 << 10
     static let uploadBufferSize = 256 << 10
+    /// libcurl's own receive buffer size, which `curl_easy_reset` puts back.
+    static let defaultReceiveBufferSize = 16 << 10
+
+    /// The receive buffer for `request`: large for a GET, whose body may be an
+    /// object; curl's default for the rest (PUT, HEAD, POST, DELETE), whose
+    /// answers are a few headers and at most a small XML document. A handle's
+    /// reset shrinks its buffer back to the default and the next setting grows
+    /// it again; at 256 KiB, above the worker's mmap threshold
+    /// (`HeapTrimmer.mappedFrom`, 128 KiB), that was an mmap and an munmap with
+    /// a TLB shootdown on every reuse (S5: 1.9 of each per request).
+    static func receiveBufferSize(for request: HTTPRequest) -> Int? {
+        request.method == "GET" ? receiveBufferSize : nil
+    }
+
+    /// The upload buffer for a body of `length` bytes: no larger than the body
+    /// (curl's floor is 16 KiB). libcurl allocates it for each upload and frees
+    /// it when the transfer ends; at 256 KiB that is above the worker's mmap
+    /// threshold (`HeapTrimmer.mappedFrom`, 128 KiB), so every small PUT paid
+    /// an mmap, its page faults and an munmap with a TLB shootdown.
+    static func uploadBufferSize(forBody length: Int64) -> Int {
+        Int(min(Int64(uploadBufferSize), max(Int64(16 << 10), length)))
+    }
     /// Downloads to a file are gathered here and written in large pieces:
     /// curl hands over at most 16 KiB per callback, and a pwrite each was a
     /// fifth of a download's time in syscalls.
@@ -82,7 +104,8 @@ public final class CurlTransport: Sendable {
 
     public func execute(_ request: HTTPRequest) async throws(FerryError) -> HTTPResponse {
         try Self.checkHeaders(request)
-        var footprint = Int64(Self.receiveBufferSize + Self.uploadBufferSize)
+        let receiveBuffer = Self.receiveBufferSize(for: request) ?? Self.defaultReceiveBufferSize
+        var footprint = Int64(receiveBuffer + Self.uploadBufferSize(forBody: request.body.length))
         if case .bytes(let body) = request.body { footprint += Int64(body.count) }
         if case .file = request.response { footprint += Int64(Self.fileWriteBufferSize) }
         let reserved = await buffers.reserve(footprint)
