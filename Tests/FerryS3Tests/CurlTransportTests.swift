@@ -187,6 +187,41 @@ import Testing
         }
     }
 
+    /// `--max-buffered-bytes` counts what a running request holds: curl's
+    /// receive and upload buffers at the sizes set for it, a body in memory, and
+    /// the write buffer of a body bound for a file. Each request is held by a
+    /// server that never answers and the budget read meanwhile; the expected
+    /// figures are written out, not computed with the transport's own functions.
+    @Test func theBufferBudgetCountsWhatEachRequestHolds() async throws {
+        let server = try SilentServer()
+        let sink = try TestPaths.temporaryDirectory("budget").appendingPathComponent("sink")
+        defer { try? FileManager.default.removeItem(at: sink.deletingLastPathComponent()) }
+        _ = FileManager.default.createFile(atPath: sink.path, contents: nil)
+        let fd = open(sink.path, O_RDWR)
+        defer { close(fd) }
+        #expect(ftruncate(fd, 8 << 20) == 0)  // the file-bodied PUT reads from it
+        let url = "http://127.0.0.1:\(server.port)/held"
+        let KiB = 1 << 10
+        let cases: [(String, HTTPRequest, Int)] = [
+            ("GET into memory", HTTPRequest(method: "GET", url: url), 256 * KiB + 16 * KiB),
+            ("GET into a file", HTTPRequest(method: "GET", url: url, response: .file(descriptor: fd, offset: 0)), 256 * KiB + 16 * KiB + 256 * KiB),
+            ("HEAD", HTTPRequest(method: "HEAD", url: url), 16 * KiB + 16 * KiB),
+            ("PUT of 1 KiB", HTTPRequest(method: "PUT", url: url, body: .bytes([UInt8](repeating: 1, count: KiB))), 16 * KiB + 16 * KiB + KiB),
+            ("PUT of 64 KiB", HTTPRequest(method: "PUT", url: url, body: .bytes([UInt8](repeating: 2, count: 64 * KiB))), 16 * KiB + 64 * KiB + 64 * KiB),
+            ("PUT of 1 MiB", HTTPRequest(method: "PUT", url: url, body: .bytes([UInt8](repeating: 3, count: 1024 * KiB))), 16 * KiB + 256 * KiB + 1024 * KiB),
+            ("PUT of 8 MiB from a file", HTTPRequest(method: "PUT", url: url, body: .file(descriptor: fd, offset: 0, length: 8 << 20)), 16 * KiB + 256 * KiB),
+        ]
+        let transport = CurlTransport()
+        for (name, request, expected) in cases {
+            let held = Task { @Sendable () async throws -> HTTPResponse in try await transport.execute(request) }
+            #expect(await eventually(timeout: 10, every: 0.02) { transport.connectionsInUse == 1 }, "\(name)")
+            #expect(transport.bufferedBytesInUse == Int64(expected), "\(name)")
+            held.cancel()
+            _ = await held.result
+            #expect(transport.bufferedBytesInUse == 0, "\(name): released")
+        }
+    }
+
     /// One connection, hence one reused easy handle, serves GETs, PUTs, HEADs
     /// and DELETEs of every size in turn: whatever buffer sizes the request
     /// before left on the handle, each body arrives whole and unchanged.

@@ -74,6 +74,8 @@ public final class CurlTransport: Sendable {
     static let uploadBufferSize = 256 << 10
     /// libcurl's own receive buffer size, which `curl_easy_reset` puts back.
     static let defaultReceiveBufferSize = 16 << 10
+    /// The smallest upload buffer libcurl accepts (a smaller setting is raised to it).
+    static let smallestUploadBufferSize = 16 << 10
 
     /// The receive buffer for `request`: large for a GET, whose body may be an
     /// object; curl's default for the rest (PUT, HEAD, POST, DELETE), whose
@@ -87,12 +89,12 @@ public final class CurlTransport: Sendable {
     }
 
     /// The upload buffer for a body of `length` bytes: no larger than the body
-    /// (curl's floor is 16 KiB). libcurl allocates it for each upload and frees
+    /// (down to curl's floor). libcurl allocates it for each upload and frees
     /// it when the transfer ends; at 256 KiB that is above the worker's mmap
     /// threshold (`HeapTrimmer.mappedFrom`, 128 KiB), so every small PUT paid
     /// an mmap, its page faults and an munmap with a TLB shootdown.
     static func uploadBufferSize(forBody length: Int64) -> Int {
-        Int(min(Int64(uploadBufferSize), max(Int64(16 << 10), length)))
+        Int(min(Int64(uploadBufferSize), max(Int64(smallestUploadBufferSize), length)))
     }
     /// Downloads to a file are gathered here and written in large pieces:
     /// curl hands over at most 16 KiB per callback, and a pwrite each was a
@@ -102,13 +104,20 @@ public final class CurlTransport: Sendable {
     /// libcurl's version line, e.g. `libcurl/7.88.1 OpenSSL/3.0.17 …`.
     public static var libcurlVersion: String { String(cString: curl_version()) }
 
+    /// What `request` holds in memory while it runs, counted against
+    /// `--max-buffered-bytes`: curl's two buffers at the sizes set for it, a
+    /// body held in memory, and the write buffer of a body bound for a file.
+    static func footprint(of request: HTTPRequest) -> Int64 {
+        let receiveBuffer = receiveBufferSize(for: request) ?? defaultReceiveBufferSize
+        var footprint = Int64(receiveBuffer + uploadBufferSize(forBody: request.body.length))
+        if case .bytes(let body) = request.body { footprint += Int64(body.count) }
+        if case .file = request.response { footprint += Int64(fileWriteBufferSize) }
+        return footprint
+    }
+
     public func execute(_ request: HTTPRequest) async throws(FerryError) -> HTTPResponse {
         try Self.checkHeaders(request)
-        let receiveBuffer = Self.receiveBufferSize(for: request) ?? Self.defaultReceiveBufferSize
-        var footprint = Int64(receiveBuffer + Self.uploadBufferSize(forBody: request.body.length))
-        if case .bytes(let body) = request.body { footprint += Int64(body.count) }
-        if case .file = request.response { footprint += Int64(Self.fileWriteBufferSize) }
-        let reserved = await buffers.reserve(footprint)
+        let reserved = await buffers.reserve(Self.footprint(of: request))
         defer { buffers.release(reserved) }
         await connections.acquire()
         defer { connections.release() }
