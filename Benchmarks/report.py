@@ -213,14 +213,10 @@ def plot(med, path):
     return True
 
 
-def write(root):
-    with open(os.path.join(root, "Benchmarks", "results.json")) as f:
-        data = json.load(f)
-    med = medians(data["results"])
-    s5 = data.get("s5")
-    s6, s7 = data.get("s6"), data.get("s7")
-    args = data["args"]
-    versions = {
+def current_versions(root):
+    """The tools, server and machine as they are now: run.py stores these with
+    its results, so a report written later still names the run's."""
+    return {
         "ferry": version([os.path.join(root, ".build", "release", "ferry"), "--version"]) + " (release build)",
         "s5cmd": version(["s5cmd", "version"]),
         "rclone": version(["rclone", "version"]),
@@ -231,6 +227,18 @@ def write(root):
         "server": version(["radosgw", "--version"]) + " (Ceph RGW, BlueStore on a file, loopback)",
         "machine": version(["sh", "-c", "echo $(nproc) cores, $(free -g | awk '/Mem/ {print $2}') GiB, $(uname -r)"]),
     }
+
+
+def write(root):
+    with open(os.path.join(root, "Benchmarks", "results.json")) as f:
+        data = json.load(f)
+    med = medians(data["results"])
+    s5 = data.get("s5")
+    s6, s7 = data.get("s6"), data.get("s7")
+    args = data["args"]
+    # The versions of the run that wrote results.json (run.py stores them);
+    # read from this machine only for results written before it did.
+    versions = dict(data.get("versions") or current_versions(root))
     png = os.path.join(root, "Benchmarks", "benchmarks.png")
     plotted = plot(med, png)
     out = ["# Benchmarks", "",

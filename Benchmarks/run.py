@@ -1084,11 +1084,12 @@ def main():
     bench.use_broker("embedded")
     path = os.path.join(ROOT, "Benchmarks", "results.json")
     this_run = {k: (sorted(v) if isinstance(v, set) else v) for k, v in vars(args).items()}
-    data = {"results": bench.results, **pipeline, "failures": bench.failures, "args": this_run}
+    import report
+    data = {"results": bench.results, **pipeline, "failures": bench.failures, "args": this_run,
+            "versions": report.current_versions(ROOT)}
     keep_other_scenarios(data, path, args.scenarios)
     with open(path, "w") as f:
         json.dump(data, f, indent=1)
-    import report
     report.write(ROOT)
 
 
