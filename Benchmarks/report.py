@@ -213,11 +213,12 @@ def plot(med, path):
     return True
 
 
-def current_versions(root):
+def current_versions(root, ferry=None):
     """The tools, server and machine as they are now: run.py stores these with
-    its results, so a report written later still names the run's."""
+    its results (naming the ferry binary it ran), so a report written later
+    still names the run's."""
     return {
-        "ferry": version([os.path.join(root, ".build", "release", "ferry"), "--version"]) + " (release build)",
+        "ferry": version([ferry or os.path.join(root, ".build", "release", "ferry"), "--version"]) + " (release build)",
         "s5cmd": version(["s5cmd", "version"]),
         "rclone": version(["rclone", "version"]),
         "boto3 / botocore / awscrt": version([sys.executable, "-c",

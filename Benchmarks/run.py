@@ -1086,7 +1086,7 @@ def main():
     this_run = {k: (sorted(v) if isinstance(v, set) else v) for k, v in vars(args).items()}
     import report
     data = {"results": bench.results, **pipeline, "failures": bench.failures, "args": this_run,
-            "versions": report.current_versions(ROOT)}
+            "versions": report.current_versions(ROOT, ferry=FERRY)}
     keep_other_scenarios(data, path, args.scenarios)
     with open(path, "w") as f:
         json.dump(data, f, indent=1)
