@@ -94,13 +94,17 @@ class Bench:
         self.failures = {}
         # The broker of S5-S7: "embedded" (`ferry dev --kafka-only`) or "tansu" (Benchmarks/tansu.py),
         # and what the processes that talk to it need in their environment.
-        self.broker, self.kafka_env, self.broker_version = "embedded", {}, "librdkafka's mock cluster, in `ferry dev`"
+        self.broker, self.kafka_env, self.broker_version = "embedded", {}, self.embedded_version()
 
     def use_broker(self, name):
         import tansu
         self.broker = name
         self.kafka_env = {"LD_LIBRARY_PATH": tansu.librdkafka_dir(self.work)} if name == "tansu" else {}
-        self.broker_version = tansu.describe() if name == "tansu" else "librdkafka's mock cluster, in `ferry dev`"
+        self.broker_version = tansu.describe() if name == "tansu" else self.embedded_version()
+
+    def embedded_version(self):
+        brokers = self.args.embedded_brokers
+        return "librdkafka's mock cluster, in `ferry dev`" + (f" (--brokers {brokers})" if brokers else "")
 
     # ---------- plumbing ----------
 
@@ -673,7 +677,8 @@ class Bench:
         if self.broker == "tansu":
             import tansu
             return tansu.start(base, partitions)
-        kafka = subprocess.Popen([FERRY, "dev", "--kafka-only", "--partitions", str(partitions)], stdout=subprocess.PIPE,
+        brokers = ["--brokers", str(self.args.embedded_brokers)] if self.args.embedded_brokers else []
+        kafka = subprocess.Popen([FERRY, "dev", "--kafka-only", "--partitions", str(partitions), *brokers], stdout=subprocess.PIPE,
                                  text=True, cwd=base)
         return kafka, kafka.stdout.readline().strip().split(": ", 1)[1]
 
@@ -1060,6 +1065,8 @@ def main():
                         help="S7: the workers' session.timeout.ms (0: the worker's own default; on the embedded broker 6 s)")
     parser.add_argument("--brokers", default="embedded,tansu",
                         help="S6 and S7 on each of these brokers: embedded (ferry dev --kafka-only), tansu (Benchmarks/tansu.py)")
+    parser.add_argument("--embedded-brokers", type=int, default=None,
+                        help="brokers of the embedded cluster (ferry dev --brokers); ferry dev's default if not given")
     parser.add_argument("--work", default=os.path.join(ROOT, ".bench"))
     args = parser.parse_args()
     args.scenarios = set(args.scenarios.split(","))

@@ -2,7 +2,7 @@
 # Ferry's benchmark (not part of the test suite): installs the peers when
 # missing, builds ferry in release mode, starts a Ceph RADOS Gateway on
 # loopback (BlueStore on a file), runs Benchmarks/run.py, stops the gateway.
-#   Benchmarks/run.sh [--rounds 3] [--scenarios S1,S2,S3,S4,S5,S6,S7] [--brokers embedded,tansu] [--big-gib 1] [--backlog-count 100000] ...
+#   Benchmarks/run.sh [--rounds 3] [--scenarios S1,S2,S3,S4,S5,S6,S7] [--brokers embedded,tansu] [--embedded-brokers N] [--big-gib 1] [--backlog-count 100000] ...
 #   FERRY_BASELINE_BINARY=/path/to/other/ferry adds its runs beside ferry's in S1-S4 (a before/after in one run)
 #   FERRY_BASELINE_NAME=<commit> names that build where BENCHMARKS.md says which run each scenario comes from
 set -euo pipefail

@@ -35,7 +35,11 @@ struct DevCommand: AsyncParsableCommand {
     @Option(name: .customLong("state-dir"), help: "Directory of the worker's SQLite state (default ./.ferry/dev/state).")
     var stateDir = ".ferry/dev/state"
 
-    @Option(help: "Brokers in the embedded cluster.") var brokers = 3
+    // One broker by default: the mock answers an empty fetch only at the end of
+    // fetch.wait.max.ms, so each consumer polls every broker on its own; with 3
+    // brokers S5's p99 was 165-239 ms against 115-167 with 1, and an idle `ferry
+    // dev` used 8.6 % of a core against 5.9 % (Benchmarks/NOTES.md, 2026-12-04).
+    @Option(help: "Brokers in the embedded cluster (more spread the partitions' leaders, at more CPU and latency).") var brokers = 1
     @Option(help: "Partitions per topic (default 16: the embedded Kafka keeps 5 MiB per partition).") var partitions = 16
 
     @Option(name: .customLong("log-level"), help: "Log level (default warning with --demo, info otherwise).")
