@@ -52,6 +52,8 @@ public final class TransferClient: Sendable {
         }
         let count = (bytes.count + chunkSize - 1) / chunkSize
         let topic = topics.uploads
+        let embedded = EmbeddedKafkaCluster.isEmbedded(clusterId: await producer.clusterId() ?? "")
+        if embedded { try await requireRoomOnEmbeddedCluster(for: bytes.count, topic: topic) }
         // Chunks go out in parallel (each to the partition its key hashes to); positions come back in order.
         let positions = try await withThrowingTaskGroup(of: (Int, KafkaPosition).self) { group in
             var positions = [ChunkedSource.Position](repeating: .init(partition: 0, offset: 0), count: count)
@@ -72,11 +74,32 @@ public final class TransferClient: Sendable {
             }
             return positions
         }
+        if embedded { try await requireChunksKept(positions, topic: topic, request: request) }
         let digest = SHA256Hex.of(bytes)
         var sent = request
         sent.source = ChunkedSource(topic: topic, size: Int64(bytes.count), sha256: digest, chunkSize: chunkSize, positions: positions).uri
         try await enqueue(sent)
         return sent
+    }
+
+    /// The embedded cluster keeps `EmbeddedKafkaCluster.bytesKeptPerPartition`
+    /// of each partition: chunks of more than the whole topic keeps cannot all
+    /// be there when a worker reads them, so none is sent.
+    private func requireRoomOnEmbeddedCluster(for size: Int, topic: String) async throws {
+        let partitions = try await producer.watermarks(of: topic).count
+        let room = partitions * EmbeddedKafkaCluster.bytesKeptPerPartition
+        guard size > room else { return }
+        throw TransferClientError.invalidRequest(FerryError(.requestTooLarge, "\(size) bytes do not fit the embedded Kafka cluster, which keeps \(EmbeddedKafkaCluster.bytesKeptPerPartition >> 20) MiB of each of \(topic)'s \(partitions) partitions (\(room >> 20) MiB in all); upload from a file:// source or use a real Kafka"))
+    }
+
+    /// After the chunks are sent: a chunk the embedded cluster dropped already
+    /// (its partition's log now starts past it) makes the claim check unreadable,
+    /// so the request is not enqueued.
+    private func requireChunksKept(_ positions: [ChunkedSource.Position], topic: String, request: TransferRequest) async throws {
+        let starts = try await producer.watermarks(of: topic)
+        let dropped = positions.filter { $0.offset < (starts[$0.partition]?.start ?? 0) }.count
+        guard dropped > 0 else { return }
+        throw TransferClientError.invalidRequest(FerryError(.requestTooLarge, "\(dropped) of the \(positions.count) chunks of upload \(request.id) were dropped by the embedded Kafka cluster (it keeps \(EmbeddedKafkaCluster.bytesKeptPerPartition >> 20) MiB of each partition of \(topic)) before the request was sent; it was not enqueued. Upload from a file:// source, send less at once, or use a real Kafka"))
     }
 
     /// The request as a worker reads it, or `TransferClientError.invalidRequest`.

@@ -6,6 +6,13 @@ import FerryCore
 public struct KafkaConfiguration: Sendable {
     public var properties: [String: String]
 
+    /// Whether the cluster deletes nothing by time, so that a consumer group
+    /// with no committed offset of a partition was meant to read it from
+    /// offset 0, and anything below the log's start was deleted unread: true
+    /// for the embedded cluster (`EmbeddedKafkaCluster.groupConfiguration`
+    /// sets it), whose only deletion is its size cap. Not a librdkafka property.
+    public var unreadStartsAtZero = false
+
     public init(bootstrapServers: String, _ properties: [String: String] = [:]) {
         self.properties = properties
         self.properties["bootstrap.servers"] = bootstrapServers

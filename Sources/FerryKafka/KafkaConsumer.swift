@@ -208,7 +208,7 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         let conf = try configuration.makeNative(for: .consumer)
         let buffer = MessageBuffer(capacity: bufferCapacity)
         let flow = FlowControl(logger: logger)
-        let gaps = GapDetector(logger: logger)
+        let gaps = GapDetector(group: configuration["group.id"] ?? "", unreadStartsAtZero: configuration.unreadStartsAtZero, logger: logger)
         if let rebalance {
             let box = RebalanceBox(handler: rebalance, buffer: buffer, flow: flow, gaps: gaps, logger: logger)
             rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(box).toOpaque())
@@ -249,8 +249,11 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
     private let gaps: GapDetector
 
     /// Messages the broker deleted (retention, or the mock cluster's 5 MiB per
-    /// partition) before this consumer read them, since it started.
-    public var messagesLost: Int64 { gaps.lost.load(ordering: .relaxed) }
+    /// partition) before this consumer's group read them, since it started.
+    public var messagesLost: Int64 { gaps.lostTotal.load(ordering: .relaxed) }
+
+    /// The same, by partition.
+    public var messagesLostByPartition: [TopicPartition: Int64] { gaps.lostByPartition }
 
     /// The partitions assigned to this consumer now, and the assignments it
     /// has received since it started (one per rebalance it took part in, an
@@ -485,45 +488,6 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
             ends.append((partition, high))
         }
         return ends
-    }
-}
-
-/// Notices messages deleted before they were read. Consumption within a
-/// partition is in offset order: when the next offset jumps past the one
-/// expected and the partition's log now starts after the expected one, the
-/// broker deleted the messages between (retention shorter than the backlog;
-/// librdkafka's mock cluster keeps 5 MiB per partition) and librdkafka's
-/// `auto.offset.reset` skipped them without a word. That is logged as an
-/// error and counted. Gaps the log still covers (compaction, transaction
-/// markers) are not losses. Used by the poll thread only, except `lost`.
-final class GapDetector: Sendable {
-    private let next = Mutex<[TopicPartition: Int64]>([:])
-    private let logger: Logger
-    let lost = Atomic<Int64>(0)
-
-    init(logger: Logger) { self.logger = logger }
-
-    /// Partitions that changed owner: another consumer may have read on meanwhile.
-    func forget(_ partitions: [TopicPartition]) {
-        next.withLock { n in for p in partitions { n[p] = nil } }
-    }
-
-    /// The partition is fetched again from `offset` (a hold): that is no gap.
-    func rewind(_ partition: TopicPartition, to offset: Int64) {
-        next.withLock { $0[partition] = offset }
-    }
-
-    func check(_ message: KafkaMessage, rk: OpaquePointer) {
-        let key = TopicPartition(topic: message.topic, partition: message.partition)
-        let previous = next.withLock { n in defer { n[key] = message.offset + 1 }; return n[key] }
-        guard let expected = previous, message.offset > expected else { return }
-        var low: Int64 = -1, high: Int64 = -1
-        // A broker round trip, only when offsets jump.
-        guard rd_kafka_query_watermark_offsets(rk, message.topic, message.partition, &low, &high, 2_000) == RD_KAFKA_RESP_ERR_NO_ERROR,
-              low > expected else { return }
-        let missing = min(low, message.offset) - expected
-        lost.add(missing, ordering: .relaxed)
-        logger.error("kafka consumer: \(missing) messages of \(key) (offsets \(expected)..<\(min(low, message.offset))) were deleted by the broker before they were read; the partition's log now starts at \(low). Retention is shorter than the backlog (librdkafka's mock cluster, as in ferry dev, keeps 5 MiB per partition).")
     }
 }
 
@@ -827,11 +791,13 @@ private let rebalanceCallback: @convention(c) (OpaquePointer?, rd_kafka_resp_err
     switch err {
     case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
         box.everAssigned.store(true, ordering: .releasing)
+        // Before fetching starts: where the group left each partition, so
+        // that messages deleted before the first read are counted too.
+        box.gaps.assigned(partitions, committed: committedOffsets(rk: rk, list))
         if cooperative { check(rd_kafka_incremental_assign(rk, list), "incremental assign") } else { rd_kafka_assign(rk, list) }
         box.flow.assigned(list)
         box.assignmentChanged(assigned: partitions, cooperative: cooperative)
         box.assignments.add(1, ordering: .relaxed)
-        box.gaps.forget(partitions)
         box.logger.info("partitions assigned: \(partitions.map(\.description).joined(separator: ", "))")
         box.handler.assigned(partitions)
     case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
@@ -851,6 +817,26 @@ private let rebalanceCallback: @convention(c) (OpaquePointer?, rd_kafka_resp_err
         if cooperative { check(rd_kafka_incremental_unassign(rk, list), "incremental unassign") } else { rd_kafka_assign(rk, nil) }
         box.assignmentChanged(revoked: partitions, cooperative: cooperative)
     }
+}
+
+/// The group's committed offset of each partition in `list` (negative when
+/// none), asked synchronously, as the rebalance callback needs it before it
+/// assigns; nil when the coordinator does not answer within 5 s.
+private func committedOffsets(rk: OpaquePointer, _ list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?) -> [TopicPartition: Int64]? {
+    guard let list, list.pointee.cnt > 0 else { return [:] }
+    // A copy: rd_kafka_committed writes its answers into the list, and the
+    // callback's list is what gets assigned.
+    guard let copy = rd_kafka_topic_partition_list_copy(list) else { return nil }
+    defer { rd_kafka_topic_partition_list_destroy(copy) }
+    guard rd_kafka_committed(rk, copy, 5_000) == RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
+    var offsets: [TopicPartition: Int64] = [:]
+    for i in 0..<Int(copy.pointee.cnt) {
+        let e = copy.pointee.elems[i]
+        // A partition answered with an error is unknown, not "none": so is the whole answer.
+        guard e.err == RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
+        offsets[TopicPartition(topic: String(cString: e.topic), partition: e.partition)] = e.offset
+    }
+    return offsets
 }
 
 /// The first answer of several racers (a blocking call and its timer); later ones are dropped.

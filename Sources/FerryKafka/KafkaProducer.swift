@@ -115,6 +115,25 @@ public final class KafkaProducer: Sendable {
         }
     }
 
+    /// Each partition's log start and end of `topic` (low and high
+    /// watermarks), asked of the leaders off the cooperative pool.
+    public func watermarks(of topic: String) async throws(KafkaError) -> [Int32: (start: Int64, end: Int64)] {
+        let handle = self.handle
+        let result = await BlockingPool.shared.run {
+            Result { () throws(KafkaError) -> [Int32: (start: Int64, end: Int64)] in
+                var marks: [Int32: (start: Int64, end: Int64)] = [:]
+                for partition in try KafkaConsumer.partitionIds(rk: handle.rk, topic: topic) {
+                    var low: Int64 = -1, high: Int64 = -1
+                    let err = rd_kafka_query_watermark_offsets(handle.rk, topic, partition, &low, &high, 10_000)
+                    guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err, context: "watermarks of \(topic)/\(partition)") }
+                    marks[partition] = (low, high)
+                }
+                return marks
+            }
+        }
+        return try result.get()
+    }
+
     /// Hands the message to librdkafka, which copies key and value; an empty value goes as null (a tombstone).
     private func enqueue(topic: String, key: [UInt8]?, value: [UInt8], headers: [(String, String)], timestampMs: Int64?,
                          opaque: UnsafeMutableRawPointer) -> KafkaError? {

@@ -2,7 +2,6 @@ import FerryCore
 import FerryKafka
 import FerryStore
 import Logging
-import Metrics
 import Synchronization
 
 /// Keeps a message that kills its worker from stopping its partition for good.
@@ -72,7 +71,7 @@ final class CrashLoopBreaker: Sendable {
     /// and calls `recordStart` before doing anything with the message: a start
     /// recorded while waiting for the gate would count a death that was not its own.
     func assess(_ message: KafkaMessage) async -> Admission {
-        await seed(message.topicPartition, firstOffset: message.offset)
+        await seed(message.topicPartition)
         guard let before = tracker.starts(of: message) else { return .notOwned }
         if before >= maxStarts {
             if deadLettered.contains(message) {
@@ -133,9 +132,8 @@ final class CrashLoopBreaker: Sendable {
 
     /// Loads a partition's start records once per assignment: from the
     /// committed offset's metadata (the fleet's) and from this worker's state.
-    /// Also says so, loudly, when the first message read is past the committed
-    /// offset because the broker deleted the ones between before anyone read them.
-    private func seed(_ partition: TopicPartition, firstOffset: Int64) async {
+    /// (Requests the broker deleted unread are the consumer's to report.)
+    private func seed(_ partition: TopicPartition) async {
         let task = seeding.withLock { s -> Task<Void, Never> in
             if let existing = s[partition] { return existing }
             let task = Task { [consumer, state, tracker, logger] in
@@ -145,12 +143,6 @@ final class CrashLoopBreaker: Sendable {
                     if let committed = try await consumer.committed([partition]).first {
                         committedOffset = max(0, committed.offset)
                         remote = StartRecords.decode(committed.metadata).filter { $0.key >= committedOffset }
-                        if committed.offset >= 0, firstOffset > committed.offset, let low = await consumer.logStart(of: partition),
-                           low > committed.offset {
-                            let lost = min(low, firstOffset) - committed.offset
-                            Counter(label: "ferry_requests_lost_total").increment(by: lost)
-                            logger.error("\(lost) requests of \(partition) (offsets \(committed.offset)..<\(min(low, firstOffset))) were deleted by the broker before any worker read them: retention is shorter than the backlog (librdkafka's mock cluster, as in ferry dev, keeps 5 MiB per partition)")
-                        }
                     }
                 } catch {
                     logger.warning("cannot read the committed start records of \(partition): \(error); using this worker's own")

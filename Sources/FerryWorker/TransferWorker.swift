@@ -324,15 +324,15 @@ public final class TransferWorker: Sendable {
         let sweepInterval = max(1, min(configuration.sweepAfterSeconds / 2, 3600))
         let observer = Task { [self] in
             var lagging: Set<TopicPartition> = []
-            var lostReported: Int64 = 0
+            var lostReported: [TopicPartition: Int64] = [:]
             var assignment = AssignmentMetrics(group: configuration.topics.workerGroup)
             while !Task.isCancelled {
                 assignment.sample(consumer)
-                // Requests the broker deleted before this worker read them (logged as errors by the consumer).
-                let lost = consumer.messagesLost
-                if lost > lostReported {
-                    Counter(label: "ferry_requests_lost_total").increment(by: lost - lostReported)
-                    lostReported = lost
+                // Requests the broker deleted before the group read them (the consumer logs each range as an error).
+                for (partition, lost) in consumer.messagesLostByPartition where lost > lostReported[partition, default: 0] {
+                    Counter(label: "ferry_requests_lost_total", dimensions: [("topic", partition.topic), ("partition", "\(partition.partition)")])
+                        .increment(by: lost - lostReported[partition, default: 0])
+                    lostReported[partition] = lost
                 }
                 let lags = consumer.lag()
                 for (partition, lag) in lags {

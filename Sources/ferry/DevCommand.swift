@@ -54,6 +54,16 @@ struct DevCommand: AsyncParsableCommand {
     /// `posts`, keyed by `id`; replaced and deleted posts' pictures are deleted.
     static let postsTable = TableDefinition(name: "posts", partitionKey: "id", deletesUnreferencedFiles: true)
 
+    /// What the embedded cluster keeps, in requests a user can picture: a
+    /// request of 4 KiB keyed by `bucket/key` (about 60 bytes).
+    static func retentionNotice(partitions: Int) -> String {
+        let perPartition = EmbeddedKafkaCluster.messagesKept(ofSize: 4096 + 60)
+        return "Embedded Kafka keeps at most \(EmbeddedKafkaCluster.bytesKeptPerPartition >> 20) MiB of each partition "
+            + "(\(partitions) partitions: about \(perPartition * partitions) unread requests of 4 KiB, \(perPartition) a partition, "
+            + "when keyed by bucket/key as ferry enqueue and FerryClient do). Beyond that the oldest are dropped: "
+            + "the worker that reads the partition logs each dropped range as an error and counts it in ferry_requests_lost_total."
+    }
+
     func run() async throws {
         let logger = try LogOptions.bootstrap(label: "ferry.dev", level: logLevel ?? setting(.logLevel) ?? (demo ? "warning" : "info"),
                                               format: setting(.logFormat) ?? "text")
@@ -72,13 +82,8 @@ struct DevCommand: AsyncParsableCommand {
         let tables = [DevCommand.postsTable]
         for table in tables { try cluster.createTopic(topics.table(table.name), partitions: partitions) }
         print("Kafka bootstrap: \(cluster.bootstrapServers)")
-        print("Embedded Kafka keeps at most \(EmbeddedKafkaCluster.bytesKeptPerPartition >> 20) MiB per partition (\(partitions * (EmbeddedKafkaCluster.bytesKeptPerPartition >> 20)) MiB of requests in all); older messages are dropped, with an error in the log when unread requests are.")
+        print(Self.retentionNotice(partitions: partitions))
         flushStandardOutput()
-        // Dropping unread requests must never be silent, also when no worker runs yet.
-        let watch = Task { [logger] in
-            await cluster.watchForDroppedMessages(topic: topics.requests, group: topics.workerGroup, logger: logger)
-        }
-        defer { watch.cancel() }
         if kafkaOnly {
             try await runUntilSignalled(logger: logger) {
                 while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
