@@ -111,7 +111,7 @@ let package = Package(
         // Starts the real peers the tests run against (mock cluster, moto, Ceph RGW, ferry processes).
         .target(name: "FerryTestSupport", dependencies: [
                     "FerryKafka", "FerryCore", .product(name: "PropertyBased", package: "swift-property-based"),
-                    .product(name: "Logging", package: "swift-log"),
+                    .product(name: "Logging", package: "swift-log"), .product(name: "JWTKit", package: "jwt-kit"),
                 ], path: "Tests/FerryTestSupport"),
         .testTarget(name: "FerryCoreTests", dependencies: [
             "FerryCore", "FerryTestSupport", .product(name: "PropertyBased", package: "swift-property-based"),

@@ -142,13 +142,13 @@ struct WorkerOptions: ParsableArguments {
     @Option(name: .customLong("auth-mode"), help: "none (trusted producers) or jwt (env FERRY_AUTH_MODE; default none).")
     var authMode: String?
 
-    @Option(name: .customLong("jwt-secret-file"), help: "File holding the HS256 secret (or env FERRY_JWT_SECRET).")
+    @Option(name: .customLong("jwt-secret-file"), help: "File holding the HMAC secret, at least 32 bytes: HS256 (HS384 from 48 bytes, HS512 from 64; or env FERRY_JWT_SECRET).")
     var jwtSecretFile: String?
 
-    @Option(name: .customLong("jwt-public-key"), help: "PEM file of the RS256 or ES256 public key.")
+    @Option(name: .customLong("jwt-public-key"), help: "PEM file of an RSA (RS256…512, PS256…512) or EC (ES256, ES384, ES512 by curve) public key.")
     var jwtPublicKey: String?
 
-    @Option(name: .customLong("jwt-jwks"), help: "JSON Web Key Set file.")
+    @Option(name: .customLong("jwt-jwks"), help: "JSON Web Key Set file (keys chosen by kid; each allows its type's algorithms, or its own alg).")
     var jwtJWKS: String?
 
     @Option(name: .customLong("jwt-issuer"), help: "Required iss claim.") var jwtIssuer: String?

@@ -13,11 +13,11 @@ public struct AuthConfiguration: Sendable {
     public enum Mode: String, Sendable { case none, jwt }
 
     public var mode: Mode = .none
-    /// HS256 shared secret.
+    /// HMAC shared secret (tokens signed HS256, HS384 or HS512).
     public var hmacSecret: String?
-    /// RS256 or ES256 public key, PEM.
+    /// An RSA (RS256…512, PS256…512) or EC (ES256 on P-256, ES384, ES512) public key, PEM.
     public var publicKeyPEM: String?
-    /// A JSON Web Key Set (RSA and EC keys, selected by `kid`).
+    /// A JSON Web Key Set (RSA, EC and Ed25519 keys, selected by `kid`; a key's own `alg` narrows it to that one).
     public var jwksJSON: String?
     /// Required `iss`, when set.
     public var issuer: String?
@@ -37,44 +37,24 @@ public struct AuthConfiguration: Sendable {
     public init() {}
 }
 
-/// Checks identity proof with jwt-kit: signature (alg `none` is never
-/// accepted: no key for it is registered), `exp` (required), `nbf`, `iss`,
-/// `aud`, and the identity claim against the request's `identityId`.
+/// Checks identity proof: the token's header first (`TokenHeader`: strict
+/// JSON, no `crit`), then its signature with a key allowed for its `alg`
+/// (`TokenKeys`; `none` never), then `exp` (required), `nbf`, `iss`, `aud`,
+/// and the identity claim against the request's `identityId`.
 public final class IdentityVerifier: Sendable {
     public let configuration: AuthConfiguration
-    private let keys: JWTKeyCollection
+    private let keys: TokenKeys?
 
     public init(_ configuration: AuthConfiguration) async throws(ConfigurationError) {
         self.configuration = configuration
-        keys = JWTKeyCollection()
-        guard configuration.mode == .jwt else { return }
+        guard configuration.mode == .jwt else {
+            keys = nil
+            return
+        }
         if configuration.guestIssuer != nil, configuration.guestIssuer == configuration.issuer {
             throw ConfigurationError("auth.guestIssuer must differ from auth.jwtIssuer: tokens of one issuer cannot be both guests and authenticated")
         }
-        do {
-            var added = false
-            if let secret = configuration.hmacSecret {
-                await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
-                added = true
-            }
-            if let pem = configuration.publicKeyPEM {
-                if let rsa = try? Insecure.RSA.PublicKey(pem: pem) {
-                    await keys.add(rsa: rsa, digestAlgorithm: .sha256)
-                } else {
-                    await keys.add(ecdsa: try ES256PublicKey(pem: pem))
-                }
-                added = true
-            }
-            if let jwks = configuration.jwksJSON {
-                try await keys.add(jwksJSON: jwks)
-                added = true
-            }
-            guard added else { throw ConfigurationError("auth mode jwt needs a key: an HS256 secret, a public key PEM or a JWKS file") }
-        } catch let error as ConfigurationError {
-            throw error
-        } catch {
-            throw ConfigurationError("cannot load the JWT key: \(error)")
-        }
+        keys = try await TokenKeys(configuration)
     }
 
     /// Who sent `request`, or `AccessDenied` when its proof is missing or wrong.
@@ -88,12 +68,8 @@ public final class IdentityVerifier: Sendable {
         guard let identityId = request.identityId, !identityId.isEmpty else {
             throw FerryError(.accessDenied, "identityId is required with identity proof")
         }
-        let claims: FerryClaims
-        do {
-            claims = try await keys.verify(token, as: FerryClaims.self)
-        } catch {
-            throw FerryError(.accessDenied, "identity token refused: \(Self.reason(error))")
-        }
+        guard let keys else { throw FerryError(.accessDenied, "identity token refused: this worker has no key") }
+        let claims = try await keys.verify(token)
         let skew = configuration.leewaySeconds
         guard let exp = claims.exp else { throw FerryError(.accessDenied, "identity token refused: no exp claim") }
         guard exp.value.addingTimeInterval(skew) > now else { throw FerryError(.accessDenied, "identity token refused: expired") }
@@ -111,16 +87,6 @@ public final class IdentityVerifier: Sendable {
             throw FerryError(.accessDenied, "identity token is for another identity than \(identityId)")
         }
         return Caller(role: isGuestToken ? .guest : .authenticated, identityId: identityId)
-    }
-
-    /// A short reason, never the token itself.
-    private static func reason(_ error: any Error) -> String {
-        let text = "\(error)"
-        if text.contains("signature") { return "bad signature" }
-        if text.lowercased().contains("none") || text.contains("unknownKID") || text.contains("no signer") {
-            return "no key accepts its algorithm or kid"
-        }
-        return "malformed or unverifiable token"
     }
 }
 
