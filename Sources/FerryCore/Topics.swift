@@ -15,11 +15,14 @@ public struct Topics: Sendable, Hashable {
     public var callbacksDLQ: String { "\(prefix).callbacks.dlq" }
     /// Stores' own bucket notifications as they arrived (the ingest role's input).
     public var ingest: String { "\(prefix).ingest" }
+    /// Notifications the ingest role could not confirm with the store (its HEAD
+    /// kept failing), as they came, with `DLQHeader` headers naming why.
+    public var ingestDLQ: String { "\(prefix).ingest.dlq" }
     /// Bytes of uploads sent through Kafka (`ChunkedSource`); its retention bounds how long they can be taken.
     public var uploads: String { "\(prefix).uploads" }
 
     /// Every topic Ferry reads or writes, for creating them up front.
-    public var all: [String] { [requests, requestsDLQ, status, events, streams, control, triggersDLQ, callbacks, callbacksDLQ, uploads, ingest] }
+    public var all: [String] { [requests, requestsDLQ, status, events, streams, control, triggersDLQ, callbacks, callbacksDLQ, uploads, ingest, ingestDLQ] }
 
     /// The consumer group of notification ingest.
     public var ingestGroup: String { "\(prefix)-ingest" }
@@ -51,4 +54,6 @@ public enum DLQHeader {
     public static let originalKeySHA256 = "ferry-original-key-sha256"
     /// On `PoisonMessage` records: how many times the message was started without an outcome.
     public static let starts = "ferry-starts"
+    /// On `<prefix>.ingest.dlq` records: the topic the notification was read from.
+    public static let sourceTopic = "ferry-source-topic"
 }

@@ -83,7 +83,8 @@ public enum FerryRuntime {
                                                    producer: producer, logger: logger)
             roles.append { await ingest.run() }
             if let token = configuration.ingest.token {
-                notifications = NotificationEndpoint(token: token, producer: producer, topics: configuration.topics, logger: logger)
+                notifications = NotificationEndpoint(token: token, buckets: configuration.ingest.buckets, producer: producer,
+                                                     topics: configuration.topics, logger: logger)
             } else {
                 logger.warning("role ingest without an ingest token: POST /notifications/s3 is off; only topics are read (\([configuration.topics.ingest] + configuration.ingest.topics))")
             }

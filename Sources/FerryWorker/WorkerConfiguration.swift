@@ -46,6 +46,11 @@ public struct WorkerConfiguration: Sendable {
         public var token: String?
         /// Further topics where a store already sends its notifications (MinIO's or RGW's Kafka targets).
         public var topics: [String] = []
+        /// The buckets whose notifications are taken: a notification for any
+        /// other is refused (403 on the endpoint; dropped with a logged reason
+        /// from a topic), so nothing Ferry does not serve is announced. The
+        /// ingest role needs at least one.
+        public var buckets: Set<String> = []
         /// How long a removal is held for a worker's own announcement of it.
         public var settleSeconds: Double = 5
         public init() {}

@@ -18,7 +18,9 @@ struct Demo {
     let stateDirectory: URL
     let logger: Logger
 
-    let bucket = "demo"
+    /// The bucket of the demo and of the README's tour (`ferry dev` takes its notifications).
+    static let bucket = "demo"
+    var bucket: String { Self.bucket }
 
     /// Returns whether every step did what it should.
     func run() async throws -> Bool {

@@ -48,6 +48,10 @@ struct DevCommand: AsyncParsableCommand {
     @Flag(name: .customLong("kafka-only"), help: "Run only the embedded Kafka cluster (for workers started separately, e.g. against a real S3).")
     var kafkaOnly = false
 
+    @Option(name: .customLong("ingest-bucket"), parsing: .singleValue,
+            help: "A bucket whose store notifications are taken on POST /notifications/s3, repeatable (default demo).")
+    var ingestBuckets: [String] = []
+
     @Option(name: .customLong("http-address"), help: "HOST:PORT for /metrics, /healthz, /readyz and /transfers (the last with FERRY_ADMIN_TOKEN; default: none).")
     var httpAddress: String?
 
@@ -107,6 +111,10 @@ struct DevCommand: AsyncParsableCommand {
         devConfiguration.adminToken = try configured { try AdminToken.load(file: nil, environment: environment("FERRY_ADMIN_TOKEN")) }
         // Every write is an event: the store's own notifications are taken on POST /notifications/s3.
         devConfiguration.roles.ingest = true
+        for bucket in ingestBuckets {
+            if let problem = RequestLimits.bucketNameProblem(bucket) { throw ValidationError("--ingest-bucket: \(problem.message)") }
+        }
+        devConfiguration.ingest.buckets = Set(ingestBuckets.isEmpty ? [Demo.bucket] : ingestBuckets)
         devConfiguration.ingest.token = try IngestToken.load(file: nil, environment: environment("FERRY_INGEST_TOKEN"))
             ?? "dev-\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""))"
         if let httpAddress {

@@ -89,6 +89,9 @@ struct WorkerOptions: ParsableArguments {
     @Option(name: .customLong("ingest-topic"), parsing: .singleValue,
             help: "A topic where a store already sends its notifications (MinIO or RGW Kafka target), repeatable.")
     var ingestTopics: [String] = []
+    @Option(name: .customLong("ingest-bucket"), parsing: .singleValue,
+            help: "A bucket whose store notifications the ingest role takes, repeatable (env FERRY_INGEST_BUCKETS, comma-separated); notifications for any other are refused. The ingest role needs one.")
+    var ingestBuckets: [String] = []
     @Option(name: .customLong("table"), parsing: .singleValue,
             help: "A record table, NAME:PARTITION_KEY[/SORT_KEY][:delete-files], repeatable (env FERRY_TABLES, comma-separated). Every worker of a fleet declares the same tables.")
     var tables: [String] = []
@@ -191,6 +194,7 @@ struct WorkerOptions: ParsableArguments {
         Resolve.string(&role, .role)
         Resolve.string(&ingestTokenFile, .ingestTokenFile)
         Resolve.list(&ingestTopics, .ingestTopics)
+        Resolve.list(&ingestBuckets, .ingestBuckets)
         Resolve.list(&tables, .tables)
         try Resolve.number(&ingestSettle, .ingestSettle)
         try Resolve.flag(&httpsSources, .httpsSources)
@@ -264,6 +268,13 @@ struct WorkerOptions: ParsableArguments {
         configuration.callbacks = try callbackSettings()
         configuration.ingest.token = try IngestToken.load(file: ingestTokenFile, environment: environment("FERRY_INGEST_TOKEN"))
         configuration.ingest.topics = ingestTopics
+        for bucket in ingestBuckets {
+            if let problem = RequestLimits.bucketNameProblem(bucket) { throw ValidationError("--ingest-bucket: \(problem.message)") }
+        }
+        configuration.ingest.buckets = Set(ingestBuckets)
+        if roles.ingest && ingestBuckets.isEmpty {
+            throw ValidationError("--role ingest needs the buckets whose notifications it takes: --ingest-bucket NAME (repeatable), ingest.buckets or FERRY_INGEST_BUCKETS; a notification for any other bucket is refused")
+        }
         configuration.tables = try configured { try TableDefinition.parseAll(tables) }
         try requireRange(ingestSettle, 0...300, "--ingest-settle")
         if let ingestSettle { configuration.ingest.settleSeconds = ingestSettle }

@@ -12,7 +12,8 @@ import Testing
 /// - every message on `ferry.ingest` gets its outcome (its offset is committed:
 ///   published, or dropped with a logged reason), so no message holds a partition;
 /// - every POST gets an answer that matches what the decoder makes of it
-///   (200, 400 or 413; never a 5xx);
+///   (200, 400 or 413; 403 when it names a bucket outside `--ingest-bucket`;
+///   never a 5xx);
 /// - valid notifications interleaved with the hostile ones are published.
 ///
 /// `FERRY_FUZZ_SEED` replays a run; `FERRY_FUZZ_MESSAGES` sets its size (default 400).
@@ -49,7 +50,9 @@ import Testing
             arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", moto.endpoint, "--region", "us-east-1",
                         "--data-root", base.appendingPathComponent("data").path, "--state-dir", base.appendingPathComponent("state").path,
                         "--role", "ingest", "--ingest-settle", "0.2", "--http-address", "127.0.0.1:0",
-                        "--ingest-token-file", tokenFile.path, "--shutdown-grace", "5", "--kafka-property", "compression.type=lz4"],
+                        "--ingest-token-file", tokenFile.path, "--shutdown-grace", "5", "--kafka-property", "compression.type=lz4",
+                        // The samples' buckets but photos: its notifications are refused.
+                        "--ingest-bucket", "fuzz", "--ingest-bucket", "ingest", "--ingest-bucket", "images"],
             environment: moto.clientEnvironment, logDirectory: base)
         let http = try await worker.workerHTTPEndpoint()
         let up = await eventually(timeout: 60) { (try? await curl("\(http)/healthz").status) == 200 }
@@ -95,7 +98,7 @@ import Testing
             answers[answer.status, default: 0] += 1
             let expected: Int
             switch Result(catching: { () throws(FerryError) in try StoreNotificationDecoder.decode(message.bytes) }) {
-            case .success: expected = 200
+            case .success(let changes): expected = changes.allSatisfy { ["fuzz", "ingest", "images"].contains($0.bucket) } ? 200 : 403
             case .failure(let error): expected = error.code == .requestTooLarge ? 413 : 400
             }
             #expect(answer.status == expected, "seed \(seed): message \(index) answered \(answer.status) \(answer.body.prefix(200)), expected \(expected): \(message.what.prefix(400))")

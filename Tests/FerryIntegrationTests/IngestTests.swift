@@ -30,7 +30,7 @@ import Testing
         let tokenFile = base.appendingPathComponent("ingest.token")
         try token.write(to: tokenFile, atomically: true, encoding: .utf8)
         let worker = try env.startWorker(name: "worker-ingest", stateDir: "state", extra: [
-            "--role", "transfers,triggers,ingest", "--http-address", "127.0.0.1:0", "--ingest-token-file", tokenFile.path,
+            "--role", "transfers,triggers,ingest", "--http-address", "127.0.0.1:0", "--ingest-token-file", tokenFile.path, "--ingest-bucket", "ingest",
         ])
         defer { try? FileManager.default.removeItem(at: base) }
         let http = try await worker.workerHTTPEndpoint()

@@ -40,6 +40,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case httpsSourceMaxBytes = "sources.maxBytes"
     case ingestTokenFile = "ingest.tokenFile"
     case ingestTopics = "ingest.topics"
+    case ingestBuckets = "ingest.buckets"
     case ingestSettle = "ingest.settleSeconds"
     case tables = "items.tables"
     case callbackSecretFile = "callbacks.secretFile"
@@ -71,7 +72,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     public var kind: Kind {
         switch self {
         case .kafkaProperties, .guestPermissions, .authenticatedPermissions: return .map
-        case .httpsSourceHosts, .httpsSourceAllowRanges, .copySourceBuckets, .callbackHosts, .callbackAllowRanges, .ingestTopics, .tables: return .list
+        case .httpsSourceHosts, .httpsSourceAllowRanges, .copySourceBuckets, .callbackHosts, .callbackAllowRanges, .ingestTopics, .ingestBuckets, .tables: return .list
         case .httpsSources, .prefixPassthrough, .allowGuests: return .flag
         default: return .scalar
         }
@@ -100,6 +101,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .copySourceBuckets: return "--copy-source-bucket"
         case .callbackHosts: return "--callback-host"
         case .ingestTopics: return "--ingest-topic"
+        case .ingestBuckets: return "--ingest-bucket"
         case .tables: return "--table"
         case .ingestSettle: return "--ingest-settle"
         case .callbackAllowRanges: return "--callback-allow-range"
@@ -128,6 +130,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .copySourceBuckets: return ["FERRY_COPY_SOURCE_BUCKETS"]
         case .callbackHosts: return ["FERRY_CALLBACK_HOSTS"]
         case .ingestTopics: return ["FERRY_INGEST_TOPICS"]
+        case .ingestBuckets: return ["FERRY_INGEST_BUCKETS"]
         case .tables: return ["FERRY_TABLES"]
         case .callbackAllowRanges: return ["FERRY_CALLBACK_ALLOW_RANGES"]
         default: return [own]

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryEngine
 import FerryKafka
 import FerryS3
 import FerryStore
@@ -23,6 +24,13 @@ import Synchronization
 /// A store's repeat of a notification (same event id) is dropped. Offsets
 /// are committed once each notification's changes are published (or
 /// dropped), so a crash repeats, never loses, one.
+///
+/// Only what the store confirms is announced: a change of a bucket outside
+/// `ingest.buckets` is dropped with its reason; a creation is announced with
+/// the attributes a HEAD finds (or, when the key is gone or changed again
+/// since, as the store notified it: its later notification follows). When
+/// the HEAD cannot be made (the store keeps failing or refuses), nothing is
+/// announced: the notification goes to `<prefix>.ingest.dlq` with the reason.
 final class IngestProcessor: Sendable {
     private let consumer: KafkaConsumer
     private let ferryEvents: KafkaConsumer
@@ -33,6 +41,7 @@ final class IngestProcessor: Sendable {
     private let streams: StreamRecordBuilder
     private let resolver: any PrefixResolver
     private let topics: Topics
+    private let buckets: Set<String>
     private let settleSeconds: Double
     private let recent = RecentFerryChanges()
     private let offsets = ContiguousOffsets()
@@ -56,6 +65,7 @@ final class IngestProcessor: Sendable {
         streams = StreamRecordBuilder(region: configuration.region, topics: configuration.topics)
         resolver = configuration.prefixResolver
         topics = configuration.topics
+        buckets = configuration.ingest.buckets
         settleSeconds = configuration.ingest.settleSeconds
         self.logger = logger
     }
@@ -121,10 +131,23 @@ final class IngestProcessor: Sendable {
             Counter(label: "ferry_ingest_changes_total", dimensions: [("outcome", "undecodable")]).increment()
             return true
         }
+        var deadLettered = false
         for change in changes {
+            guard buckets.contains(change.bucket) else {
+                logger.error("dropping the change of s3://\(change.bucket)/\(change.key) from \(message.topic)/\(message.partition)/\(message.offset): \(IngestBuckets.refusal(change.bucket))")
+                Counter(label: "ferry_ingest_changes_total", dimensions: [("outcome", "foreign_bucket")]).increment()
+                continue
+            }
             while !Task.isCancelled {
                 do {
                     try await handle(change, received: received)
+                    break
+                } catch let unconfirmed as UnconfirmedChange {
+                    // Once per notification: a redrive runs all its changes again, and the catalog drops the ones announced.
+                    if !deadLettered { try? await deadLetter(message, unconfirmed.reason(change)) }
+                    deadLettered = true
+                    logger.error("not announcing \(change.eventName) of s3://\(change.bucket)/\(change.key): \(unconfirmed.reason(change).message); the notification is on \(topics.ingestDLQ)")
+                    Counter(label: "ferry_ingest_changes_total", dimensions: [("outcome", "dead_lettered")]).increment()
                     break
                 } catch let error as KafkaError where error.isPermanentForMessage {
                     // The same message would be refused again: retrying would hold the partition forever.
@@ -160,7 +183,7 @@ final class IngestProcessor: Sendable {
             }
         } else {
             if change.carriesFerryMarker { return try await dropAsFerrys(change, "the object carries a Ferry transfer id") }
-            head = try? await store.headObject(bucket: change.bucket, key: change.key)
+            head = try await confirm(change)
             let same = head.map { EventBuilder.unquoted($0.eTag ?? "") == change.eTag } ?? false
             if same, head?.metadata[TransferMarker.transferId] != nil {
                 return try await dropAsFerrys(change, "the object carries a Ferry transfer id")
@@ -178,6 +201,33 @@ final class IngestProcessor: Sendable {
             }
         }
         try await publish(change, head: head)
+    }
+
+    /// How long a HEAD is tried before the change counts as unconfirmed:
+    /// six attempts over about 15 s at most (full jitter), transient failures only.
+    static let headRetry = RetryPolicy(retryLimit: 5, baseDelaySeconds: 0.5, maxDelaySeconds: 8)
+
+    /// The object as the store has it now (nil: no such key), or
+    /// `UnconfirmedChange` when the store could not be asked.
+    private func confirm(_ change: StoreNotification) async throws -> ObjectAttributes? {
+        do {
+            return try await Self.headRetry.run(onRetry: { [logger] attempt, error in
+                logger.warning("HEAD s3://\(change.bucket)/\(change.key) failed (attempt \(attempt)), retrying: \(error)")
+            }) { () async throws(FerryError) -> ObjectAttributes? in
+                try await store.headObject(bucket: change.bucket, key: change.key)
+            }
+        } catch {
+            throw UnconfirmedChange(error: error)
+        }
+    }
+
+    /// Writes the notification as it came to `<prefix>.ingest.dlq`, with why.
+    private func deadLetter(_ message: KafkaMessage, _ reason: FerryError) async throws {
+        try await producer.send(topic: topics.ingestDLQ, key: message.key, value: message.value, headers: [
+            (DLQHeader.errorCode, reason.code.rawValue), (DLQHeader.errorMessage, String(reason.message.prefix(2000))),
+            (DLQHeader.sourceTopic, message.topic), (DLQHeader.sourcePartition, "\(message.partition)"),
+            (DLQHeader.sourceOffset, "\(message.offset)"),
+        ])
     }
 
     private func dropAsFerrys(_ change: StoreNotification, _ why: String) async throws {
@@ -214,6 +264,15 @@ final class IngestProcessor: Sendable {
         let area = resolver.area(of: key)
         return ObjectCatalog.Entry(bucket: bucket, key: key, size: size, eTag: eTag.map(EventBuilder.unquoted), owner: area?.owner,
                                    accessLevel: area?.level.rawValue, lastModified: lastModified)
+    }
+}
+
+/// A creation the store could not be asked about: its HEAD kept failing, or was refused.
+struct UnconfirmedChange: Error {
+    var error: FerryError
+
+    func reason(_ change: StoreNotification) -> FerryError {
+        FerryError(error.code, "the store did not confirm \(change.eventName) of s3://\(change.bucket)/\(change.key): HEAD failed: \(error.message)")
     }
 }
 
