@@ -525,7 +525,7 @@ class Bench:
                         break
                 except Exception:
                     time.sleep(0.5)
-            audit = os.path.join(data, "audit", "audit.jsonl")
+            audit = os.path.join(base, "state", "trigger-output", "audit", "audit.jsonl")
             names = sorted(os.listdir(os.path.join(data, "in")))
 
             def produce(tag, rate):

@@ -4,7 +4,7 @@ import Foundation
 import Synchronization
 
 /// Example trigger: appends one JSON line per S3 event record to
-/// `<data root>/audit/audit.jsonl` — event name, bucket, decoded key, size,
+/// `<output directory>/audit/audit.jsonl` — event name, bucket, decoded key, size,
 /// eTag, sequencer. Delivery is at-least-once, so a line may repeat after a
 /// crash; readers deduplicate by (bucket, key, sequencer).
 public struct AuditLogHandler: S3EventHandler {

@@ -52,7 +52,7 @@ public struct ChecksumManifestHandler: StreamRecordHandler {
         guard let store = context.environment.objects else {
             throw ManifestError("no object storage configured for trigger handlers (run inside a worker)")
         }
-        let (size, sha256) = try await Self.digest(bucket: bucket, key: key, store: store, scratch: context.environment.dataRoot)
+        let (size, sha256) = try await Self.digest(bucket: bucket, key: key, store: store, scratch: context.environment.outputDirectory)
         let manifest = Manifest(bucket: bucket, key: key, size: size, eTag: record.dynamodb.newImage?["eTag"]?.stringValue,
                                 sha256: sha256, sequenceNumber: record.dynamodb.sequenceNumber)
         let encoder = JSONEncoder()
@@ -65,7 +65,7 @@ public struct ChecksumManifestHandler: StreamRecordHandler {
         context.logger.info("checksum manifest enqueued for s3://\(bucket)/\(key)", metadata: ["sha256": "\(sha256)"])
     }
 
-    /// Reads the object into a scratch file under the data root and hashes it.
+    /// Reads the object into a scratch file under the output directory and hashes it.
     /// The file work runs on Ferry's blocking pool: hashing a large object on
     /// the Swift concurrency threads that run handlers would stall them.
     static func digest(bucket: String, key: String, store: any ObjectStore, scratch: URL) async throws -> (Int64, String) {

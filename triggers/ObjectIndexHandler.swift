@@ -4,7 +4,7 @@ import Foundation
 import GRDB
 
 /// Example stream trigger: keeps a queryable SQLite catalog of every object
-/// (`<data root>/index/objects.sqlite`, table `objects`) from the `objects`
+/// (`<output directory>/index/objects.sqlite`, table `objects`) from the `objects`
 /// table's stream. Records may arrive twice or, across a crash, a stale one
 /// after a newer one: a row is only replaced by a record with a higher
 /// SequenceNumber, and removals leave a tombstone, so the catalog converges.
@@ -22,7 +22,7 @@ public struct ObjectIndexHandler: StreamRecordHandler {
     public init(file: URL) throws {
         try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
         var configuration = Configuration()
-        configuration.busyMode = .timeout(10)  // several worker processes may share a data root
+        configuration.busyMode = .timeout(10)  // several worker processes may share an output directory
         // WAL: a commit appends to one file (a rollback journal writes and syncs two).
         configuration.journalMode = .wal
         database = try DatabaseQueue(path: file.path, configuration: configuration)

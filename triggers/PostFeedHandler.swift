@@ -4,7 +4,7 @@ import Foundation
 
 /// Example stream trigger on a record table (`posts`, declared on the workers
 /// with `--table posts:id:delete-files`): appends one JSON line per change to
-/// `<data root>/feed/posts.jsonl` with the post's id, its title and the S3
+/// `<output directory>/feed/posts.jsonl` with the post's id, its title and the S3
 /// keys of the pictures it references. Delivery is at least once: readers
 /// deduplicate by (id, sequenceNumber).
 public struct PostFeedHandler: StreamRecordHandler {

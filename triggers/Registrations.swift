@@ -19,7 +19,7 @@ public enum Registrations {
             delivery: AsyncDelivery(maximumRetryAttempts: 2),
             // It covers every key, so any S3 trigger declared in configuration would overlap it: it steps aside.
             yieldsToOverlaps: true,
-            handler: AuditLogHandler(file: environment.dataRoot.appendingPathComponent("audit/audit.jsonl"))
+            handler: AuditLogHandler(file: environment.outputDirectory.appendingPathComponent("audit/audit.jsonl"))
         ))
         // A queryable catalog of every object, from the `objects` table's stream.
         try registry.register(StreamTriggerRegistration(
@@ -28,7 +28,7 @@ public enum Registrations {
             viewType: .newImage,
             mapping: EventSourceMapping(batchSize: 100, maximumBatchingWindowSeconds: 0.1, maximumRetryAttempts: 10,
                                         reportBatchItemFailures: true),
-            handler: try ObjectIndexHandler(file: environment.dataRoot.appendingPathComponent("index/objects.sqlite"))
+            handler: try ObjectIndexHandler(file: environment.outputDirectory.appendingPathComponent("index/objects.sqlite"))
         ))
         // A SHA-256 manifest under manifests/ for each object written under incoming/ (guest level).
         // The filter keeps the manifests themselves out: they are written outside the watched prefix.
@@ -51,7 +51,7 @@ public enum Registrations {
             table: "posts",
             viewType: .newAndOldImages,
             mapping: EventSourceMapping(batchSize: 50, maximumBatchingWindowSeconds: 0.1, maximumRetryAttempts: 5),
-            handler: PostFeedHandler(file: environment.dataRoot.appendingPathComponent("feed/posts.jsonl"))
+            handler: PostFeedHandler(file: environment.outputDirectory.appendingPathComponent("feed/posts.jsonl"))
         ))
     }
 }

@@ -19,15 +19,24 @@ public struct DataRoot: Sendable, Hashable {
         path = resolved
     }
 
-    /// The existing file a `file://` source names, resolved and inside the root.
-    public func sourcePath(_ uri: String) throws(FerryError) -> String {
+    /// Directories Ferry keeps for itself under the root (the fetch area of
+    /// `https://` sources): no request names a file in them, whatever the layout.
+    public static let ownDirectories: Set<String> = [".ferry-fetch"]
+
+    /// The existing file a `file://` source names, resolved and inside the
+    /// root; with `areas`, inside an area its caller may read, judged on the
+    /// path as written first (so a file of another area is refused alike
+    /// whether or not it exists) and again once resolved.
+    public func sourcePath(_ uri: String, areas: LocalAreas? = nil) throws(FerryError) -> String {
         let raw = try Self.filePath(uri)
+        try requireAllowed(.read, lexically: raw, uri: uri, areas: areas)
         guard let resolved = Self.realpath(raw) else {
             // Outside is refused alike whether or not the path exists there: no request learns which do.
             guard contains(raw) else { throw FerryError(.invalidPath, "\(uri) is outside the data root") }
             throw FerryError(.invalidPath, "source \(uri) does not exist")
         }
         try requireInside(resolved, uri: uri)
+        try requireAllowed(.read, resolved: resolved, uri: uri, areas: areas)
         var info = stat()
         if stat(resolved, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG {
             throw FerryError(.invalidPath, "source \(uri) is \(Self.fileKind(info.st_mode)); only regular files are transferred")
@@ -54,8 +63,9 @@ public struct DataRoot: Sendable, Hashable {
     /// directory resolved, the missing rest appended. Nothing is created here:
     /// `openParentBeneath` creates the missing directories without following a
     /// link, so one swapped in since the request was checked leads nowhere.
-    public func destinationPath(_ uri: String) throws(FerryError) -> String {
+    public func destinationPath(_ uri: String, areas: LocalAreas? = nil) throws(FerryError) -> String {
         let raw = try Self.destinationFilePath(uri)
+        try requireAllowed(.write, lexically: raw, uri: uri, areas: areas)
         let url = URL(fileURLWithPath: raw)
         let name = url.lastPathComponent
         guard !name.isEmpty, name != "/", name != ".", name != ".." else {
@@ -67,17 +77,33 @@ public struct DataRoot: Sendable, Hashable {
             throw FerryError(.invalidPath, "\(uri) is outside the data root")
         }
         try requireInside(parent, uri: uri)
-        return parent == "/" ? "/\(name)" : "\(parent)/\(name)"
+        let path = parent == "/" ? "/\(name)" : "\(parent)/\(name)"
+        try requireAllowed(.write, resolved: path, uri: uri, areas: areas)
+        return path
     }
 
     /// Opens the regular file `path` (absolute, inside the root) by walking down
     /// from the root one component at a time with `O_NOFOLLOW`: no symbolic link
     /// is followed anywhere, so a link swapped in after a path was checked cannot
     /// lead outside the root. Returns the file descriptor.
-    public func openBeneath(_ path: String, flags: Int32, mode: mode_t = 0o644) throws(FerryError) -> Int32 {
+    ///
+    /// With `areas` the file must also have one name only: a hard link gives
+    /// a file of another area (or Ferry's own) a second name in this one, and
+    /// the link count is read from the descriptor, so no rename or new link
+    /// after the check changes what is read.
+    public func openBeneath(_ path: String, flags: Int32, mode: mode_t = 0o644, areas: LocalAreas? = nil) throws(FerryError) -> Int32 {
         let (directory, name) = try openParentBeneath(path, create: false)
         defer { close(directory) }
-        return try Self.openRegularFile(at: directory, name, flags: flags, mode: mode, describedAs: path)
+        let fd = try Self.openRegularFile(at: directory, name, flags: flags, mode: mode, describedAs: path)
+        if areas != nil {
+            var info = stat()
+            guard fstat(fd, &info) == 0, info.st_nlink <= 1 else {
+                close(fd)
+                throw FerryError(.accessDenied, "\(path) has \(info.st_nlink) hard links: in a data root laid out by access level "
+                    + "a file with several names may be another area's, so only files with one name are read")
+            }
+        }
+        return fd
     }
 
     /// `openat` that never blocks and never hands out anything but a regular
@@ -168,8 +194,9 @@ public struct DataRoot: Sendable, Hashable {
     /// Checks a `file://` destination without creating anything: the nearest
     /// existing ancestor, resolved, must be inside the root, and what remains
     /// below it may not climb with `..`.
-    public func checkDestination(_ uri: String) throws(FerryError) {
+    public func checkDestination(_ uri: String, areas: LocalAreas? = nil) throws(FerryError) {
         let raw = try Self.destinationFilePath(uri)
+        try requireAllowed(.write, lexically: raw, uri: uri, areas: areas)
         // Plain components, not URL.deletingLastPathComponent(): on a path that
         // ends in "..", that returns the same path, and a walk up never ends.
         var existing = raw.split(separator: "/").map(String.init)
@@ -188,6 +215,8 @@ public struct DataRoot: Sendable, Hashable {
         guard !rest.contains("..") else {
             throw FerryError(.invalidPath, "\(uri) is outside the data root or names no file")
         }
+        try requireAllowed(.write, resolved: (rest.isEmpty ? resolved : (resolved == "/" ? "" : resolved) + "/" + rest.joined(separator: "/")),
+                           uri: uri, areas: areas)
         // What is already there is replaced only when it is a regular file.
         var info = stat()
         if lstat(raw, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG {
@@ -197,6 +226,39 @@ public struct DataRoot: Sendable, Hashable {
 
     private func isInside(_ resolved: String) -> Bool {
         resolved.utf8.elementsEqual(path.utf8) || resolved.hasBytePrefix(path.hasSuffix("/") ? path : path + "/")
+    }
+
+    /// The components of `path` (absolute, no `.` or `..`) below the root;
+    /// nil when it is not below it.
+    func components(below path: String) -> [String]? {
+        if path.utf8.elementsEqual(self.path.utf8) { return [] }
+        let prefix = self.path.hasSuffix("/") ? self.path : self.path + "/"
+        guard path.hasBytePrefix(prefix) else { return nil }
+        return path.dropFirst(prefix.count).split(separator: "/").map(String.init)
+    }
+
+    /// Refuses what the path as written names: a file in Ferry's own
+    /// directories, or (with `areas`) one outside the caller's areas. Dot
+    /// segments are removed first, so `public/../private/bob` is `private/bob`.
+    private func requireAllowed(_ right: AccessRight, lexically raw: String, uri: String, areas: LocalAreas?) throws(FerryError) {
+        let standardized = URL(fileURLWithPath: raw).standardizedFileURL.path
+        guard let components = components(below: standardized) else { return }  // outside: refused as such later
+        try requireAllowed(right, components, uri: uri, areas: areas)
+    }
+
+    /// The same for a resolved path (no links), which is what will be opened.
+    private func requireAllowed(_ right: AccessRight, resolved: String, uri: String, areas: LocalAreas?) throws(FerryError) {
+        guard let components = components(below: resolved) else {
+            throw FerryError(.invalidPath, "\(uri) is outside the data root")
+        }
+        try requireAllowed(right, components, uri: uri, areas: areas)
+    }
+
+    private func requireAllowed(_ right: AccessRight, _ components: [String], uri: String, areas: LocalAreas?) throws(FerryError) {
+        if let first = components.first, Self.ownDirectories.contains(first) {
+            throw FerryError(.accessDenied, "\(uri) lies in \(first), a directory Ferry keeps for itself")
+        }
+        try areas?.check(right, components, path: uri)
     }
 
     private func requireInside(_ candidate: String, uri: String) throws(FerryError) {

@@ -90,11 +90,11 @@ public final class TransferEngine: Sendable {
                 }
                 if let refusal = fetcher.policy.refusal(of: source, what: "source") { throw refusal }
             } else {
-                _ = try dataRoot.sourcePath(source)
+                _ = try dataRoot.sourcePath(source, areas: job.localAreas)
             }
         case .download:
             guard let destination = request.destination else { throw FerryError(.invalidRequest, "download needs a destination") }
-            try dataRoot.checkDestination(destination)
+            try dataRoot.checkDestination(destination, areas: job.localAreas)
         case .copy:
             let source = try job.copySourceLocation()
             try ObjectLocation.checkAddress(bucket: source.bucket, key: source.key)

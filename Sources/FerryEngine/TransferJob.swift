@@ -8,11 +8,15 @@ public struct TransferJob: Sendable {
     public var objectKey: String
     /// For a copy: the source as the access rules resolved it (nil: `request.source` as written).
     public var copySource: ObjectLocation?
+    /// The areas of the data root the request's caller may use, when the
+    /// root is laid out by access level; nil when it is shared.
+    public var localAreas: LocalAreas?
 
-    public init(request: TransferRequest, objectKey: String, copySource: ObjectLocation? = nil) {
+    public init(request: TransferRequest, objectKey: String, copySource: ObjectLocation? = nil, localAreas: LocalAreas? = nil) {
         self.request = request
         self.objectKey = objectKey
         self.copySource = copySource
+        self.localAreas = localAreas
     }
 
     /// The object a copy reads.

@@ -47,8 +47,12 @@ public struct TriggerContext: Sendable {
 
 /// Facts about the running Ferry that handlers and registrations may use.
 public struct TriggerEnvironment: Sendable {
-    /// The worker's data root (resolved); handlers write their local files under it.
+    /// The worker's data root (resolved), where producers' files are. A
+    /// handler's own files belong in `outputDirectory`, which no request reaches.
     public var dataRoot: URL
+    /// Ferry's own directory for handlers' files (the audit log, the object
+    /// index), outside the data root: `<state dir>/trigger-output` by default.
+    public var outputDirectory: URL
     public var region: String
     /// Maps a request's user key to its S3 key (the access-level prefix), as the workers do.
     public var prefixResolver: any PrefixResolver
@@ -58,9 +62,10 @@ public struct TriggerEnvironment: Sendable {
     /// their requests inside the process's connection and memory limits.
     public var http: CurlTransport
 
-    public init(dataRoot: URL, region: String, prefixResolver: any PrefixResolver = DefaultPrefixResolver(),
+    public init(dataRoot: URL, outputDirectory: URL, region: String, prefixResolver: any PrefixResolver = DefaultPrefixResolver(),
                 objects: (any ObjectStore)? = nil, http: CurlTransport = CurlTransport()) {
         self.dataRoot = dataRoot
+        self.outputDirectory = outputDirectory
         self.region = region
         self.prefixResolver = prefixResolver
         self.objects = objects

@@ -17,9 +17,11 @@ public enum FerryRuntime {
         }
     }
 
-    /// What trigger handlers are given: the data root, region, the workers' prefix resolver and storage.
+    /// What trigger handlers are given: the data root, their output directory,
+    /// region, the workers' prefix resolver and storage.
     public static func triggerEnvironment(_ configuration: WorkerConfiguration) -> TriggerEnvironment {
-        TriggerEnvironment(dataRoot: URL(fileURLWithPath: configuration.dataRoot.path), region: configuration.region,
+        TriggerEnvironment(dataRoot: URL(fileURLWithPath: configuration.dataRoot.path),
+                           outputDirectory: configuration.triggerOutputDirectory, region: configuration.region,
                            prefixResolver: configuration.prefixResolver,
                            objects: try? makeStore(configuration.storage, http: configuration.http), http: configuration.http)
     }
@@ -44,6 +46,14 @@ public enum FerryRuntime {
         configuration.kafka = EmbeddedKafkaCluster.groupConfiguration(given.kafka, clusterId: await producer.clusterId())
         if configuration.kafka["session.timeout.ms"] != given.kafka["session.timeout.ms"] {
             logger.info("the broker is Ferry's embedded cluster: consumer groups use session.timeout.ms=\(EmbeddedKafkaCluster.groupSessionTimeoutMs) and heartbeat.interval.ms=\(configuration.kafka["heartbeat.interval.ms"] ?? "3000"), so that a worker joining takes seconds (set it with --kafka-property to override)")
+        }
+        if configuration.roles.transfers {
+            switch configuration.dataRootLayout {
+            case .shared:
+                logger.info("data root \(configuration.dataRoot.path), layout shared: any request may name any file under it (trusted producers; --data-root-layout access-levels confines each caller to its areas)")
+            case .accessLevels:
+                logger.info("data root \(configuration.dataRoot.path), layout access-levels: a request's files must be under public/, protected/<identityId>/ or private/<identityId>/ as its caller may use them")
+            }
         }
         let health = WorkerHealth(transfers: configuration.roles.transfers)
         if !configuration.roles.transfers { health.storage(reachable: true) }

@@ -32,6 +32,9 @@ struct RequestPipeline: Sendable {
     let storage: StorageGate
     /// Declared record tables (item requests).
     var tables: ItemTables = .none
+    /// How the data root is shared: by access level, a request's local files
+    /// must lie in its caller's areas.
+    var dataRootLayout: DataRootLayout = .shared
     /// One transfer per id at a time: a request sent twice (a producer's retry)
     /// arrives as two messages, which this worker would otherwise run side by side.
     var turnsById = KeyedTurns()
@@ -57,6 +60,11 @@ struct RequestPipeline: Sendable {
             log[metadataKey: "transfer"] = "\(request.id)"
             return await runItem(request, message: message, watchdog: watchdog, log: log)
         }
+    }
+
+    /// The parts of the data root `caller` may use; nil when it is shared.
+    func localAreas(of caller: Caller) -> LocalAreas? {
+        dataRootLayout == .accessLevels ? LocalAreas(caller: caller, permissions: policy.permissions) : nil
     }
 
     /// A request whose id already finished is answered from the finished set
@@ -110,7 +118,7 @@ struct RequestPipeline: Sendable {
             }
             if let problem = RequestLimits.violation(of: request, objectKey: decision.objectKey) { throw problem }
             if let callback = request.callback { try checkCallback(callback) }
-            var candidate = TransferJob(request: request, objectKey: decision.objectKey)
+            var candidate = TransferJob(request: request, objectKey: decision.objectKey, localAreas: localAreas(of: caller))
             if let bucket = decision.copySourceBucket, let key = decision.copySourceKey {
                 candidate.copySource = ObjectLocation(bucket: bucket, key: key)
             }

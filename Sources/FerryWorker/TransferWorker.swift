@@ -101,6 +101,7 @@ public final class TransferWorker: Sendable {
             : try TableFollower(tables: configuration.tables.map(\.name), topics: configuration.topics, kafka: configuration.kafka,
                                 view: state, logger: logger)
         pipeline.tables = ItemTables(definitions: configuration.tables, follower: follower)
+        pipeline.dataRootLayout = configuration.dataRootLayout
         pipeline.owns = { [tracker] in tracker.owns($0) }
         self.pipeline = pipeline
         releaser = FileReleaser(state: state, engine: engine, publisher: publisher, events: events, streams: streams,

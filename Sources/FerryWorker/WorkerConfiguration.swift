@@ -60,6 +60,14 @@ public struct WorkerConfiguration: Sendable {
     public var topics: Topics
     public var storage: Storage
     public var dataRoot: DataRoot
+    /// How callers share the data root (`worker.dataRootLayout`): `shared`
+    /// for trusted producers, `access-levels` (required with `auth.mode jwt`)
+    /// to confine each request's local files to its caller's areas.
+    public var dataRootLayout: DataRootLayout = .shared
+    /// Where trigger handlers keep their files (the audit log, the object
+    /// index): Ferry's own, outside the data root (`<state dir>/trigger-output`
+    /// unless `worker.triggerOutputDir` says otherwise).
+    public var triggerOutputDirectory: URL
     public var stateDirectory: URL
     /// Names this worker in statuses and logs (default `hostname-pid`).
     public var workerId: String
@@ -117,6 +125,7 @@ public struct WorkerConfiguration: Sendable {
                 progressIntervalSeconds: Double = 0.5, prefixResolver: any PrefixResolver = DefaultPrefixResolver()) {
         self.kafka = kafka; self.topics = topics; self.storage = storage; self.dataRoot = dataRoot
         self.stateDirectory = stateDirectory; self.workerId = workerId; self.region = region
+        triggerOutputDirectory = stateDirectory.appendingPathComponent("trigger-output")
         self.engine = engine; self.roles = roles; self.progressIntervalSeconds = progressIntervalSeconds
         self.prefixResolver = prefixResolver
     }

@@ -27,7 +27,8 @@ struct Demo {
         let root = URL(fileURLWithPath: dataRoot.path)
         let inbox = root.appendingPathComponent("demo/in")
         try FileManager.default.createDirectory(at: inbox, withIntermediateDirectories: true)
-        let auditFile = root.appendingPathComponent("audit/audit.jsonl")
+        let outputs = stateDirectory.appendingPathComponent("trigger-output")
+        let auditFile = outputs.appendingPathComponent("audit/audit.jsonl")
         let auditLinesBefore = Self.lines(auditFile).count
 
         let files: [(String, Data)] = [
@@ -122,7 +123,7 @@ struct Demo {
         print("putItem \(id): \(status.state.rawValue)\(status.error.map { " \($0)" } ?? "")")
         guard status.state == .completed, let stored = try await items.get(table: "posts", partitionKey: postId) else { return false }
         print("posts/\(postId): \(stored.item["picture"].map(\.description) ?? "-")")
-        return try await Self.printLine(in: root.appendingPathComponent("feed/posts.jsonl"), containing: postId, what: "a post-feed line")
+        return try await Self.printLine(in: stateDirectory.appendingPathComponent("trigger-output/feed/posts.jsonl"), containing: postId, what: "a post-feed line")
     }
 
     /// Waits up to 60 s for a line of `file` that contains `text` and prints it; false (with a reason) when none came.

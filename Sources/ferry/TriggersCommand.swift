@@ -21,11 +21,14 @@ struct TriggersListCommand: AsyncParsableCommand {
     @OptionGroup var config: ConfigFileOption
     @Option(name: .customLong("data-root"), help: "Data root handed to the registrations (default ./ferry-data).")
     var dataRoot = "ferry-data"
+    @Option(name: .customLong("output-dir"), help: "Output directory handed to the registrations (default ./.ferry/trigger-output).")
+    var outputDir = ".ferry/trigger-output"
 
     func run() async throws {
         try config.install()
         try FileManager.default.createDirectory(atPath: dataRoot, withIntermediateDirectories: true)
-        let registry = try TriggerSetup.registry(dataRoot: try configured { try DataRoot(dataRoot) }, region: "us-east-1")
+        let registry = try TriggerSetup.registry(dataRoot: try configured { try DataRoot(dataRoot) },
+                                                 outputDirectory: URL(fileURLWithPath: outputDir), region: "us-east-1")
         print("NAME\tSOURCE\tFILTER\tDELIVERY")
         for t in registry.s3Triggers {
             let filter = [t.prefix.isEmpty ? nil : "prefix=\(t.prefix)", t.suffix.isEmpty ? nil : "suffix=\(t.suffix)"].compactMap { $0 }
@@ -60,7 +63,7 @@ struct TriggersTestCommand: AsyncParsableCommand {
             receives them. Records the handler's filters do not match are reported and skipped; stream records are
             shown to the handler in its view type. Transfers the handler enqueues are printed, not sent.
             Example:
-              ferry triggers test audit-log --event triggers/events/s3-put.json --data-root ./ferry-data
+              ferry triggers test audit-log --event triggers/events/s3-put.json --output-dir ./.ferry/trigger-output
             triggers/events/ holds events as Ferry sends them: s3-put, s3-delete, objects-insert, objects-remove, posts-insert.
             Exit codes: 0 the handler succeeded; 1 it threw, timed out or reported failed records; 64 bad usage or an undecodable event.
             """)
@@ -69,12 +72,16 @@ struct TriggersTestCommand: AsyncParsableCommand {
     @Argument(help: "Handler name (see ferry triggers list).") var name: String
     @Option(help: "JSON file holding an S3 event or a DynamoDB stream event.") var event: String
     @Option(name: .customLong("data-root"), help: "Data root handed to the handler (default ./ferry-data).") var dataRoot = "ferry-data"
+    @Option(name: .customLong("output-dir"),
+            help: "Directory of the handler's own files, as a worker's --trigger-output-dir (default ./.ferry/trigger-output).")
+    var outputDir = ".ferry/trigger-output"
 
     func run() async throws {
         try config.install()
         try FileManager.default.createDirectory(atPath: dataRoot, withIntermediateDirectories: true)
         let root = try configured { try DataRoot(dataRoot) }
-        let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: root.path), region: "us-east-1")
+        let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: root.path), outputDirectory: URL(fileURLWithPath: outputDir),
+                                             region: "us-east-1")
         let registry = try TriggerSetup.registry(environment: environment)
         let data = try CommandLineFile.data(event, "the event file")
         // A worker refuses an event that names a member twice (or is no JSON); so does the test.

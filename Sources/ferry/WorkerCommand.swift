@@ -68,8 +68,16 @@ struct WorkerOptions: ParsableArguments {
     @Option(name: .customLong("data-root"), help: "Directory that file:// sources and destinations must be inside (env FERRY_DATA_ROOT).")
     var dataRoot: String?
 
+    @Option(name: .customLong("data-root-layout"),
+            help: "shared (any request may name any file under the data root: trusted producers) or access-levels (a request's files must be under public/, protected/<identityId>/ or private/<identityId>/ as its caller may use them). Env FERRY_DATA_ROOT_LAYOUT; default shared, access-levels with --auth-mode jwt, which refuses shared.")
+    var dataRootLayout: String?
+
     @Option(name: .customLong("state-dir"), help: "Directory of this worker's SQLite state (env FERRY_STATE_DIR; default .ferry).")
     var stateDir: String?
+
+    @Option(name: .customLong("trigger-output-dir"),
+            help: "Directory of the trigger handlers' own files (the audit log, the object index), outside the data root (env FERRY_TRIGGER_OUTPUT_DIR; default <state dir>/trigger-output).")
+    var triggerOutputDir: String?
 
     @Option(name: .customLong("local-store"), help: "Keep objects in this directory instead of S3 (env FERRY_LOCAL_STORE).")
     var localStore: String?
@@ -188,6 +196,8 @@ struct WorkerOptions: ParsableArguments {
         Resolve.string(&adminTokenFile, .adminTokenFile)
         Resolve.string(&dataRoot, .dataRoot)
         Resolve.string(&stateDir, .stateDir)
+        Resolve.string(&dataRootLayout, .dataRootLayout)
+        Resolve.string(&triggerOutputDir, .triggerOutputDir)
         Resolve.string(&localStore, .localStore)
         try Resolve.number(&maxTransfers, .maxTransfers)
         Resolve.string(&workerId, .workerId)
@@ -279,6 +289,8 @@ struct WorkerOptions: ParsableArguments {
         try requireRange(ingestSettle, 0...300, "--ingest-settle")
         if let ingestSettle { configuration.ingest.settleSeconds = ingestSettle }
         configuration.auth = try authConfiguration()
+        configuration.dataRootLayout = try layout(auth: configuration.auth.mode)
+        if let triggerOutputDir { configuration.triggerOutputDirectory = URL(fileURLWithPath: triggerOutputDir) }
         configuration.httpAddress = httpAddress
         configuration.adminToken = try AdminToken.load(file: adminTokenFile, environment: environment("FERRY_ADMIN_TOKEN"))
         // Ranges as the README's configuration table gives them.
@@ -321,7 +333,8 @@ struct WorkerOptions: ParsableArguments {
             configuration.copySourceBuckets = Set(copySourceBuckets)
         }
         // Last, so that a more specific mistake is named first.
-        var guarded: [(option: String, path: String)] = [("--state-dir", configuration.stateDirectory.path)]
+        var guarded: [(option: String, path: String)] = [("--state-dir", configuration.stateDirectory.path),
+                                                         ("--trigger-output-dir", configuration.triggerOutputDirectory.path)]
         if case .local(let store) = configuration.storage { guarded.append(("--local-store", store.path)) }
         for (option, file) in [("--admin-token-file", adminTokenFile), ("--ingest-token-file", ingestTokenFile),
                                ("--jwt-secret-file", jwtSecretFile), ("--callback-secret-file", callbackSecretFile)] {
@@ -353,6 +366,20 @@ struct WorkerOptions: ParsableArguments {
             throw ValidationError(error.description)
         }
         return settings
+    }
+
+    /// How callers share the data root: by access level whenever tokens
+    /// prove who calls, for a shared root would let any caller read every
+    /// other caller's files; shared otherwise unless asked.
+    func layout(auth: AuthConfiguration.Mode) throws -> DataRootLayout {
+        guard let text = dataRootLayout else { return auth == .jwt ? .accessLevels : .shared }
+        guard let layout = DataRootLayout(rawValue: text) else {
+            throw ValidationError("--data-root-layout must be shared or access-levels, not '\(text.prefix(80))'")
+        }
+        if layout == .shared && auth == .jwt {
+            throw ValidationError("--data-root-layout shared cannot go with --auth-mode jwt: every caller could read and replace every other caller's files; use access-levels")
+        }
+        return layout
     }
 
     func authConfiguration() throws -> AuthConfiguration {
@@ -436,8 +463,9 @@ enum TriggerSetup {
         return registry
     }
 
-    static func registry(dataRoot: DataRoot, region: String) throws -> TriggerRegistry {
-        try registry(environment: TriggerEnvironment(dataRoot: URL(fileURLWithPath: dataRoot.path), region: region))
+    static func registry(dataRoot: DataRoot, outputDirectory: URL, region: String) throws -> TriggerRegistry {
+        try registry(environment: TriggerEnvironment(dataRoot: URL(fileURLWithPath: dataRoot.path), outputDirectory: outputDirectory,
+                                                     region: region))
     }
 }
 

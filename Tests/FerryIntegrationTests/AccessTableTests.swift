@@ -86,7 +86,10 @@ import Testing
         defer { try? FileManager.default.removeItem(at: base) }
         let seed = base.appendingPathComponent("seed.txt")
         try Data("seeded bytes\n".utf8).write(to: seed)
-        let source = env.dataRoot.appendingPathComponent("upload.txt")
+        // With tokens the data root is laid out by access level: the source is in its public area, and
+        // downloads write there too, so only the object's rules decide.
+        let source = env.dataRoot.appendingPathComponent("public/upload.txt")
+        try FileManager.default.createDirectory(at: source.deletingLastPathComponent(), withIntermediateDirectories: true)
         try Data("uploaded bytes\n".utf8).write(to: source)
         let resolver = DefaultPrefixResolver()
         func fullKey(_ level: AccessLevel, _ owner: String?, _ key: String) throws -> String {
@@ -107,7 +110,7 @@ import Testing
             if let token = try await token(row.caller) { request["auth"] = token }
             switch row.op {
             case .upload: request["source"] = source.absoluteString
-            case .download: request["destination"] = env.dataRoot.appendingPathComponent("out/\(id).txt").absoluteString
+            case .download: request["destination"] = env.dataRoot.appendingPathComponent("public/out/\(id).txt").absoluteString
             default: break
             }
             let json = String(decoding: try JSONSerialization.data(withJSONObject: request), as: UTF8.self)
@@ -118,7 +121,7 @@ import Testing
         for (row, id, key) in requests {
             let status = try await env.terminalStatus(of: id, timeout: 90)
             let stored = (try? await s3("head", "acl", key)) != nil
-            let downloaded = FileManager.default.fileExists(atPath: env.dataRoot.appendingPathComponent("out/\(id).txt").path)
+            let downloaded = FileManager.default.fileExists(atPath: env.dataRoot.appendingPathComponent("public/out/\(id).txt").path)
             if row.allowed {
                 #expect(status?.state == .completed, "\(row): \(status?.state.rawValue ?? "no status") \(status?.error?.message ?? "")")
                 switch row.op {

@@ -39,6 +39,15 @@ import Testing
         (["config", "check", "--bootstrap-servers", "x", "--data-root", "/tmp", "--state-dir", "/tmp/ferry-state-inside"],
          "--state-dir /tmp/ferry-state-inside lies inside the data root /tmp"),
         (["worker", "--bootstrap-servers", "x", "--data-root", "/", "--state-dir", "/var/lib/ferry-test-state"], "lies inside the data root /"),
+        (["config", "check", "--bootstrap-servers", "x", "--data-root", "/tmp", "--state-dir", "/var/lib/ferry-test-state",
+          "--trigger-output-dir", "/tmp/outputs"], "--trigger-output-dir /tmp/outputs lies inside the data root /tmp"),
+        (["config", "check", "--bootstrap-servers", "x", "--data-root", "/tmp", "--data-root-layout", "flat"],
+         "--data-root-layout must be shared or access-levels"),
+        (["config", "check", "--bootstrap-servers", "x", "--data-root", "/tmp", "--auth-mode", "jwt", "--jwt-secret-file", "/etc/hostname",
+          "--data-root-layout", "shared"], "--data-root-layout shared cannot go with --auth-mode jwt"),
+        (["config", "check", "--bootstrap-servers", "x", "--data-root", "/tmp", "--role", "ingest"], "--role ingest needs the buckets"),
+        (["config", "check", "--bootstrap-servers", "x", "--data-root", "/tmp", "--role", "ingest", "--ingest-bucket", "Bad_Bucket"],
+         "--ingest-bucket: bucket name 'Bad_Bucket'"),
         (["config", "check", "--bootstrap-servers", "x", "--data-root", "/tmp", "--local-store", "/etc/hostname/store"], "Not a directory"),
         (["dev", "--kafka-only", "--http-address", "nonsense"], "is not HOST:PORT"),
         (["cp", "/etc/hostname", "s3://"], "names no bucket and key"),
@@ -485,9 +494,12 @@ import Testing
             "bucket":{"name":"photos","ownerIdentity":{"principalId":"o"},"arn":"arn:aws:s3:::photos"},
             "object":{"key":"public/a+b.jpg","size":3,"eTag":"e","sequencer":"01"}}}]}
             """#.utf8).write(to: event)
-        let out = try await runChecked(ferry, ["triggers", "test", "audit-log", "--event", event.path, "--data-root", dir.path])
+        let outputs = dir.appendingPathComponent("outputs")
+        let out = try await runChecked(ferry, ["triggers", "test", "audit-log", "--event", event.path, "--data-root", dir.path,
+                                               "--output-dir", outputs.path])
         #expect(out.contains("audit-log succeeded"))
-        let audit = try String(contentsOf: dir.appendingPathComponent("audit/audit.jsonl"), encoding: .utf8)
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("audit").path), "the handler wrote into the data root")
+        let audit = try String(contentsOf: outputs.appendingPathComponent("audit/audit.jsonl"), encoding: .utf8)
         #expect(audit.contains(#""key":"public/a b.jpg""#))
 
         let unknown = try await runCommand(ferry, ["triggers", "test", "nope", "--event", event.path, "--data-root", dir.path])
@@ -555,13 +567,14 @@ import Testing
             "dynamodb":{"Keys":{"id":{"S":"t1"}},"SequenceNumber":"1000000000000000000070001","SizeBytes":4,"StreamViewType":"KEYS_ONLY"},
             "eventSourceARN":"arn:aws:dynamodb:us-east-1:000000000000:table/transfers/stream/ferry"}]}
             """#.utf8).write(to: event)
-        let out = try await runChecked(ferry, ["triggers", "test", "object-index", "--event", event.path, "--data-root", dir.path])
+        let out = try await runChecked(ferry, ["triggers", "test", "object-index", "--event", event.path, "--data-root", dir.path,
+                                               "--output-dir", dir.appendingPathComponent("outputs").path])
         #expect(out.contains("1 record(s) are from another table"))
         #expect(out.contains(#"{"batchItemFailures":[]}"#) && out.contains("object-index succeeded"))
         let row = try await runChecked("python3", ["-c", """
             import sqlite3, sys
             print(sqlite3.connect(sys.argv[1]).execute("SELECT bucket, key, size, owner FROM objects").fetchall())
-            """, dir.appendingPathComponent("index/objects.sqlite").path])
+            """, dir.appendingPathComponent("outputs/index/objects.sqlite").path])
         #expect(row.contains("('photos', 'public/a.jpg', 3, 'alice')"))
 
         let config = dir.appendingPathComponent("worker.yaml")

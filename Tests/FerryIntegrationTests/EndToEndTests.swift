@@ -36,9 +36,12 @@ import Testing
                 arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", server.endpoint,
                             "--region", "us-east-1", "--data-root", dataRoot.path,
                             "--state-dir", logs.appendingPathComponent(stateDir).path,
-                            "--log-level", "debug"] + extra,
+                            "--trigger-output-dir", triggerOutput.path, "--log-level", "debug"] + extra,
                 environment: server.clientEnvironment, logDirectory: logs)
         }
+
+        /// The trigger handlers' files, one directory for the environment's workers (a fleet's shared volume).
+        var triggerOutput: URL { logs.appendingPathComponent("trigger-output") }
 
         func ferry(_ arguments: [String]) async throws -> String {
             try await runChecked(TestPaths.ferryBinary, arguments + ["--bootstrap-servers", cluster.bootstrapServers])
@@ -60,7 +63,7 @@ import Testing
         }
 
         func auditLines() -> [[String: Any]] {
-            let file = dataRoot.appendingPathComponent("audit/audit.jsonl")
+            let file = triggerOutput.appendingPathComponent("audit/audit.jsonl")
             guard let text = try? String(contentsOf: file, encoding: .utf8) else { return [] }
             return text.split(separator: "\n").compactMap {
                 try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
@@ -303,7 +306,10 @@ import Testing
         let good = try await JWTKeyCollection().add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256).sign(claims)
         let forged = try await JWTKeyCollection().add(hmac: HMACKey(from: "wrong-secret-wrong-secret-wrong!"), digestAlgorithm: .sha256)
             .sign(claims)
-        let source = env.dataRoot.appendingPathComponent("in/small.txt")
+        // With tokens, the data root is laid out by access level: alice's file is in her private area.
+        let source = env.dataRoot.appendingPathComponent("private/alice/small.txt")
+        try FileManager.default.createDirectory(at: source.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try Data("small file\n".utf8).write(to: source)
         for (id, token) in [("jwt-good", good), ("jwt-forged", forged)] {
             try await env.kcat.produce(topic: "ferry.requests", key: "e2e/\(id)", value: """
                 {"id":"\(id)","op":"upload","bucket":"e2e","key":"\(id).txt","accessLevel":"private","identityId":"alice",

@@ -50,7 +50,8 @@ import Testing
             name: "worker-triggers-fuzz", executable: TestPaths.ferryBinary,
             arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", moto.endpoint, "--region", "us-east-1",
                         "--data-root", dataRoot.path, "--state-dir", base.appendingPathComponent("state").path,
-                        "--role", "transfers,triggers", "--shutdown-grace", "5", "--kafka-property", "compression.type=lz4"],
+                        "--role", "transfers,triggers", "--shutdown-grace", "5", "--kafka-property", "compression.type=lz4",
+                        "--trigger-output-dir", base.appendingPathComponent("outputs").path],
             environment: moto.clientEnvironment, logDirectory: base)
 
         var rng = HostileInput.rng(seed: seed)
@@ -128,7 +129,7 @@ import Testing
 
         // Valid events interleaved with the hostile ones ran the audit trigger.
         struct Audit: Decodable { var key: String }
-        let audit = ((try? String(contentsOf: dataRoot.appendingPathComponent("audit/audit.jsonl"), encoding: .utf8)) ?? "")
+        let audit = ((try? String(contentsOf: base.appendingPathComponent("outputs/audit/audit.jsonl"), encoding: .utf8)) ?? "")
             .split(separator: "\n").compactMap { try? JSONDecoder().decode(Audit.self, from: Data($0.utf8)) }
         let audited = Set(audit.map(\.key))
         let missing = validKeys.filter { !audited.contains($0) }

@@ -70,7 +70,7 @@ import Testing
 
         struct Audit: Decodable { var eventName: String; var key: String; var sequencer: String? }
         func audit() -> [Audit] {
-            let text = (try? String(contentsOf: env.dataRoot.appendingPathComponent("audit/audit.jsonl"), encoding: .utf8)) ?? ""
+            let text = (try? String(contentsOf: env.triggerOutput.appendingPathComponent("audit/audit.jsonl"), encoding: .utf8)) ?? ""
             return text.split(separator: "\n").compactMap { try? JSONDecoder().decode(Audit.self, from: Data($0.utf8)) }
         }
         func count(_ lines: [Audit], _ prefix: String, removed: Bool) -> Int {

@@ -78,7 +78,7 @@ import Testing
         }
 
         func feed() -> [[String: Any]] {
-            let text = (try? String(contentsOf: env.dataRoot.appendingPathComponent("feed/posts.jsonl"), encoding: .utf8)) ?? ""
+            let text = (try? String(contentsOf: env.triggerOutput.appendingPathComponent("feed/posts.jsonl"), encoding: .utf8)) ?? ""
             return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         }
 

@@ -56,7 +56,7 @@ import Testing
 
     /// The keys the object-index trigger has indexed.
     func indexed(_ env: EndToEndTests.Environment) async throws -> Set<String> {
-        let index = env.dataRoot.appendingPathComponent("index/objects.sqlite").path
+        let index = env.triggerOutput.appendingPathComponent("index/objects.sqlite").path
         guard FileManager.default.fileExists(atPath: index) else { return [] }
         let out = try await runCommand("/usr/bin/python3", ["-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print('\\n'.join(r[0] for r in c.execute('select key from objects')))", index])
         return Set(out.stdout.split(separator: "\n").map(String.init))
@@ -69,7 +69,8 @@ import Testing
             name: name, executable: TestPaths.ferryBinary,
             arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", moto.endpoint,
                         "--region", "us-east-1", "--data-root", env.dataRoot.path, "--worker-id", name,
-                        "--state-dir", base.appendingPathComponent("state-\(name)").path, "--max-starts", "\(maxStarts)"],
+                        "--state-dir", base.appendingPathComponent("state-\(name)").path, "--max-starts", "\(maxStarts)",
+                        "--trigger-output-dir", env.triggerOutput.path],
             environment: moto.clientEnvironment.merging(["FERRY_TEST_TRIGGER_TRAP_MARKER": marker]) { $1 }.merging(environment) { $1 },
             logDirectory: base)
     }

@@ -80,7 +80,7 @@ import Testing
         #expect(life1.last?.dynamodb.newImage?["bytes"] == .number(5))
 
         // The object index converged on the removal (a tombstone with the REMOVE's sequence number).
-        let index = dataRoot.appendingPathComponent("index/objects.sqlite").path
+        let index = env.triggerOutput.appendingPathComponent("index/objects.sqlite").path
         var row = ""
         _ = try await eventually(timeout: 90) {
             row = try await runChecked("python3", ["-c", """

@@ -18,7 +18,7 @@ extension TransferRun {
     /// same part size) skips them, and a hand-off keeps the temp file for it.
     func download() async throws(FerryError) -> TransferOutcome {
         guard let destination = request.destination else { throw FerryError(.invalidRequest, "download needs a destination") }
-        let path = try dataRoot.destinationPath(destination)
+        let path = try dataRoot.destinationPath(destination, areas: job.localAreas)
         // Everything below happens relative to the destination's directory,
         // opened without following links, so swapping a link into the path
         // mid-transfer cannot move the file outside the data root.

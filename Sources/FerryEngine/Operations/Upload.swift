@@ -23,11 +23,11 @@ extension TransferRun {
         if lowered.hasPrefix("https://") || lowered.hasPrefix("http://") {
             return try await uploadRemote(source, input: input)
         }
-        let path = try dataRoot.sourcePath(source)
+        let path = try dataRoot.sourcePath(source, areas: job.localAreas)
         // Opened component by component without following links: a link swapped
         // in after the check is refused, not followed.
         // Never blocks (a FIFO is refused, not waited on) and yields regular files only.
-        let fd = try dataRoot.openBeneath(path, flags: O_RDONLY)
+        let fd = try dataRoot.openBeneath(path, flags: O_RDONLY, areas: job.localAreas)
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else {

@@ -181,7 +181,7 @@ extension RequestPipeline {
             if let owner = caller.identityId { markers[TransferMarker.owner] = owner }
             upload.metadata = markers
             if let problem = RequestLimits.violation(of: upload, objectKey: decision.objectKey) { throw problem }
-            let job = TransferJob(request: upload, objectKey: decision.objectKey)
+            let job = TransferJob(request: upload, objectKey: decision.objectKey, localAreas: localAreas(of: caller))
             do throws(FerryError) {
                 try engine.preflight(job)
             } catch {
