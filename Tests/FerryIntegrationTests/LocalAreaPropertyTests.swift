@@ -175,8 +175,9 @@ import Testing
                 plain = (directory.isEmpty ? "" : directory + "/") + "\(id).bin"
             }
             let components = plain.split(separator: "/").map(String.init)
+            // (bob's secret.txt has a second name, public/hard-bob: refused even to him.)
             let readsOwnFile = upload && (["public/p.txt", "protected/alice/a.txt", "protected/bob/b.txt"].contains(plain)
-                                          || plain == "private/\(caller)/a.txt" || (caller == "bob" && plain == "private/bob/secret.txt"))
+                                          || plain == "private/\(caller)/a.txt")
             let writesOwnArea = !upload && LocalAreaTree.writable(components, by: caller) && !plain.hasPrefix("public/dirlink")
                 && !plain.hasPrefix("public/swap") && !plain.hasPrefix("private/carol")
             let spelled = PathSpelling.spell(components, using: &rng)

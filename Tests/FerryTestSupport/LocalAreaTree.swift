@@ -32,7 +32,9 @@ public enum LocalAreaTree {
                                           "private/carol", "audit", "", "../outside", "public/dirlink", "public/swap", ".ferry-fetch",
                                           "protected", "private"]
 
-    /// What each caller may read: its content must be one of these.
+    /// What each caller may read: its content must be one of these. (Bob's
+    /// secret is his, but it also has a name in the public area, so a worker
+    /// refuses it to everyone.)
     public static func readable(by caller: String) -> Set<String> {
         var allowed: Set<String> = ["public file", "public swap file", "alice protected", "bob protected"]
         if caller == "alice" { allowed.insert("alice private") }
@@ -87,10 +89,10 @@ public enum LocalAreaTree {
             let thread = Thread { [self] in
                 while running.load(ordering: .acquiring) {
                     rename("\(base)/swap-real", "\(base)/swap")
-                    usleep(300)
+                    usleep(2_000)
                     rename("\(base)/swap", "\(base)/swap-real")
                     rename("\(base)/swap-link", "\(base)/swap")
-                    usleep(300)
+                    usleep(2_000)
                     rename("\(base)/swap", "\(base)/swap-link")
                 }
             }
