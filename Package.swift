@@ -4,6 +4,12 @@ import PackageDescription
 /// Ferry: a Kafka-fed worker fleet that moves files to and from S3-compatible
 /// storage and dispatches S3 / DynamoDB-stream style events to Swift triggers.
 /// Each target is one room of the design (see README "Architecture").
+/// The test suite's fault hooks (`FERRY_TEST_*` variables: a request that
+/// traps or hangs the worker, holds that widen a rebalance's window) are
+/// compiled only with this trait, which `scripts/test.sh` sets; release
+/// builds carry none of them.
+let testHooks: [SwiftSetting] = [.define("FERRY_TEST_HOOKS", .when(traits: ["TestHooks"]))]
+
 let package = Package(
     name: "ferry",
     platforms: [.macOS(.v15)],
@@ -12,6 +18,9 @@ let package = Package(
         .library(name: "FerryCore", targets: ["FerryCore"]),
         .library(name: "FerryTriggers", targets: ["FerryTriggers"]),
         .library(name: "FerryClient", targets: ["FerryClient"]),
+    ],
+    traits: [
+        .trait(name: "TestHooks", description: "Compile the test suite's fault hooks (FERRY_TEST_* variables) into the binaries. Never for production."),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -62,7 +71,7 @@ let package = Package(
             "CRdKafka", "FerryCore",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "DequeModule", package: "swift-collections"),
-        ]),
+        ], swiftSettings: testHooks),
         // SQLite state of a worker.
         .target(name: "FerryStore", dependencies: [
             "FerryCore", "CFerrySQLite",
@@ -79,7 +88,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "DequeModule", package: "swift-collections"),
-        ]),
+        ], swiftSettings: testHooks),
         // For producers: enqueue requests, follow their statuses.
         .target(name: "FerryClient", dependencies: [
             "FerryCore", "FerryKafka", "FerryTables", "CFerryOpenSSL",
@@ -100,7 +109,7 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "Yams", package: "Yams"),
-        ]),
+        ], swiftSettings: testHooks),
         .executableTarget(name: "ferry", dependencies: [
             "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggers", "FerryTables",
             "FerryWorker", "FerryClient", "Triggers",
@@ -112,7 +121,7 @@ let package = Package(
         .target(name: "FerryTestSupport", dependencies: [
                     "FerryKafka", "FerryCore", .product(name: "PropertyBased", package: "swift-property-based"),
                     .product(name: "Logging", package: "swift-log"), .product(name: "JWTKit", package: "jwt-kit"),
-                ], path: "Tests/FerryTestSupport"),
+                ], path: "Tests/FerryTestSupport", swiftSettings: testHooks),
         .testTarget(name: "FerryCoreTests", dependencies: [
             "FerryCore", "FerryTestSupport", .product(name: "PropertyBased", package: "swift-property-based"),
         ]),

@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test
-swift build --build-tests
+# The TestHooks trait compiles the fault hooks the crash-loop tests use (Package.swift); release builds have none.
+swift build --build-tests --traits TestHooks
 # Swift Testing starts every test at once by default. On a 2-core machine the
 # integration tests (each with its own brokers, S3 server and worker processes)
 # then starve each other past their timeouts (a full run saw 70 s before a
@@ -33,7 +34,7 @@ echo 0 > "$peak"
 # own first, where an undecided round fails (FERRY_TEST_QUIET_HEAP), then in
 # the suite, where it is a known issue.
 if [ "$#" -eq 0 ]; then
-    FERRY_TEST_QUIET_HEAP=1 swift test --skip-build --filter HeapTrimmerTests 2>&1 | tee "$log" || status=$?
+    FERRY_TEST_QUIET_HEAP=1 swift test --skip-build --traits TestHooks --filter HeapTrimmerTests 2>&1 | tee "$log" || status=$?
 fi
 (   # Samples the test process's open files each second while it runs.
     max=0
@@ -45,7 +46,7 @@ fi
     done
 ) &
 sampler=$!
-swift test --skip-build "$@" 2>&1 | tee -a "$log" || status=$?
+swift test --skip-build --traits TestHooks "$@" 2>&1 | tee -a "$log" || status=$?
 kill "$sampler" 2>/dev/null || true
 echo "open files in the test process: peak $(cat "$peak") (limit $(ulimit -Sn))"
 if [ "$status" -ne 0 ]; then

@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test
 filter="${1:-FerryKafkaTests|FerryWorkerTests|FerryTriggersTests|FerryEngineTests|FerryStoreTests|FerryCoreTests}"
-swift build --build-tests --sanitize=thread --scratch-path .build-tsan
+swift build --build-tests --traits TestHooks --sanitize=thread --scratch-path .build-tsan
 shim=.build-tsan/libc11-threads-shim.so
 gcc -shared -fPIC -O2 -Wall -o "$shim" scripts/tsan/c11-threads-shim.c -lpthread
 reports=$(mktemp -d)
@@ -22,7 +22,7 @@ status=0
 # At most 4 tests at a time (override in the environment): started all at once under TSan's
 # slowdown, the subset starved its own time bounds on 2 cores (a 40 s stand-in rebalance ran out).
 FERRY_TEST_SANITIZER=thread SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-4}" LD_PRELOAD="$PWD/$shim" TSAN_OPTIONS="halt_on_error=0 exitcode=0 log_path=$reports/tsan" \
-    swift test --skip-build --sanitize=thread --scratch-path .build-tsan --filter "$filter" || status=$?
+    swift test --skip-build --traits TestHooks --sanitize=thread --scratch-path .build-tsan --filter "$filter" || status=$?
 python3 - "$reports" <<'PY'
 import glob, re, sys
 mutex, other = 0, []

@@ -1,20 +1,30 @@
 import Foundation
 import Synchronization
 
-/// For the test suite only: with the environment variable `name` set (seconds,
-/// 0 < s ≤ 60), the first `hold` of the process waits until the message's
-/// partition begins to leave (`revoked`), then 0.3 s more, or that long at
-/// most, so that a test can move the partition while a dead letter is being
-/// written. Unset, as in production, it does nothing.
+/// A hold the test suite uses to move a partition while a dead letter or a
+/// failure record is being written. With the `TestHooks` trait and the
+/// environment variable it is made with set (seconds, 0 < s ≤ 60), the first
+/// `hold` of the process waits until the message's partition begins to leave
+/// (`revoked`), then 0.3 s more, or that long at most. Without the trait (a
+/// release build) every hold is `inert` and reads no environment.
 public final class PartitionLeaveHold: Sendable {
     private let name: String
     private let seconds: Double?
     private let held = Atomic<Bool>(false)
 
-    public init(environmentVariable name: String) {
+    /// A hold that never waits.
+    public static let inert = PartitionLeaveHold(name: "", seconds: nil)
+
+    private init(name: String, seconds: Double?) {
         self.name = name
-        seconds = ProcessInfo.processInfo.environment[name].flatMap(Double.init).flatMap { $0 > 0 && $0 <= 60 ? $0 : nil }
+        self.seconds = seconds
     }
+
+#if FERRY_TEST_HOOKS
+    public convenience init(environmentVariable name: String) {
+        self.init(name: name, seconds: ProcessInfo.processInfo.environment[name].flatMap(Double.init).flatMap { $0 > 0 && $0 <= 60 ? $0 : nil })
+    }
+#endif
 
     /// `what` names the write held in the two lines it prints to standard error.
     public func hold(_ what: String, of message: KafkaMessage, revoked: () -> Bool) async {

@@ -1,16 +1,18 @@
 import FerryKafka
 import Foundation
 
-/// For the test suite only: faults a test can switch on to prove that a
-/// message crashing or wedging the worker ends as one `PoisonMessage` dead
-/// letter. With `FERRY_TEST_TRAP_MARKER` set, a request whose bytes contain
-/// its value stops the process with `fatalError`; with
-/// `FERRY_TEST_HANG_MARKER`, such a request blocks its thread for good (a
-/// loop in synchronous code), and `FERRY_TEST_CHECK_LIMIT_SECONDS` shortens
-/// `CheckWatchdog`'s limit. `FERRY_TEST_SETTLE_DELAY_MS` waits that long
-/// before a message's start record is settled after its outcome, widening the
-/// window in which a record settled too late would be committed with the next
-/// suspect's start. Unset (as in production) they do nothing.
+#if FERRY_TEST_HOOKS
+/// For the test suite only (compiled with the `TestHooks` trait, which
+/// `scripts/test.sh` sets; release builds have the inert version below):
+/// faults a test can switch on to prove that a message crashing or wedging
+/// the worker ends as one `PoisonMessage` dead letter. With
+/// `FERRY_TEST_TRAP_MARKER` set, a request whose bytes contain its value stops
+/// the process with `fatalError`; with `FERRY_TEST_HANG_MARKER`, such a
+/// request blocks its thread for good (a loop in synchronous code), and
+/// `FERRY_TEST_CHECK_LIMIT_SECONDS` shortens `CheckWatchdog`'s limit.
+/// `FERRY_TEST_SETTLE_DELAY_MS` waits that long before a message's start
+/// record is settled after its outcome, widening the window in which a record
+/// settled too late would be committed with the next suspect's start.
 enum TestTrap {
     private static let environment = ProcessInfo.processInfo.environment
     private static let marker: [UInt8]? = environment["FERRY_TEST_TRAP_MARKER"].flatMap { $0.isEmpty ? nil : Array($0.utf8) }
@@ -35,3 +37,13 @@ enum TestTrap {
         }
     }
 }
+#else
+/// The test suite's fault hooks, inert: this build reads no `FERRY_TEST_*`
+/// variable, so no environment can make a worker trap or hang on a message.
+enum TestTrap {
+    static let checkLimitSeconds: Double? = nil
+    static func beforeSettling() async {}
+    static let deadLetterHold = PartitionLeaveHold.inert
+    @inline(__always) static func check(_ bytes: [UInt8]) {}
+}
+#endif

@@ -10,7 +10,8 @@ import Testing
 /// in its partition complete. The trap is switched on for these workers only
 /// (`FERRY_TEST_TRAP_MARKER`, a test hook), so it stands for any bug a message
 /// could hit.
-@Suite(.serialized) struct CrashLoopBreakerTests {
+@Suite(.serialized, .enabled(if: TestBuild.hasHooks, "needs the TestHooks trait: scripts/test.sh, or swift test --traits TestHooks"))
+struct CrashLoopBreakerTests {
     let logger = Logger(label: "test.breaker")
 
     /// Runs a "supervisor": whenever the worker dies, a new one is started,

@@ -10,7 +10,8 @@ import Testing
 /// record after `--max-starts` deaths, and the messages behind it are
 /// delivered. Apart from `CrashLoopBreakerTests` (requests) so that the two
 /// serialized suites, the test run's longest, run side by side.
-@Suite(.serialized) struct TriggerCrashLoopBreakerTests {
+@Suite(.serialized, .enabled(if: TestBuild.hasHooks, "needs the TestHooks trait: scripts/test.sh, or swift test --traits TestHooks"))
+struct TriggerCrashLoopBreakerTests {
     let logger = Logger(label: "test.breaker.triggers")
 
     /// Starts trigger-breaker workers (every role, the trigger trap switched
