@@ -25,15 +25,13 @@ public struct AuditLogHandler: S3EventHandler {
     }
 
     public func handle(_ event: S3Event, context: TriggerContext) async throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         var text = Data()
         for record in event.records {
             let line = Line(eventName: record.eventName, bucket: record.s3.bucket.name, key: record.s3.object.decodedKey,
                             size: record.s3.object.size, eTag: record.s3.object.eTag,
                             sequencer: record.s3.object.sequencer, eventTime: record.eventTime,
                             handledAt: Timestamp.iso8601(Date()))
-            text.append(try encoder.encode(line))
+            text.append(contentsOf: try FerryJSON.encodeSorted(line))
             text.append(0x0A)
         }
         try await AuditFile.append(text, to: file)

@@ -55,9 +55,7 @@ public struct ChecksumManifestHandler: StreamRecordHandler {
         let (size, sha256) = try await Self.digest(bucket: bucket, key: key, store: store, scratch: context.environment.outputDirectory)
         let manifest = Manifest(bucket: bucket, key: key, size: size, eTag: record.dynamodb.newImage?["eTag"]?.stringValue,
                                 sha256: sha256, sequenceNumber: record.dynamodb.sequenceNumber)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let body = try encoder.encode(manifest).base64EncodedString()
+        let body = Data(try FerryJSON.encodeSorted(manifest)).base64EncodedString()
         let relative = String(key.dropFirst(watchedPrefix.count))
         try await context.transfers.enqueue(TransferRequest(
             id: "manifest-\(record.eventID)", op: .upload, bucket: bucket, key: "\(manifestPrefix)\(relative).sha256.json",

@@ -81,7 +81,7 @@ public struct ObjectIndexHandler: StreamRecordHandler {
         let metadata: String? = image?["metadata"].flatMap { value -> String? in
             guard case .map(let map) = value else { return nil }
             let plain = map.compactMapValues(\.stringValue)
-            return (try? JSONEncoder().encode(plain)).map { String(decoding: $0, as: UTF8.self) }
+            return (try? FerryJSON.encodeSorted(plain)).map { String(decoding: $0, as: UTF8.self) }
         }
         try db.cachedStatement(sql: """
             INSERT OR REPLACE INTO objects (bucket, key, size, eTag, contentType, owner, accessLevel, metadata, lastModified, removed, sequenceNumber)

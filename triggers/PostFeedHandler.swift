@@ -22,15 +22,13 @@ public struct PostFeedHandler: StreamRecordHandler {
     }
 
     public func handle(_ event: DynamoDBEvent, context: TriggerContext) async throws -> StreamBatchResponse {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         var text = Data()
         for record in event.records {
             let image = record.dynamodb.newImage ?? record.dynamodb.oldImage ?? [:]
             let pictures = image.referencedObjects.map(\.key).sorted()
             let line = Line(eventName: record.eventName.rawValue, id: record.dynamodb.keys["id"]?.stringValue ?? "?",
                             title: image["title"]?.stringValue, pictures: pictures, sequenceNumber: record.dynamodb.sequenceNumber)
-            text.append(try encoder.encode(line))
+            text.append(contentsOf: try FerryJSON.encodeSorted(line))
             text.append(0x0A)
         }
         try await AuditFile.append(text, to: file)

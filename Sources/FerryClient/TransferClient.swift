@@ -105,11 +105,9 @@ public final class TransferClient: Sendable {
     /// The request as a worker reads it, or `TransferClientError.invalidRequest`.
     static func encoded(_ request: TransferRequest) throws(TransferClientError) -> [UInt8] {
         if let problem = RequestDecoder.validate(request) { throw .invalidRequest(problem) }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let value: [UInt8]
         do {
-            value = Array(try encoder.encode(request))
+            value = try FerryJSON.encode(request)
         } catch {
             throw .invalidRequest(FerryError(.invalidRequest, "cannot encode the request: \(error)"))
         }
@@ -190,9 +188,7 @@ public final class TransferClient: Sendable {
     public func cancel(id: String) async throws(KafkaError) { try await control(.cancel, id: id) }
 
     private func control(_ action: ControlMessage.Action, id: String) async throws(KafkaError) {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        let value = (try? encoder.encode(ControlMessage(id: id, action: action))).map(Array.init) ?? []
+        let value = (try? FerryJSON.encode(ControlMessage(id: id, action: action))) ?? []
         try await producer.send(topic: topics.control, key: id, value: value)
     }
 

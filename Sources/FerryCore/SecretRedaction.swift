@@ -39,8 +39,11 @@ public enum SecretRedaction {
         // …and wherever else the same secret is quoted (copied into another field).
         var text = String(decoding: bytes, as: UTF8.self)
         for secret in secrets {
-            let encoded = String(decoding: (try? JSONEncoder().encode(secret.value)) ?? Data(), as: UTF8.self)
-            text = text.replacingOccurrences(of: encoded, with: "\"\(placeholder)\"")
+            // As a JSON string, with its slashes escaped or not (both spell it).
+            let encoded = (try? FerryJSON.text(secret.value)) ?? ""
+            for form in [encoded, encoded.replacingOccurrences(of: "/", with: "\\/")] where !form.isEmpty {
+                text = text.replacingOccurrences(of: form, with: "\"\(placeholder)\"")
+            }
             text = text.replacingOccurrences(of: "\"\(secret.value)\"", with: "\"\(placeholder)\"")
         }
         var named = Set<String>()

@@ -44,7 +44,7 @@ public enum ItemView {
                 if case .number(let n) = sort { sortNumber = Double(n); sortOrder = DynamoNumber.orderKey(n) }
             }
         }
-        let blob = try change.record.map { try JSONEncoder().encode($0) }
+        let blob = try change.record.map { Data(try FerryJSON.encode($0)) }
         try db.cachedStatement(sql: """
             INSERT INTO item_view (tableName, itemKey, partitionKey, sortKey, sortNumber, sortOrder, version, record)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?)

@@ -60,7 +60,7 @@ public final class ObjectCatalog: Sendable {
 
     public func upsert(_ entries: [Entry]) async throws {
         guard !entries.isEmpty else { return }
-        let encoded = try entries.map { ($0.bucket, $0.key, try JSONEncoder().encode($0)) }
+        let encoded = try entries.map { ($0.bucket, $0.key, Data(try FerryJSON.encode($0))) }
         try await database.write { db in
             for (bucket, key, data) in encoded {
                 try db.cachedStatement(sql: "INSERT OR REPLACE INTO catalog_object (bucket, key, entry) VALUES (?, ?, ?)")

@@ -35,7 +35,7 @@ extension WorkerStateStore {
                               releases: [ObjectReference] = [], releasedBy: (requestId: String, sequencer: String) = ("", "")) async throws {
         let finishedRow = try finished.map { status -> (String, String, Data) in
             precondition(status.state.isTerminal, "only terminal statuses are recorded")
-            return (status.id, status.state.rawValue, try JSONEncoder().encode(status))
+            return (status.id, status.state.rawValue, Data(try FerryJSON.encode(status)))
         }
         try await writes.write { db in
             let now = Date().timeIntervalSince1970
@@ -60,7 +60,7 @@ extension WorkerStateStore {
     static func enqueue(_ messages: [OutboxMessage], in db: Database) throws {
         let now = Date().timeIntervalSince1970
         for message in messages {
-            let headers = message.headers.isEmpty ? nil : try JSONEncoder().encode(message.headers)
+            let headers = message.headers.isEmpty ? nil : Data(try FerryJSON.encode(message.headers))
             try db.cachedStatement(sql: "INSERT INTO outbox (topic, key, value, headers, createdAt) VALUES (?, ?, ?, ?, ?)")
                 .execute(arguments: [message.topic, message.key.map { Data($0) }, Data(message.value), headers, now])
         }
@@ -90,7 +90,7 @@ extension WorkerStateStore {
 
     /// Replaces a message still waiting (a dead letter cut smaller after the broker refused its size).
     public func replaceInOutbox(seq: Int64, with message: OutboxMessage) async throws {
-        let headers = message.headers.isEmpty ? nil : try JSONEncoder().encode(message.headers)
+        let headers = message.headers.isEmpty ? nil : Data(try FerryJSON.encode(message.headers))
         try await writes.write { db in
             try db.cachedStatement(sql: "UPDATE outbox SET key = ?, value = ?, headers = ? WHERE seq = ?")
                 .execute(arguments: [message.key.map { Data($0) }, Data(message.value), headers, seq])

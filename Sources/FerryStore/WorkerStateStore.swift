@@ -131,7 +131,7 @@ public final class WorkerStateStore: Sendable {
     /// Records a terminal status. The first one recorded for an id stays.
     public func recordFinished(_ status: TransferStatus) async throws {
         precondition(status.state.isTerminal, "only terminal statuses are recorded")
-        let data = try JSONEncoder().encode(status)
+        let data = Data(try FerryJSON.encode(status))
         try await writes.write { db in
             try db.cachedStatement(sql: "INSERT OR IGNORE INTO finished_transfer (id, state, status, finishedAt) VALUES (?, ?, ?, ?)")
                 .execute(arguments: [status.id, status.state.rawValue, data, Date().timeIntervalSince1970])

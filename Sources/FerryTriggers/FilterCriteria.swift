@@ -34,7 +34,7 @@ public struct FilterCriteria: Sendable {
 
     public func matches(_ record: DynamoDBEvent.Record) -> Bool {
         guard !patterns.isEmpty else { return true }
-        guard let data = try? JSONEncoder().encode(record),
+        guard let data = try? FerryJSON.encode(record),
               let json = try? FoundationJSON.object(data) else { return false }
         return matches(json: json)
     }

@@ -188,12 +188,11 @@ public struct WebhookTarget: S3EventHandler, StreamRecordHandler {
     }
 
     private func post<T: Encodable>(_ event: T, context: TriggerContext) async throws -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
         var requestHeaders = [("Content-Type", "application/json"), ("X-Ferry-Request-Id", context.requestId),
                               ("X-Ferry-Attempt", String(context.attempt)), ("X-Ferry-Trigger", context.handlerName)]
         requestHeaders += headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-        let body = Array(try encoder.encode(event))
+        // The bytes of the events topic and every other target (FerryJSON).
+        let body = try FerryJSON.encode(event)
         let response: HTTPResponse
         do {
             response = try await http.execute(HTTPRequest(method: "POST", url: url, headers: requestHeaders, body: .bytes(body)))
@@ -236,13 +235,13 @@ public struct KafkaForwardTarget: S3EventHandler, StreamRecordHandler {
     public func handle(_ event: S3Event, context: TriggerContext) async throws {
         let producer = try producer(context)
         let key = event.records.first.map { "\($0.s3.bucket.name)/\($0.s3.object.decodedKey)" }
-        try await producer.send(topic: topic, key: key, value: Array(try JSONEncoder().encode(event)))
+        try await producer.send(topic: topic, key: key, value: try FerryJSON.encode(event))
     }
 
     public func handle(_ event: DynamoDBEvent, context: TriggerContext) async throws -> StreamBatchResponse {
         let producer = try producer(context)
         for record in event.records {
-            try await producer.send(topic: topic, key: record.kafkaKey, value: Array(try JSONEncoder().encode(record)))
+            try await producer.send(topic: topic, key: record.kafkaKey, value: try FerryJSON.encode(record))
         }
         return .success
     }

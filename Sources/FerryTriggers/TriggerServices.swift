@@ -30,9 +30,7 @@ struct TriggerServices: Sendable {
         let transfers = TriggerTransfers(handlerName: handler, resolver: environment.prefixResolver,
                                          triggersCaller: triggersCaller) { request in
             guard let producer else { throw TriggerRegistrationError("no Kafka producer in this process") }
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            try await producer.send(topic: requests, key: request.kafkaKey, value: Array(try encoder.encode(request)))
+            try await producer.send(topic: requests, key: request.kafkaKey, value: try FerryJSON.encode(request))
         }
         var context = TriggerContext(requestId: requestId, handlerName: handler, attempt: attempt,
                                      deadline: Date().addingTimeInterval(timeout), logger: log, environment: environment,
@@ -56,21 +54,19 @@ struct TriggerServices: Sendable {
     /// logged with its reason and dropped, rather than holding the partition.
     func deadLetter<T: FailureRecord>(_ record: T, topic: String, key: [UInt8]?) async -> Bool {
         Counter(label: "ferry_dlq_messages_total", dimensions: [("topic", topic)]).increment()
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard let producer, var value = try? encoder.encode(record) else { return false }
+        guard let producer, var value = try? FerryJSON.encode(record) else { return false }
         var shrunk = false
         func shrink(_ reason: String) {
             let omitted = FailureRecordFit.omitted(Array(value), reason: reason)
             logger.warning("failure record for \(topic) is \(value.count) bytes: written without its payload (\(reason))")
-            if let smaller = try? encoder.encode(record.omittingPayload(omitted)) { value = smaller }
+            if let smaller = try? FerryJSON.encode(record.omittingPayload(omitted)) { value = smaller }
             shrunk = true
         }
         if value.count > FailureRecordFit.maxBytes { shrink("larger than \(FailureRecordFit.maxBytes) bytes") }
         var delay = 0.2
         while !Task.isCancelled {
             do {
-                try await producer.send(topic: topic, key: key, value: Array(value))
+                try await producer.send(topic: topic, key: key, value: value)
                 return true
             } catch where error.isPermanentForMessage {
                 guard shrunk else { shrink("Kafka refused it: \(error)"); continue }

@@ -57,9 +57,8 @@ final class CallbackDispatcher: Sendable {
             logger.error("undecodable callback delivery \(name): dead-lettered")
             return await deadLetter(message.value, id: nil, url: nil, error: FerryError(.malformedRequest, "not a callback delivery"), attempts: 0)
         }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let body = (try? encoder.encode(delivery.status)).map(Array.init) ?? []
+        // The status as the status topic carries it (FerryJSON).
+        let body = (try? FerryJSON.encode(delivery.status)) ?? []
         var lastError = FerryError(.internalError, "not attempted")
         var attempts = 0
         while attempts < settings.maxAttempts {

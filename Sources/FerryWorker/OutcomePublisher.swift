@@ -13,9 +13,6 @@ struct OutcomePublisher: Sendable {
     /// The largest dead letter the broker takes (`DeadLetterRecord.maxBytes`).
     var deadLetterMaxBytes = DeadLetterRecord.defaultMaxBytes
 
-    /// The encoder of every message Ferry publishes (statuses, events, stream
-    /// records): one pass, slashes as they are.
-    static let encoder = StreamingJSONEncoder()
 
     /// A status, keyed by transfer id.
     func message(_ status: TransferStatus) -> OutboxMessage {
@@ -98,6 +95,6 @@ struct OutcomePublisher: Sendable {
 
     private static func encoded<T: Encodable>(_ value: T) -> [UInt8] {
         // Encoding our own value types cannot fail.
-        Array(try! encoder.encode(value))
+        try! FerryJSON.encode(value)
     }
 }

@@ -62,9 +62,7 @@ struct ConfigCheckCommand: AsyncParsableCommand {
                 object[key] = ["value": value, "source": source]
             }
             if let credentials { object["s3.credentials"] = ["value": credentials, "source": "credential chain"] }
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
-            print(String(decoding: try encoder.encode(object), as: UTF8.self))
+            print(String(decoding: try FerryJSON.encodeSorted(object, pretty: true), as: UTF8.self))
         case "table":
             let width = rows.map(\.0.count).max() ?? 0
             if let path = ProcessSettings.sources?.filePath { print("configuration file: \(path)") }

@@ -11,7 +11,7 @@ struct ControlCommand {
         if let problem = RequestDecoder.idProblem(id) { throw ValidationError(problem.message) }
         let logger = try log.bootstrap(label: "ferry.control")
         let producer = try KafkaProducer(configuration: try kafka.commandConfiguration(), logger: logger)
-        let value = Array(try JSONEncoder().encode(ControlMessage(id: id, action: action)))
+        let value = try FerryJSON.encode(ControlMessage(id: id, action: action))
         try await producer.send(topic: kafka.topics.control, key: id, value: value)
         print("\(action.rawValue) sent for \(id) (follow it with: ferry enqueue … --wait, or read \(kafka.topics.status))")
     }

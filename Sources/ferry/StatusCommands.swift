@@ -31,9 +31,7 @@ struct StatusCommand: AsyncParsableCommand {
             throw ExitCode(2)
         }
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            print(TerminalText.visibleJSON(String(decoding: try encoder.encode(status), as: UTF8.self)))
+            print(TerminalText.visibleJSON(String(decoding: try FerryJSON.encodeSorted(status), as: UTF8.self)))
         } else {
             print(ProgressDisplay.line(status))
         }
@@ -121,9 +119,7 @@ struct TransfersCommand: AsyncParsableCommand {
         let client = try statusClient(kafka: kafka, log: log, label: "ferry.transfers")
         let transfers = try await client.list(states: wanted)
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            for status in transfers { print(TerminalText.visibleJSON(String(decoding: try encoder.encode(status), as: UTF8.self))) }
+            for status in transfers { print(TerminalText.visibleJSON(String(decoding: try FerryJSON.encodeSorted(status), as: UTF8.self))) }
             return
         }
         print("ID".padding(toLength: 28, withPad: " ", startingAt: 0) + " STATE      OP        BYTES             WORKER               TIME")

@@ -123,9 +123,7 @@ struct TriggersTestCommand: AsyncParsableCommand {
             do {
                 let response = try await trigger.handler.handle(DynamoDBEvent(records: matching),
                                                                 context: context(timeout: trigger.mapping.timeoutSeconds) { _, _, _ in false })
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.sortedKeys]
-                print(TerminalText.visibleJSON(String(decoding: try encoder.encode(response), as: UTF8.self)))
+                print(TerminalText.visibleJSON(String(decoding: try FerryJSON.encodeSorted(response), as: UTF8.self)))
                 if response.batchItemFailures.isEmpty {
                     print(String(format: "%@ succeeded in %.0f ms with %d record(s)", name, Date().timeIntervalSince(started) * 1000, matching.count))
                 } else {

@@ -1,3 +1,4 @@
+import FerryCore
 import FerryKafka
 import FerryS3
 import FerryTestSupport
@@ -54,6 +55,38 @@ import Testing
             try TargetDeclaration(name: "fine", type: "webhook", url: "https://example.com/h", headers: ["X-Token": "a b\tc"],
                                   events: ["ObjectCreated:*"]).register(into: &registry)
         }
+    }
+
+    /// A webhook and a Kafka forward target get the bytes `FerryJSON` writes
+    /// of the event, the bytes of the events topic: slashes as they are (the
+    /// forward target once wrote `public\/a b.txt`). Two runs: S3, and so
+    /// Ferry, refuses two targets for one event type and key.
+    @Test func everyTargetGetsTheBytesOfTheEventsTopic() async throws {
+        let hook = try await webhook(statuses: "200")
+        var hooked = TriggerRegistry()
+        try TargetDeclaration(name: "notify", type: "webhook", url: hook.url, events: ["ObjectCreated:*"]).register(into: &hooked)
+        let first = try await dispatchOneEvent(hooked, key: "public/a b.txt")
+        _ = await eventually(timeout: 90) { !posts(hook.log).isEmpty }
+        first.running.cancel()
+        await first.running.value
+        await hook.server.stop()
+        let posted = Array(try #require(posts(hook.log).first?["body"] as? String).utf8)
+        #expect(posted == (try FerryJSON.encode(first.event)), "webhook: \(String(decoding: posted, as: UTF8.self))")
+
+        var forwarding = TriggerRegistry()
+        try TargetDeclaration(name: "forward", type: "kafka", topic: "forwarded", events: ["ObjectCreated:*"]).register(into: &forwarding)
+        let second = try await dispatchOneEvent(forwarding, key: "public/a b.txt")
+        // The forward target's topic is made by the mock cluster on first use.
+        var forwarded: [KafkaMessage] = []
+        _ = await eventually(timeout: 90) {
+            forwarded = (try? await KafkaConsumer.snapshot(topic: "forwarded", configuration: second.kafka.kafka, timeout: 5, logger: logger)) ?? []
+            return !forwarded.isEmpty
+        }
+        second.running.cancel()
+        await second.running.value
+        let sent = try #require(forwarded.first?.value)
+        #expect(sent == (try FerryJSON.encode(second.event)), "forward: \(String(decoding: sent, as: UTF8.self))")
+        #expect(!String(decoding: sent, as: UTF8.self).contains(#"\/"#) && !String(decoding: posted, as: UTF8.self).contains(#"\/"#))
     }
 
     @Test func webhookRetriesARefusalThenDelivers() async throws {

@@ -39,12 +39,12 @@ import Testing
                 #expect(problems.isEmpty, "\(variant.mutations): \(problems)")
                 let event = events.event(for: change, sequencer: EventBuilder.sequencer(for: change))
                 let record = streams.objectRecord(change: change, new: nil, old: nil)
-                for (what, bytes) in [("event", try? OutcomePublisher.encoder.encode(event)), ("record", try? OutcomePublisher.encoder.encode(record))] {
+                for (what, bytes) in [("event", try? FerryJSON.encode(event)), ("record", try? FerryJSON.encode(record))] {
                     guard let bytes else { Issue.record("\(variant.mutations): the \(what) does not encode"); continue }
                     #expect(bytes.count <= Self.maxPublishedBytes, "\(variant.mutations): the \(what) is \(bytes.count) bytes")
                 }
-                #expect((try? JSONDecoder().decode(S3Event.self, from: Data(OutcomePublisher.encoder.encode(event)))) == event)
-                #expect((try? JSONDecoder().decode(DynamoDBEvent.Record.self, from: Data(OutcomePublisher.encoder.encode(record)))) == record)
+                #expect((try? JSONDecoder().decode(S3Event.self, from: Data(FerryJSON.encode(event)))) == event)
+                #expect((try? JSONDecoder().decode(DynamoDBEvent.Record.self, from: Data(FerryJSON.encode(record)))) == record)
             }
         }
     }

@@ -80,9 +80,7 @@ public enum AttributeValue: Sendable, Hashable, Codable, CustomStringConvertible
     }
 
     public var description: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "?"
+        (try? FerryJSON.encodeSorted(self)).map { String(decoding: $0, as: UTF8.self) } ?? "?"
     }
 }
 

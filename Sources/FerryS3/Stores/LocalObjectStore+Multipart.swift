@@ -25,9 +25,9 @@ extension LocalObjectStore {
             let uploadId = UUID().uuidString.lowercased()
             let uploads = bucketDir.appendingPathComponent("uploads")
             let dir = uploads.appendingPathComponent(uploadId)
-            let record: Data
+            let record: [UInt8]
             do {
-                record = try JSONEncoder().encode(UploadRecord(key: input.key, contentType: input.contentType, metadata: input.metadata,
+                record = try FerryJSON.encode(UploadRecord(key: input.key, contentType: input.contentType, metadata: input.metadata,
                                                                initiated: Date().timeIntervalSince1970))
             } catch {
                 throw FerryError(.localIOError, "cannot start upload: \(error.localizedDescription)")
@@ -130,8 +130,8 @@ extension LocalObjectStore {
         // The sidecar first, then the part: a sidecar without its part is not a stored part (`storedParts`).
         let sidecarTemp = dir.appendingPathComponent(".\(name).json-\(UUID().uuidString)").path
         do throws(FerryError) {
-            let sidecar: Data
-            do { sidecar = try JSONEncoder().encode(part) } catch {
+            let sidecar: [UInt8]
+            do { sidecar = try FerryJSON.encode(part) } catch {
                 throw FerryError(.localIOError, "cannot record part \(partNumber): \(error.localizedDescription)")
             }
             try writeFile(.bytes(Array(sidecar)), to: sidecarTemp, progress: nil)

@@ -282,9 +282,9 @@ public final class LocalObjectStore: ObjectStore {
     func commitIndex(_ entry: IndexEntry, bucketDir: URL, ifAbsent: Bool = false) throws(FerryError) -> IndexEntry? {
         let target = indexURL(key: entry.key, bucketDir: bucketDir)
         let temp = bucketDir.appendingPathComponent("index/.tmp-\(UUID().uuidString)")
-        let data: Data
+        let data: [UInt8]
         do {
-            data = try JSONEncoder().encode(entry)
+            data = try FerryJSON.encode(entry)
         } catch {
             throw FerryError(.localIOError, "cannot encode object index: \(error.localizedDescription)")
         }

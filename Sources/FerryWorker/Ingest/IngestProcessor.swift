@@ -247,10 +247,9 @@ final class IngestProcessor: Sendable {
         }
         let event = events.event(for: change, sequencer: EventBuilder.sequencer(for: change))
         let record = streams.objectRecord(change: change, new: new, old: old)
-        let encoder = OutcomePublisher.encoder
         let results = await producer.sendAll([
-            OutgoingMessage(topic: topics.events, key: Array("\(change.bucket)/\(change.key)".utf8), value: Array(try encoder.encode(event))),
-            OutgoingMessage(topic: topics.streams, key: Array(record.kafkaKey.utf8), value: Array(try encoder.encode(record))),
+            OutgoingMessage(topic: topics.events, key: Array("\(change.bucket)/\(change.key)".utf8), value: try FerryJSON.encode(event)),
+            OutgoingMessage(topic: topics.streams, key: Array(record.kafkaKey.utf8), value: try FerryJSON.encode(record)),
         ])
         for result in results { try result.get() }
         if let new { try await catalog.upsert([new]) } else { try await catalog.remove([(change.bucket, change.key)]) }

@@ -76,7 +76,7 @@ public final class Reconciler: Sendable {
             try await catalog.upsert(upserts)
             try await catalog.remove(removals)
             upserts = []; removals = []
-            try await catalog.setValue(String(decoding: try JSONEncoder().encode(next), as: UTF8.self), for: "events-offsets")
+            try await catalog.setValue(try FerryJSON.text(next), for: "events-offsets")
         }
         let timer = DeadlineTimer.start(after: 300) { consumer.stopFetching() }
         defer { timer.cancel() }
@@ -164,12 +164,11 @@ public final class Reconciler: Sendable {
     private func announce(_ changes: [(StoreNotification, ObjectCatalog.Entry?, ObjectCatalog.Entry?)]) async throws {
         guard !changes.isEmpty else { return }
         var messages: [OutgoingMessage] = []
-        let encoder = OutcomePublisher.encoder
         for (change, new, old) in changes {
             let event = events.event(for: change, sequencer: EventBuilder.sequencer(for: change))
             let record = streams.objectRecord(change: change, new: new, old: old)
-            messages.append(OutgoingMessage(topic: topics.events, key: Array("\(change.bucket)/\(change.key)".utf8), value: Array(try encoder.encode(event))))
-            messages.append(OutgoingMessage(topic: topics.streams, key: Array(record.kafkaKey.utf8), value: Array(try encoder.encode(record))))
+            messages.append(OutgoingMessage(topic: topics.events, key: Array("\(change.bucket)/\(change.key)".utf8), value: try FerryJSON.encode(event)))
+            messages.append(OutgoingMessage(topic: topics.streams, key: Array(record.kafkaKey.utf8), value: try FerryJSON.encode(record)))
         }
         for result in await producer.sendAll(messages, timeout: 120) { try result.get() }
         try await catalog.upsert(changes.compactMap { $0.1 })

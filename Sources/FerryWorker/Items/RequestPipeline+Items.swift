@@ -142,7 +142,7 @@ extension RequestPipeline {
     /// The table topic's message: the new record, or a tombstone with the version it deletes at.
     private func tableMessage(_ plan: ItemPlan, version: Int64, record: ItemRecord?, requestId: String) -> OutboxMessage {
         let headers = [OutboxMessage.Header(ItemRecord.versionHeader, String(version)), OutboxMessage.Header(ItemRecord.requestHeader, requestId)]
-        let value = record.map { Array(try! OutcomePublisher.encoder.encode($0)) } ?? []
+        let value = record.map { try! FerryJSON.encode($0) } ?? []
         return OutboxMessage(topic: publisher.topics.table(plan.table.name), key: Array(plan.itemKey.utf8), value: value, headers: headers)
     }
 
@@ -165,7 +165,7 @@ extension RequestPipeline {
                 throw FerryError(.invalidRequest, "updateItem may not change or remove the key attribute '\(name)'")
             }
         }
-        let record = try JSONEncoder().encodeCheckingSize(request.item)
+        let record = try Self.encodedSize(request.item)
         guard record <= ItemPlan.maxItemBytes else {
             throw FerryError(.requestTooLarge, "the item is \(record) bytes; a table record holds at most \(ItemPlan.maxItemBytes)")
         }
@@ -231,8 +231,8 @@ extension ItemRequest {
     }
 }
 
-private extension JSONEncoder {
-    func encodeCheckingSize(_ item: AttributeMap) throws(FerryError) -> Int {
-        do { return try encode(item).count } catch { throw FerryError(.invalidRequest, "the item cannot be encoded: \(error)") }
+private extension RequestPipeline {
+    static func encodedSize(_ item: AttributeMap) throws(FerryError) -> Int {
+        do { return try FerryJSON.encode(item).count } catch { throw FerryError(.invalidRequest, "the item cannot be encoded: \(error)") }
     }
 }

@@ -26,9 +26,7 @@ public struct AdminRouter: Sendable {
         public var headers: [String: String] = [:]
 
         static func json<T: Encodable>(_ status: Int, _ value: T) -> Response {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            return Response(status: status, contentType: "application/json", body: Array((try? encoder.encode(value)) ?? Data()) + [0x0A])
+            return Response(status: status, contentType: "application/json", body: ((try? FerryJSON.encodeSorted(value)) ?? []) + [0x0A])
         }
 
         static func error(_ status: Int, _ message: String) -> Response { json(status, ["error": message]) }

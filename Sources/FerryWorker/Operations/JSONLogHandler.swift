@@ -33,9 +33,7 @@ public struct JSONLogHandler: LogHandler {
         fields["label"] = label
         fields["message"] = event.message.description
         fields["source"] = event.source
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard let data = try? encoder.encode(fields) else { return }
+        guard let data = try? FerryJSON.encodeSorted(fields) else { return }
         // JSONEncoder escapes C0 but leaves DEL, C1 and bidirectional overrides
         // as they are; escaped, a line still parses to the same fields and
         // cannot drive the terminal of whoever tails the log.
