@@ -119,7 +119,7 @@ let package = Package(
 
         // Starts the real peers the tests run against (mock cluster, moto, Ceph RGW, ferry processes).
         .target(name: "FerryTestSupport", dependencies: [
-                    "FerryKafka", "FerryCore", .product(name: "PropertyBased", package: "swift-property-based"),
+                    "FerryKafka", "FerryCore", "FerryS3", .product(name: "PropertyBased", package: "swift-property-based"),
                     .product(name: "Logging", package: "swift-log"), .product(name: "JWTKit", package: "jwt-kit"),
                 ], path: "Tests/FerryTestSupport", swiftSettings: testHooks),
         .testTarget(name: "FerryCoreTests", dependencies: [

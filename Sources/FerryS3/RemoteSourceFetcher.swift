@@ -8,10 +8,10 @@ public final class RemoteSourceFetcher: Sendable {
     public let policy: RemoteSourcePolicy
     private let transport: CurlTransport
 
-    /// With `transport`, fetches share it (and its limits) with the worker's other requests.
-    public init(policy: RemoteSourcePolicy, caBundle: String? = nil, transport: CurlTransport? = nil) {
+    /// Fetches share `transport`, the process's one, and its limits with the worker's other requests.
+    public init(policy: RemoteSourcePolicy, transport: CurlTransport) {
         self.policy = policy
-        self.transport = transport ?? CurlTransport(limits: CurlTransport.Limits(maxConnections: 16), caBundle: caBundle)
+        self.transport = transport
     }
 
     /// Writes the body into `descriptor` from offset 0; returns its length.

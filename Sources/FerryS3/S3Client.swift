@@ -43,16 +43,15 @@ public final class S3Client: ObjectStore {
     /// The time requests are signed with: the store's, once it refused this machine's.
     public let clock: SigningClock
 
-    /// With `transport`, requests go through it (a worker shares one per
-    /// process, so its limits hold across every client); otherwise the client
-    /// makes its own from the configuration's timeouts, limits and CA bundle.
-    public init(_ configuration: Configuration, transport: CurlTransport? = nil, clock: SigningClock? = nil) {
+    /// Requests go through `transport`, the process's one (so its connection
+    /// and memory limits hold across every client); the configuration's
+    /// timeouts, limits and CA bundle are what that transport is made with.
+    public init(_ configuration: Configuration, transport: CurlTransport, clock: SigningClock? = nil) {
         self.configuration = configuration
         let endpoint = configuration.endpoint
         self.clock = clock ?? SigningClock(endpoint: "\(endpoint.scheme)://\(endpoint.hostHeader(bucket: nil))")
         conditionalWrites = ConditionalWrites(configuration.conditionalWrites, trusted: configuration.endpoint.isAWS)
-        self.transport = transport ?? CurlTransport(timeouts: configuration.timeouts, limits: configuration.limits,
-                                                    caBundle: configuration.caBundle)
+        self.transport = transport
     }
 
     /// A signer with the keys in force now.

@@ -89,7 +89,7 @@ public struct TargetDeclaration: Sendable, Codable, Hashable {
     }
 
     /// Adds the declared trigger to `registry`; a declaration that cannot work is an error naming it.
-    public func register(into registry: inout TriggerRegistry, http: CurlTransport = CurlTransport()) throws(TriggerRegistrationError) {
+    public func register(into registry: inout TriggerRegistry, http: CurlTransport) throws(TriggerRegistrationError) {
         let target: any S3EventHandler & StreamRecordHandler
         switch type {
         case "webhook":
@@ -153,7 +153,7 @@ public struct WebhookTarget: S3EventHandler, StreamRecordHandler {
     public var headers: [String: String]
     let http: CurlTransport
 
-    public init(url: String, headers: [String: String] = [:], http: CurlTransport = CurlTransport()) {
+    public init(url: String, headers: [String: String] = [:], http: CurlTransport) {
         self.url = url; self.headers = headers; self.http = http
     }
 

@@ -63,7 +63,7 @@ public struct TriggerEnvironment: Sendable {
     public var http: CurlTransport
 
     public init(dataRoot: URL, outputDirectory: URL, region: String, prefixResolver: any PrefixResolver = DefaultPrefixResolver(),
-                objects: (any ObjectStore)? = nil, http: CurlTransport = CurlTransport()) {
+                objects: (any ObjectStore)? = nil, http: CurlTransport) {
         self.dataRoot = dataRoot
         self.outputDirectory = outputDirectory
         self.region = region

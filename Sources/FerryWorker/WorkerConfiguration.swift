@@ -117,13 +117,13 @@ public struct WorkerConfiguration: Sendable {
     /// The process's one HTTP transport: storage, https sources, webhook targets
     /// and the triggers' object store share it, so `--max-connections` and
     /// `--max-buffered-bytes` bound the whole process.
-    public var http = CurlTransport()
+    public var http: CurlTransport
 
     public init(kafka: KafkaConfiguration, topics: Topics = Topics(), storage: Storage, dataRoot: DataRoot,
-                stateDirectory: URL, workerId: String = WorkerConfiguration.defaultWorkerId, region: String,
+                stateDirectory: URL, workerId: String = WorkerConfiguration.defaultWorkerId, region: String, http: CurlTransport,
                 engine: TransferEngine.Configuration = .init(), roles: Roles = .init(),
                 progressIntervalSeconds: Double = 0.5, prefixResolver: any PrefixResolver = DefaultPrefixResolver()) {
-        self.kafka = kafka; self.topics = topics; self.storage = storage; self.dataRoot = dataRoot
+        self.kafka = kafka; self.topics = topics; self.storage = storage; self.dataRoot = dataRoot; self.http = http
         self.stateDirectory = stateDirectory; self.workerId = workerId; self.region = region
         triggerOutputDirectory = stateDirectory.appendingPathComponent("trigger-output")
         self.engine = engine; self.roles = roles; self.progressIntervalSeconds = progressIntervalSeconds

@@ -109,7 +109,19 @@ struct S3Options: ParsableArguments {
         return region
     }
 
-    func configuration(transport: CurlTransport? = nil) throws -> S3Client.Configuration {
+    /// The process's transport, made with these options' limits and CA bundle.
+    func transport() throws -> CurlTransport {
+        ProcessTransport.make(limits: try limits.transportLimits(), caBundle: caBundle ?? setting(.caBundle))
+    }
+
+    /// A client of the store these options name, on a transport of its own
+    /// process (a command that talks to nothing else).
+    func client() throws -> S3Client {
+        let http = try transport()
+        return S3Client(try configuration(transport: http), transport: http)
+    }
+
+    func configuration(transport: CurlTransport) throws -> S3Client.Configuration {
         let region = try validRegion()
         var endpoint: S3Endpoint
         if let url = self.endpoint ?? setting(.s3Endpoint) {
@@ -128,7 +140,7 @@ struct S3Options: ParsableArguments {
         guard let conditionalMode = ConditionalWrites.Mode(rawValue: conditional) else {
             throw ValidationError("--conditional-writes must be auto, on or off, not '\(conditional)'")
         }
-        let provider = try credentialProvider(transport: transport ?? CurlTransport(limits: .init(maxConnections: 4), caBundle: caBundle))
+        let provider = try credentialProvider(transport: transport)
         return S3Client.Configuration(endpoint: endpoint, region: region, credentialProvider: provider,
                                       limits: try limits.transportLimits(), caBundle: caBundle, conditionalWrites: conditionalMode)
     }

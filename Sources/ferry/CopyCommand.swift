@@ -46,7 +46,7 @@ struct CopyCommand: AsyncParsableCommand {
         logOptions.level = log.level ?? environment("FERRY_LOG_LEVEL") ?? "warning"
         let logger = try logOptions.bootstrap(label: "ferry.cp")
         defer { logLanes(logger) }
-        let client = S3Client(try configured { try s3.configuration() })
+        let client = try configured { try s3.client() }
         var settings = try s3.limits.settings()
         settings.syncDownloads = fsync
         try requireRange(maxTransfers, 1...4096, "--max-transfers")

@@ -103,7 +103,7 @@ struct DevCommand: AsyncParsableCommand {
             // Its consumer groups get EmbeddedKafkaCluster.groupSessionTimeoutMs (FerryRuntime asks the cluster's id).
             kafka: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), topics: topics,
             storage: .local(URL(fileURLWithPath: storeDir)), dataRoot: root,
-            stateDirectory: URL(fileURLWithPath: stateDir), region: "us-east-1")
+            stateDirectory: URL(fileURLWithPath: stateDir), region: "us-east-1", http: ProcessTransport.make())
         // The same access layout as `ferry worker`: triggers/Registrations.swift may substitute its resolver.
         devConfiguration.prefixResolver = Registrations.prefixResolver(configured: devConfiguration.prefixResolver)
         devConfiguration.httpAddress = httpAddress

@@ -27,7 +27,7 @@ struct PresignCommand: AsyncParsableCommand {
         if contentType != nil && method.lowercased() != "put" { throw ValidationError("--content-type applies to put only") }
         let location: ObjectLocation
         do { location = try ObjectLocation(s3URI: object) } catch { throw ValidationError(error.message) }
-        let client = S3Client(try configured { try s3.configuration() })
+        let client = try configured { try s3.client() }
         let headers = contentType.map { [("content-type", $0)] } ?? []
         do {
             print(try await client.presignedURL(method: method.uppercased(), location: location, expires: expires, headers: headers))

@@ -43,7 +43,7 @@ struct ReconcileCommand: AsyncParsableCommand {
         if let problem = RequestLimits.bucketNameProblem(bucket) { throw ValidationError(problem.message) }
         try requireRange(every, 1...604_800, "--every")
         let store: any ObjectStore = try localStore.map { try LocalObjectStore(root: URL(fileURLWithPath: $0)) }
-            ?? S3Client(try configured { try s3.configuration() })
+            ?? configured { try s3.client() }
         let kafkaConfiguration = try kafka.configuration()
         let producer = try KafkaProducer(configuration: kafkaConfiguration, logger: logger)
         let reconciler = Reconciler(store: store, catalog: try ObjectCatalog(directory: URL(fileURLWithPath: stateDir)),

@@ -28,7 +28,8 @@ struct TriggersListCommand: AsyncParsableCommand {
         try config.install()
         try FileManager.default.createDirectory(atPath: dataRoot, withIntermediateDirectories: true)
         let registry = try TriggerSetup.registry(dataRoot: try configured { try DataRoot(dataRoot) },
-                                                 outputDirectory: URL(fileURLWithPath: outputDir), region: "us-east-1")
+                                                 outputDirectory: URL(fileURLWithPath: outputDir), region: "us-east-1",
+                                                 http: ProcessTransport.make())
         print("NAME\tSOURCE\tFILTER\tDELIVERY")
         for t in registry.s3Triggers {
             let filter = [t.prefix.isEmpty ? nil : "prefix=\(t.prefix)", t.suffix.isEmpty ? nil : "suffix=\(t.suffix)"].compactMap { $0 }
@@ -81,7 +82,7 @@ struct TriggersTestCommand: AsyncParsableCommand {
         try FileManager.default.createDirectory(atPath: dataRoot, withIntermediateDirectories: true)
         let root = try configured { try DataRoot(dataRoot) }
         let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: root.path), outputDirectory: URL(fileURLWithPath: outputDir),
-                                             region: "us-east-1")
+                                             region: "us-east-1", http: ProcessTransport.make())
         let registry = try TriggerSetup.registry(environment: environment)
         let data = try CommandLineFile.data(event, "the event file")
         // A worker refuses an event that names a member twice (or is no JSON); so does the test.

@@ -55,7 +55,7 @@ struct UploadsCommand: AsyncParsableCommand {
 
     func run() async throws {
         let (bucket, keyPrefix) = try Self.bucketAndPrefix(prefix)
-        let client = S3Client(try configured { try s3.configuration() })
+        let client = try configured { try s3.client() }
         let uploads: [MultipartUploadSummary]
         do {
             uploads = try await client.listMultipartUploads(bucket: bucket, prefix: keyPrefix)

@@ -243,7 +243,7 @@ struct WorkerOptions: ParsableArguments {
             throw ValidationError("no data root: pass --data-root or set FERRY_DATA_ROOT")
         }
         // One transport for the process: its limits bound storage, https sources, webhooks and STS together.
-        let http = CurlTransport(limits: try s3.limits.transportLimits(), caBundle: s3.caBundle ?? setting(.caBundle))
+        let http = try s3.transport()
         let storage: WorkerConfiguration.Storage
         if let local = localStore {
             if let problem = WritableDirectory.problem(local, option: "--local-store") { throw ValidationError(problem) }
@@ -273,8 +273,7 @@ struct WorkerOptions: ParsableArguments {
             kafka: kafkaConfiguration, topics: kafka.topics, storage: storage, dataRoot: try DataRoot(root),
             stateDirectory: URL(fileURLWithPath: stateDir ?? ".ferry"),
             workerId: workerId ?? WorkerConfiguration.defaultWorkerId,
-            region: try s3.validRegion(), engine: engine, roles: roles)
-        configuration.http = http
+            region: try s3.validRegion(), http: http, engine: engine, roles: roles)
         configuration.callbacks = try callbackSettings()
         configuration.ingest.token = try IngestToken.load(file: ingestTokenFile, environment: environment("FERRY_INGEST_TOKEN"))
         configuration.ingest.topics = ingestTopics
@@ -463,9 +462,9 @@ enum TriggerSetup {
         return registry
     }
 
-    static func registry(dataRoot: DataRoot, outputDirectory: URL, region: String) throws -> TriggerRegistry {
+    static func registry(dataRoot: DataRoot, outputDirectory: URL, region: String, http: CurlTransport) throws -> TriggerRegistry {
         try registry(environment: TriggerEnvironment(dataRoot: URL(fileURLWithPath: dataRoot.path), outputDirectory: outputDirectory,
-                                                     region: region))
+                                                     region: region, http: http))
     }
 }
 

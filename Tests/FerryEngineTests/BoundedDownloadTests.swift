@@ -20,7 +20,7 @@ import Testing
         }
         let root = try TestPaths.temporaryDirectory("bounded")
         defer { try? FileManager.default.removeItem(at: root) }
-        let client = S3Client(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
+        let client = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
                                     credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
         var configuration = TransferEngine.Configuration()
         configuration.defaults.retryPolicy = RetryPolicy(retryLimit: 1, baseDelaySeconds: 0.01, maxDelaySeconds: 0.01)
@@ -62,7 +62,7 @@ import Testing
         }
         let root = try TestPaths.temporaryDirectory("version-mix")
         defer { try? FileManager.default.removeItem(at: root) }
-        let client = S3Client(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
+        let client = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
                                     credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
         var configuration = TransferEngine.Configuration()
         configuration.defaults.multipartThreshold = 5 << 20

@@ -20,7 +20,7 @@ import Testing
             let root = try TestPaths.temporaryDirectory("ssec")
             defer { try? FileManager.default.removeItem(at: root) }
             let https = try #require(rgw.httpsEndpoint)
-            let store = S3Client(.init(endpoint: try S3Endpoint(url: https), region: "us-east-1",
+            let store = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: https), region: "us-east-1",
                                        credentials: .init(accessKeyId: rgw.accessKeyId, secretAccessKey: rgw.secretAccessKey),
                                        caBundle: rgw.caBundle))
             try await store.createBucket("ssec")
@@ -106,7 +106,7 @@ import Testing
         let moto = try await MotoServer.start(logDirectory: root)
         let proxy = try await FaultProxy.start(upstream: moto.endpoint, rate: 0, logRequests: true, in: root)
         do {
-            let store = S3Client(.init(endpoint: try S3Endpoint(url: proxy.endpoint), region: "us-east-1",
+            let store = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: proxy.endpoint), region: "us-east-1",
                                        credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
             try await store.createBucket("ssec")
             let source = Self.customerKey(1), destination = Self.customerKey(2)

@@ -33,7 +33,7 @@ import Testing
         defer { Task { await server.stop() } }
         let endpoint = "http://127.0.0.1:\(try await server.announcedPort(after: "listening on 127.0.0.1:"))"
         #expect(await eventually(timeout: 20) { await httpAnswers(endpoint) })
-        let store = S3Client(.init(endpoint: try S3Endpoint(url: endpoint), region: "us-east-1",
+        let store = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: endpoint), region: "us-east-1",
                                    credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
         let engine = TransferEngine(store: store, dataRoot: try DataRoot(root.path), logger: Logger(label: "test.diskspace"))
         let target = root.appendingPathComponent("out/huge.bin")

@@ -9,7 +9,7 @@ import Testing
 
 extension FaultProxy {
     func client() throws -> S3Client {
-        S3Client(.init(endpoint: try S3Endpoint(url: endpoint), region: "us-east-1",
+        S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: endpoint), region: "us-east-1",
                        credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
     }
 }
@@ -24,7 +24,7 @@ extension FaultProxy {
         let proxy = try await FaultProxy.start(upstream: moto.endpoint, rate: 0.2, in: root)
         defer { Task { await proxy.process.stop(); await moto.stop() } }
         // Create the bucket directly, so only the transfers meet faults.
-        try await S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+        try await S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
                                  credentials: .init(accessKeyId: "testing", secretAccessKey: "testing"))).createBucket("faults")
 
         let counting = CountingStore(try proxy.client())
@@ -72,7 +72,7 @@ extension FaultProxy {
         let moto = try await MotoServer.start(logDirectory: root)
         let proxy = try await FaultProxy.start(upstream: moto.endpoint, rate: 0, corruptGets: 2, in: root)
         defer { Task { await proxy.process.stop(); await moto.stop() } }
-        let direct = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+        let direct = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
                                     credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
         try await direct.createBucket("corrupt")
         let bytes = (0..<2_000_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
@@ -125,7 +125,7 @@ extension FaultInjectionTests {
         let root = try TestPaths.temporaryDirectory("whole-crc")
         defer { try? FileManager.default.removeItem(at: root) }
         try await MotoServer.start(logDirectory: root).stopAfter { moto in
-            let direct = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+            let direct = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
                                         credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
             try await direct.createBucket("whole")
             var bytes = Data(count: 21 * (1 << 20) + 7)
@@ -205,7 +205,7 @@ extension FaultInjectionTests {
         try await MotoServer.start(logDirectory: root).stopAfter { moto in
             // 1 MiB/s: a 40 MiB multipart upload needs about forty seconds uncut, so a
             // bound well under that shows the 2 s timeout cut it, with room for a loaded machine.
-            let slow = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+            let slow = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
                                       credentials: .init(accessKeyId: "testing", secretAccessKey: "testing"),
                                       limits: .init(bandwidthBytesPerSecond: 1 << 20)))
             try await slow.createBucket("limits")

@@ -36,7 +36,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: root) }
         let file = root.appendingPathComponent("small.txt")
         try Data("hello".utf8).write(to: file)
-        let client = S3Client(.init(endpoint: try S3Endpoint(url: store.endpoint), region: "us-east-1",
+        let client = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: store.endpoint), region: "us-east-1",
                                     credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
         var configuration = TransferEngine.Configuration()
         configuration.defaults.retryPolicy = RetryPolicy(retryLimit: 3, baseDelaySeconds: 0.01, maxDelaySeconds: 0.01)
@@ -99,14 +99,14 @@ import Testing
         defer { try? FileManager.default.removeItem(at: root) }
         let source = try Store(.hangUp)
         let store = try Store(.hangUp)
-        let client = S3Client(.init(endpoint: try S3Endpoint(url: store.endpoint), region: "us-east-1",
+        let client = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: store.endpoint), region: "us-east-1",
                                     credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
         var configuration = TransferEngine.Configuration()
         configuration.defaults.retryPolicy = RetryPolicy(retryLimit: 3, baseDelaySeconds: 0.01, maxDelaySeconds: 0.01)
         var policy = RemoteSourcePolicy()
         policy.schemes = ["http", "https"]
         policy.allowedRanges = [try AddressRange("127.0.0.0/8")]
-        configuration.remoteSources = RemoteSourceFetcher(policy: policy)
+        configuration.remoteSources = RemoteSourceFetcher(policy: policy, transport: TestHTTP.transport)
         let engine = TransferEngine(store: client, dataRoot: try DataRoot(root.path), configuration: configuration,
                                     logger: Logger(label: "test.outage-check"))
         let request = TransferRequest(id: "s1", op: .upload, bucket: "bkt", key: "s.bin", source: "\(source.endpoint)/file.bin")
@@ -134,7 +134,7 @@ import Testing
     /// up at its time limit (10 s), where a request waits out the low-speed cut-off (30 s).
     @Test func theProbeOfASilentStoreEndsAtItsTimeLimit() async throws {
         let store = try Store(.silence)
-        let client = S3Client(.init(endpoint: try S3Endpoint(url: store.endpoint), region: "us-east-1",
+        let client = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: store.endpoint), region: "us-east-1",
                                     credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
         let started = ContinuousClock.now
         await #expect { try await client.probe() } throws: { ($0 as? FerryError)?.isNoAnswer == true }

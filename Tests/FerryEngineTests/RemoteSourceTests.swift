@@ -42,7 +42,7 @@ import Testing
 @Suite(.serialized) struct RemoteSourceTests {
     func engine(_ root: URL, store: any ObjectStore, policy: RemoteSourcePolicy?, caBundle: String? = nil) throws -> TransferEngine {
         var configuration = TransferEngine.Configuration()
-        configuration.remoteSources = policy.map { RemoteSourceFetcher(policy: $0, caBundle: caBundle) }
+        configuration.remoteSources = policy.map { RemoteSourceFetcher(policy: $0, transport: CurlTransport(caBundle: caBundle)) }
         return TransferEngine(store: store, dataRoot: try DataRoot(root.path), configuration: configuration,
                               logger: Logger(label: "test.remote"))
     }
@@ -110,7 +110,7 @@ import Testing
             let root = try TestPaths.temporaryDirectory("remote-tls")
             defer { try? FileManager.default.removeItem(at: root) }
             let https = try #require(rgw.httpsEndpoint)
-            let tls = S3Client(.init(endpoint: try S3Endpoint(url: https), region: "us-east-1",
+            let tls = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: https), region: "us-east-1",
                                      credentials: .init(accessKeyId: rgw.accessKeyId, secretAccessKey: rgw.secretAccessKey),
                                      caBundle: rgw.caBundle))
             try await tls.createBucket("remote")

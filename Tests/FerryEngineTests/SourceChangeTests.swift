@@ -90,7 +90,7 @@ import Testing
         defer { if let moto { Task { await moto.stop() } } }
         let real: any ObjectStore
         if let moto {
-            let client = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+            let client = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
                                         credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
             try await client.createBucket("bkt")
             real = client

@@ -40,7 +40,7 @@ import Testing
     }
 
     func client(_ server: any S3TestServer) throws -> S3Client {
-        S3Client(.init(endpoint: try S3Endpoint(url: server.endpoint), region: "us-east-1",
+        S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: server.endpoint), region: "us-east-1",
                        credentials: AWSCredentials(accessKeyId: server.accessKeyId, secretAccessKey: server.secretAccessKey)))
     }
 

@@ -126,7 +126,7 @@ import Testing
     @Test func uploadsCarryChecksumsThatMotoAgreesWith() async throws {
         let dir = try TestPaths.temporaryDirectory("checksums")
         try await MotoServer.start(logDirectory: dir).stopAfter { moto in
-            let s3 = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+            let s3 = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
                                     credentials: .init(accessKeyId: "testing", secretAccessKey: "testing")))
             try await s3.createBucket("sums")
             let bytes = (0..<300_001).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 1) }

@@ -50,10 +50,10 @@ import Testing
             defer { try? FileManager.default.removeItem(at: dir) }
             let endpoint = try S3Endpoint(url: rgw.endpoint)
             let credentials = AWSCredentials(accessKeyId: rgw.accessKeyId, secretAccessKey: rgw.secretAccessKey)
-            try await S3Client(.init(endpoint: endpoint, region: "us-east-1", credentials: credentials)).createBucket("skew")
+            try await S3Client.withOwnTransport(.init(endpoint: endpoint, region: "us-east-1", credentials: credentials)).createBucket("skew")
             for skew: TimeInterval in [-3 * 3600, 20 * 60, 86_400] {
                 let clock = SigningClock(endpoint: rgw.endpoint, localTime: { Date().addingTimeInterval(skew) })
-                let s3 = S3Client(.init(endpoint: endpoint, region: "us-east-1", credentials: credentials), clock: clock)
+                let s3 = S3Client.withOwnTransport(.init(endpoint: endpoint, region: "us-east-1", credentials: credentials), clock: clock)
                 let key = "skew/\(Int(skew))"
                 #expect(try await s3.headObject(bucket: "skew", key: key) == nil, "skew \(skew)")
                 #expect(abs(clock.offset + skew) < 5, "skew \(skew): learned \(clock.offset)")
@@ -69,7 +69,7 @@ import Testing
                 #expect(try await s3.listObjects(bucket: "skew", prefix: key, continuation: nil, maxKeys: 10).items.map(\.key) == [key])
 
                 // Multipart, from a fresh skewed client: CreateMultipartUpload is the refused one.
-                let fresh = S3Client(.init(endpoint: endpoint, region: "us-east-1", credentials: credentials),
+                let fresh = S3Client.withOwnTransport(.init(endpoint: endpoint, region: "us-east-1", credentials: credentials),
                                      clock: SigningClock(endpoint: rgw.endpoint, localTime: { Date().addingTimeInterval(skew) }))
                 let location = ObjectLocation(bucket: "skew", key: key + ".parts")
                 let uploadId = try await fresh.createMultipartUpload(PutObjectInput(bucket: "skew", key: location.key))
@@ -87,7 +87,7 @@ import Testing
             }
 
             // Another refusal is not taken for the clock's: a wrong secret still fails, as access denied.
-            let forged = S3Client(.init(endpoint: endpoint, region: "us-east-1",
+            let forged = S3Client.withOwnTransport(.init(endpoint: endpoint, region: "us-east-1",
                                         credentials: AWSCredentials(accessKeyId: rgw.accessKeyId, secretAccessKey: "not-the-secret-00000000000000000000000")),
                                   clock: SigningClock(endpoint: rgw.endpoint, localTime: { Date().addingTimeInterval(3600) }))
             do throws(FerryError) {

@@ -143,7 +143,7 @@ import Testing
             let endpoint = try S3Endpoint(url: rgw.endpoint)
             let transport = CurlTransport()
             let user = AWSCredentials(accessKeyId: rgw.accessKeyId, secretAccessKey: rgw.secretAccessKey)
-            try await S3Client(.init(endpoint: endpoint, region: "us-east-1", credentials: user)).createBucket("roles")
+            try await S3Client.withOwnTransport(.init(endpoint: endpoint, region: "us-east-1", credentials: user)).createBucket("roles")
 
             let sts = SecurityTokenService(endpoint: rgw.endpoint, region: "us-east-1", transport: transport,
                                            clock: SigningClock(endpoint: rgw.endpoint, peer: "STS", localTime: local))

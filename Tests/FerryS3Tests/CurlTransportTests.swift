@@ -143,7 +143,7 @@ import Testing
         let logs = try TestPaths.temporaryDirectory("bandwidth")
         defer { try? FileManager.default.removeItem(at: logs) }
         try await MotoServer.start(logDirectory: logs).stopAfter { moto in
-            let s3 = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+            let s3 = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
                                     credentials: .init(accessKeyId: "testing", secretAccessKey: "testing"),
                                     limits: .init(bandwidthBytesPerSecond: 1 << 20)))
             try await s3.createBucket("paced")
@@ -229,7 +229,7 @@ import Testing
         let logs = try TestPaths.temporaryDirectory("reused-handle")
         defer { try? FileManager.default.removeItem(at: logs) }
         try await MotoServer.start(logDirectory: logs).stopAfter { moto in
-            let s3 = S3Client(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
+            let s3 = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: moto.endpoint), region: "us-east-1",
                                     credentials: .init(accessKeyId: "testing", secretAccessKey: "testing"),
                                     limits: .init(maxConnections: 1)))
             try await s3.createBucket("sizes")

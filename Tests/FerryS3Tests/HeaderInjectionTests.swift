@@ -38,7 +38,7 @@ import Testing
     /// line break refuses the S3 request instead of adding a header of its own.
     @Test func aSessionTokenWithALineBreakIsNotSent() async throws {
         let server = try HTTPAnswerer(head: "HTTP/1.1 200 OK", bodyBytes: 0)
-        let s3 = S3Client(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
+        let s3 = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
                                 credentials: AWSCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret",
                                                             sessionToken: "tok\r\nx-amz-acl: public-read-write")))
         await #expect { _ = try await s3.headObject(bucket: "bkt", key: "k", headers: [:]) } throws: {

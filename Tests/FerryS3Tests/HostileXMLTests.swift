@@ -13,7 +13,7 @@ import Testing
 
     func listingError(_ body: String, status: Int = 403) async throws -> (FerryError, Duration) {
         let server = try HTTPAnswerer(head: "HTTP/1.1 \(status) Whatever", body: body)
-        let s3 = S3Client(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
+        let s3 = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
                                 credentials: AWSCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret")))
         let started = ContinuousClock.now
         do {

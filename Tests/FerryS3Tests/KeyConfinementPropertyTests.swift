@@ -51,7 +51,7 @@ import Testing
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-keys-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
         let store = try LocalObjectStore(root: root)
-        let client = S3Client(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:1"), region: "us-east-1",
+        let client = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:1"), region: "us-east-1",
                                     credentials: AWSCredentials(accessKeyId: "a", secretAccessKey: "b")))
         for key in ["../private/alice/secret.txt", "a/./b", "a//b", "/a", "a/", "x\u{0}y", "line\nbreak", ".."] {
             await #expect(throws: FerryError.self) { _ = try await store.putObject(PutObjectInput(bucket: "fuzz", key: key), body: .bytes([1])) }

@@ -17,7 +17,7 @@ import Testing
     }
 
     static func client(_ server: HTTPAnswerer) throws -> S3Client {
-        S3Client(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
+        S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
                        credentials: AWSCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret")))
     }
 
@@ -128,7 +128,7 @@ import Testing
                 ? ("HTTP/1.1 200 OK\r\nETag: \(stored)", .fixed([]))
                 : ("HTTP/1.1 400 Bad Request", .fixed([]))
         }
-        let s3 = S3Client(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
+        let s3 = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
                                 credentials: AWSCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret")))
         let location = ObjectLocation(bucket: "bkt", key: "k")
         if objectIsTheParts {

@@ -37,7 +37,7 @@ import Testing
     }
 
     func client(_ server: HTTPAnswerer) throws -> S3Client {
-        S3Client(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
+        S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
                        credentials: AWSCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret")))
     }
 

@@ -8,7 +8,7 @@ import Testing
 /// checks signatures and Content-MD5 for real.
 @Suite(.serialized) struct S3ClientTests {
     func client(_ server: any S3TestServer, secret: String? = nil) throws -> S3Client {
-        S3Client(.init(endpoint: try S3Endpoint(url: server.endpoint), region: "us-east-1",
+        S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: server.endpoint), region: "us-east-1",
                        credentials: AWSCredentials(accessKeyId: server.accessKeyId,
                                                    secretAccessKey: secret ?? server.secretAccessKey)))
     }

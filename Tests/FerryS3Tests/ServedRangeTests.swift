@@ -90,7 +90,7 @@ import Testing
             return honest ? ("HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 10-19/100\r\nETag: \"e\"", .fixed(Array(repeating: 1, count: 10)))
                 : ("HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 11-20/100\r\nETag: \"e\"", .fixed(Array(repeating: 2, count: 10)))
         }
-        let s3 = S3Client(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
+        let s3 = S3Client.withOwnTransport(.init(endpoint: try S3Endpoint(url: "http://127.0.0.1:\(server.port)"), region: "us-east-1",
                                 credentials: AWSCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret")))
         let file = try TestPaths.temporaryDirectory("served-range").appendingPathComponent("out")
         #expect(FileManager.default.createFile(atPath: file.path, contents: nil))

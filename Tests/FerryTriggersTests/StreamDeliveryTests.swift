@@ -75,7 +75,7 @@ import Testing
         func dispatcher(_ triggers: [StreamTriggerRegistration], logger: Logger) throws -> TriggerDispatcher {
             var registry = TriggerRegistry()
             for t in triggers { try registry.register(t) }
-            return try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
+            return try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1", http: TestHTTP.transport),
                                          topics: topics, kafka: kafka, producer: producer, logger: logger)
         }
     }

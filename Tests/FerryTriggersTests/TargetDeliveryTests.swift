@@ -28,7 +28,7 @@ import Testing
     func dispatchOneEvent(_ registry: TriggerRegistry, key: String) async throws
         -> (kafka: StreamDeliveryTests.Cluster, running: Task<Void, Never>, event: S3Event) {
         let kafka = try StreamDeliveryTests.Cluster(logger: logger)
-        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
+        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1", http: TestHTTP.transport),
                                                topics: kafka.topics, kafka: kafka.kafka, producer: kafka.producer, logger: logger)
         let running = Task { await dispatcher.run() }
         let event = TriggerDispatcherTests().event(key: key)
@@ -48,12 +48,12 @@ import Testing
     func aWebhookHeaderThatWouldSplitIsRefusedAtRegistration(name: String, value: String) throws {
         var registry = TriggerRegistry()
         #expect { try TargetDeclaration(name: "hook", type: "webhook", url: "https://example.com/h", headers: [name: value],
-                                        events: ["ObjectCreated:*"]).register(into: &registry) } throws: {
+                                        events: ["ObjectCreated:*"]).register(into: &registry, http: TestHTTP.transport) } throws: {
             "\($0)".contains("target 'hook': header") && !"\($0)".contains("Evil") && !"\($0)".contains("nul")
         }
         #expect(throws: Never.self) {
             try TargetDeclaration(name: "fine", type: "webhook", url: "https://example.com/h", headers: ["X-Token": "a b\tc"],
-                                  events: ["ObjectCreated:*"]).register(into: &registry)
+                                  events: ["ObjectCreated:*"]).register(into: &registry, http: TestHTTP.transport)
         }
     }
 
@@ -64,7 +64,7 @@ import Testing
     @Test func everyTargetGetsTheBytesOfTheEventsTopic() async throws {
         let hook = try await webhook(statuses: "200")
         var hooked = TriggerRegistry()
-        try TargetDeclaration(name: "notify", type: "webhook", url: hook.url, events: ["ObjectCreated:*"]).register(into: &hooked)
+        try TargetDeclaration(name: "notify", type: "webhook", url: hook.url, events: ["ObjectCreated:*"]).register(into: &hooked, http: TestHTTP.transport)
         let first = try await dispatchOneEvent(hooked, key: "public/a b.txt")
         _ = await eventually(timeout: 90) { !posts(hook.log).isEmpty }
         first.running.cancel()
@@ -74,7 +74,7 @@ import Testing
         #expect(posted == (try FerryJSON.encode(first.event)), "webhook: \(String(decoding: posted, as: UTF8.self))")
 
         var forwarding = TriggerRegistry()
-        try TargetDeclaration(name: "forward", type: "kafka", topic: "forwarded", events: ["ObjectCreated:*"]).register(into: &forwarding)
+        try TargetDeclaration(name: "forward", type: "kafka", topic: "forwarded", events: ["ObjectCreated:*"]).register(into: &forwarding, http: TestHTTP.transport)
         let second = try await dispatchOneEvent(forwarding, key: "public/a b.txt")
         // The forward target's topic is made by the mock cluster on first use.
         var forwarded: [KafkaMessage] = []
@@ -93,7 +93,7 @@ import Testing
         let hook = try await webhook(statuses: "503,200")
         var registry = TriggerRegistry()
         try TargetDeclaration(name: "notify", type: "webhook", url: hook.url, headers: ["Authorization": "Bearer t"],
-                              events: ["ObjectCreated:*"], maximumRetryAttempts: 2).register(into: &registry)
+                              events: ["ObjectCreated:*"], maximumRetryAttempts: 2).register(into: &registry, http: TestHTTP.transport)
         let (kafka, running, event) = try await dispatchOneEvent(registry, key: "public/a b.txt")
         // Generous: the deadline also covers the consumer's group join, slow when the suite loads both cores.
         _ = await eventually(timeout: 90) { posts(hook.log).count >= 2 }
@@ -117,7 +117,7 @@ import Testing
         let hook = try HTTPAnswerer(head: "HTTP/1.1 200 OK", bodyBytes: nil)
         var registry = TriggerRegistry()
         try TargetDeclaration(name: "endless", type: "webhook", url: "http://127.0.0.1:\(hook.port)/ferry",
-                              events: ["ObjectCreated:*"], maximumRetryAttempts: 0).register(into: &registry)
+                              events: ["ObjectCreated:*"], maximumRetryAttempts: 0).register(into: &registry, http: TestHTTP.transport)
         let (kafka, running, _) = try await dispatchOneEvent(registry, key: "public/endless.txt")
         var failures: [Kcat.Record] = []
         _ = await eventually(timeout: 90) {
@@ -139,10 +139,10 @@ import Testing
         let hook = try await webhook(statuses: "200", reply: #"{"batchItemFailures":[{"itemIdentifier":\#(identifier)}]}"#)
         var registry = TriggerRegistry()
         try TargetDeclaration(name: "index-hook", type: "webhook", url: hook.url, table: "objects", viewType: "KEYS_ONLY",
-                              maximumBatchingWindowSeconds: 1, maximumRetryAttempts: 1).register(into: &registry)
+                              maximumBatchingWindowSeconds: 1, maximumRetryAttempts: 1).register(into: &registry, http: TestHTTP.transport)
         let kafka = try StreamDeliveryTests.Cluster(partitions: 1, logger: logger)
         try await kafka.send((0..<3).map { StreamDeliveryTests.record("k", $0) })
-        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
+        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1", http: TestHTTP.transport),
                                                topics: kafka.topics, kafka: kafka.kafka, producer: kafka.producer, logger: logger)
         let running = Task { await dispatcher.run() }
         // As above, the deadline covers a slow group join (at 30 s the CI's loaded run saw only the first batch).
@@ -186,7 +186,7 @@ import Testing
     func aDeclaredSettingOutsideItsRangeIsRefused(declaration: TargetDeclaration, message: String) {
         var registry = TriggerRegistry()
         do {
-            try declaration.register(into: &registry)
+            try declaration.register(into: &registry, http: TestHTTP.transport)
             Issue.record("taken: \(declaration)")
         } catch {
             #expect("\(error)".contains("target 't': \(message)"), "\(error)")
@@ -196,9 +196,9 @@ import Testing
             try TargetDeclaration(name: "s", type: "kafka", topic: "x", table: "objects", batchSize: 10_000, maximumBatchingWindowSeconds: 300,
                                   maximumRecordAgeSeconds: 604_800, maximumRetryAttempts: -1, timeoutSeconds: 900, maximumConcurrency: 1_000,
                                   startingPosition: "LATEST")
-                .register(into: &edges)
+                .register(into: &edges, http: TestHTTP.transport)
             try TargetDeclaration(name: "a", type: "kafka", topic: "x", events: ["*"], maximumRetryAttempts: 0, maximumEventAgeSeconds: 60,
-                                  timeoutSeconds: 1).register(into: &edges)
+                                  timeoutSeconds: 1).register(into: &edges, http: TestHTTP.transport)
         }
     }
 
@@ -208,10 +208,10 @@ import Testing
     @Test func aWebhooksSecretsStayOutOfItsFailures() async throws {
         let refusing = try HTTPAnswerer(head: "HTTP/1.1 500 Busy", body: "try later")
         let closed = try LoopbackListener { close($0) }  // accepts, then hangs up
-        let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1")
+        let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1", http: TestHTTP.transport)
         let secrets = ["hook-user", "pa55word", "SECRETPATH", "SECRETQUERY"]
         for port in [refusing.port, closed.port] {
-            let target = WebhookTarget(url: "http://hook-user:pa55word@127.0.0.1:\(port)/services/T0/B0/SECRETPATH?token=SECRETQUERY")
+            let target = WebhookTarget(url: "http://hook-user:pa55word@127.0.0.1:\(port)/services/T0/B0/SECRETPATH?token=SECRETQUERY", http: TestHTTP.transport)
             do {
                 try await target.handle(TriggerDispatcherTests().event(key: "a"), context: .local(handlerName: "hook", environment: environment))
                 Issue.record("a failing webhook succeeded")
@@ -229,9 +229,9 @@ import Testing
     /// webhook whose service takes minutes to come back), for both kinds of source.
     @Test func aDeclaredRetryDelayIsUsed() throws {
         var registry = TriggerRegistry()
-        try TargetDeclaration(name: "slow-s3", type: "kafka", topic: "x", events: ["*"], retryDelaySeconds: 60).register(into: &registry)
-        try TargetDeclaration(name: "slow-stream", type: "kafka", topic: "x", table: "objects", retryDelaySeconds: 45).register(into: &registry)
-        try TargetDeclaration(name: "plain", type: "kafka", topic: "x", table: "transfers").register(into: &registry)
+        try TargetDeclaration(name: "slow-s3", type: "kafka", topic: "x", events: ["*"], retryDelaySeconds: 60).register(into: &registry, http: TestHTTP.transport)
+        try TargetDeclaration(name: "slow-stream", type: "kafka", topic: "x", table: "objects", retryDelaySeconds: 45).register(into: &registry, http: TestHTTP.transport)
+        try TargetDeclaration(name: "plain", type: "kafka", topic: "x", table: "transfers").register(into: &registry, http: TestHTTP.transport)
         #expect(registry.s3Triggers.first { $0.name == "slow-s3" }?.delivery.retryDelaySeconds == 60)
         #expect(registry.streamTriggers.first { $0.name == "slow-stream" }?.mapping.retryDelaySeconds == 45)
         #expect(registry.streamTriggers.first { $0.name == "plain" }?.mapping.retryDelaySeconds == 1)
@@ -266,9 +266,9 @@ import Testing
 
     @Test func kafkaTargetForwardsEventsToItsTopic() async throws {
         var registry = TriggerRegistry()
-        try TargetDeclaration(name: "forward", type: "kafka", topic: "downstream.events", events: ["ObjectRemoved:*"]).register(into: &registry)
+        try TargetDeclaration(name: "forward", type: "kafka", topic: "downstream.events", events: ["ObjectRemoved:*"]).register(into: &registry, http: TestHTTP.transport)
         let kafka = try StreamDeliveryTests.Cluster(extra: ["downstream.events"], logger: logger)
-        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
+        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1", http: TestHTTP.transport),
                                                topics: kafka.topics, kafka: kafka.kafka, producer: kafka.producer, logger: logger)
         let running = Task { await dispatcher.run() }
         var removed = TriggerDispatcherTests().event(key: "gone.txt")

@@ -66,7 +66,7 @@ import Triggers
 
     @Test func shippedRegistrationsLoad() throws {
         var registry = TriggerRegistry()
-        try Registrations.register(into: &registry, environment: TriggerEnvironment(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1"))
+        try Registrations.register(into: &registry, environment: TriggerEnvironment(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1", http: TestHTTP.transport))
         #expect(registry.s3Triggers.map(\.name).contains("audit-log"))
     }
 
@@ -74,7 +74,7 @@ import Triggers
     func auditFixture(_ relative: String) -> (dir: URL, file: URL, handler: AuditLogHandler, context: TriggerContext) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-audit-\(UUID().uuidString)")
         let file = dir.appendingPathComponent(relative)
-        let context = TriggerContext.local(handlerName: "audit-log", environment: .init(dataRoot: dir, outputDirectory: dir, region: "us-east-1"))
+        let context = TriggerContext.local(handlerName: "audit-log", environment: .init(dataRoot: dir, outputDirectory: dir, region: "us-east-1", http: TestHTTP.transport))
         return (dir, file, AuditLogHandler(file: file), context)
     }
 

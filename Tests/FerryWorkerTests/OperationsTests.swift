@@ -92,7 +92,7 @@ import Testing
         let sources = try ConfigurationSources(filePath: "worker.yaml", fileText: text, environment: [:])
         #expect(sources.targets.map(\.name) == ["notify", "big-objects"])
         var registry = TriggerRegistry()
-        for target in sources.targets { try target.register(into: &registry) }
+        for target in sources.targets { try target.register(into: &registry, http: TestHTTP.transport) }
         #expect(registry.s3Triggers.first?.prefix == "public/")
         #expect(registry.s3Triggers.first?.delivery.maximumRetryAttempts == 1)
         let stream = try #require(registry.streamTriggers.first)
@@ -123,7 +123,7 @@ import Testing
     ])
     func targetsThatCannotWorkAreRefused(target: TargetDeclaration, expected: String) {
         var registry = TriggerRegistry()
-        #expect { try target.register(into: &registry) } throws: { "\($0)".contains(expected) }
+        #expect { try target.register(into: &registry, http: TestHTTP.transport) } throws: { "\($0)".contains(expected) }
     }
 
     @Test func everySettingHasAFlagAndAFerryVariable() {

@@ -20,22 +20,14 @@ import Foundation
 public struct CredentialChain: Sendable {
     public var environment: [String: String]
     public var region: String
-    /// STS calls and the container endpoint go through it (the worker's one transport).
+    /// STS calls, the container endpoint and instance metadata (with its own
+    /// short timeouts) go through it: the process's one transport.
     public var transport: CurlTransport
-    /// Instance metadata answers on the local link or not at all: a short connect timeout.
-    public var metadataTransport: CurlTransport
 
-    public init(environment: [String: String] = ProcessInfo.processInfo.environment, region: String,
-                transport: CurlTransport, metadataTransport: CurlTransport? = nil) {
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment, region: String, transport: CurlTransport) {
         self.environment = environment
         self.region = region
         self.transport = transport
-        self.metadataTransport = metadataTransport ?? {
-            var timeouts = CurlTransport.Timeouts()
-            timeouts.connectSeconds = 1
-            timeouts.lowSpeedSeconds = 5
-            return CurlTransport(timeouts: timeouts, limits: .init(maxConnections: 2))
-        }()
     }
 
     var sts: SecurityTokenService {
@@ -68,7 +60,7 @@ public struct CredentialChain: Sendable {
             return ContainerCredentialProvider.make(endpoint: endpoint, environment: environment, transport: transport)
         }
         if let endpoint = InstanceMetadataCredentialProvider.endpoint(environment: environment) {
-            return InstanceMetadataCredentialProvider.make(endpoint: endpoint, transport: metadataTransport)
+            return InstanceMetadataCredentialProvider.make(endpoint: endpoint, transport: transport)
         }
         throw FerryError(.credentialsUnavailable, "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a web identity "
             + "(AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN), a profile (AWS_PROFILE), or a container credentials endpoint")
@@ -120,7 +112,7 @@ public struct CredentialChain: Sendable {
                     guard let endpoint = InstanceMetadataCredentialProvider.endpoint(environment: environment) else {
                         throw FerryError(.credentialsUnavailable, "\(label): credential_source Ec2InstanceMetadata, but AWS_EC2_METADATA_DISABLED is set")
                     }
-                    source = InstanceMetadataCredentialProvider.make(endpoint: endpoint, transport: metadataTransport)
+                    source = InstanceMetadataCredentialProvider.make(endpoint: endpoint, transport: transport)
                 default:
                     throw FerryError(.credentialsUnavailable, "\(label): unknown credential_source '\(kind)' (Environment, EcsContainer, Ec2InstanceMetadata)")
                 }

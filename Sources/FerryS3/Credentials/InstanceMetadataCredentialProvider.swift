@@ -20,12 +20,24 @@ public enum InstanceMetadataCredentialProvider {
         return base.hasSuffix("/") ? String(base.dropLast()) : base
     }
 
+    /// Instance metadata answers on the local link or not at all: its requests
+    /// give up on a connection after a second and on a silent answer after five,
+    /// through the process's one transport.
+    public static let timeouts: CurlTransport.Timeouts = {
+        var timeouts = CurlTransport.Timeouts()
+        timeouts.connectSeconds = 1
+        timeouts.lowSpeedSeconds = 5
+        return timeouts
+    }()
+
     public static func make(endpoint: String, transport: CurlTransport) -> RefreshingCredentialProvider {
         RefreshingCredentialProvider(source: "instance-metadata") { () async throws(FerryError) -> AWSCredentials in
             func call(_ method: String, _ path: String, _ headers: [(String, String)]) async throws(FerryError) -> (text: String, date: Date?) {
                 let response: HTTPResponse
                 do throws(FerryError) {
-                    response = try await transport.execute(HTTPRequest(method: method, url: endpoint + path, headers: headers))
+                    var request = HTTPRequest(method: method, url: endpoint + path, headers: headers)
+                    request.timeouts = timeouts
+                    response = try await transport.execute(request)
                 } catch {
                     throw FerryError(.credentialsUnavailable, "instance metadata \(path): \(error.message)")
                 }

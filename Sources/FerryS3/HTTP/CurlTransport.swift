@@ -47,6 +47,9 @@ public final class CurlTransport: Sendable {
     private let bandwidth: BandwidthLimiter?
     private let loops: [CurlEventLoop]
 
+    /// Makes the transport's event-loop threads: a process makes one transport
+    /// and passes it down (`ProcessTransport` in the command line), so that
+    /// `--max-connections` and `--max-buffered-bytes` hold for all of it.
     public init(timeouts: Timeouts = Timeouts(), limits: Limits = Limits(), caBundle: String? = nil) {
         CurlGlobal.initialize()
         self.timeouts = timeouts
@@ -126,7 +129,7 @@ public final class CurlTransport: Sendable {
         let loop = loops.min { $0.activeCount < $1.activeCount }!
         let result: Result<HTTPResponse, FerryError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                loop.submit(CurlEventLoop.Submission(request: request, timeouts: timeouts, bandwidth: bandwidth, caBundle: caBundle,
+                loop.submit(CurlEventLoop.Submission(request: request, timeouts: request.timeouts ?? timeouts, bandwidth: bandwidth, caBundle: caBundle,
                                                      cancellation: cancellation, continuation: continuation))
             }
         } onCancel: {

@@ -29,6 +29,10 @@ public struct HTTPRequest: Sendable {
     /// The most seconds the whole request may take (nil: only the transport's
     /// connect and low-speed cut-offs bound it).
     public var timeLimitSeconds: Int?
+    /// This request's connect and low-speed cut-offs, when they are not the
+    /// transport's: instance metadata answers on the local link or not at all,
+    /// so its requests give up on a connection after a second.
+    public var timeouts: CurlTransport.Timeouts?
     /// The most of an error response's body kept: S3's error documents are a
     /// few hundred bytes. An error body past it fails the request at once
     /// (with its status, so a 5xx is still retried), not when a timeout ends it.
