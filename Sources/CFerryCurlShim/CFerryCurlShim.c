@@ -85,8 +85,5 @@ int ferry_epoll_wait(int epfd, int *fds, int *flags, int max, int timeout_ms) {
 int ferry_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 int ferry_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 
-#include <pthread.h>
-void ferry_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }
-
 #include <fcntl.h>
 int ferry_reserve_file_space(int fd, long long length) { return fallocate(fd, 0, 0, (off_t)length); }

@@ -25,11 +25,10 @@ public final class BlockingPool: @unchecked Sendable {
         threadCount = threads
         for i in 0..<threads {
             let threadName = "\(name)-\(i)"
-            Thread { [self] in
-                Self.nameCurrentThread(threadName)
+            ProcessThreads.start(threadName) { [self] in
                 pthread_setspecific(Self.poolThreadKey, UnsafeRawPointer(bitPattern: 1))
                 self.work()
-            }.start()
+            }
         }
     }
 
@@ -48,18 +47,6 @@ public final class BlockingPool: @unchecked Sendable {
     public static func assertOnPoolThread(_ what: @autoclosure () -> String,
                                           file: StaticString = #fileID, line: UInt = #line) {
         assert(isPoolThread, "\(what()) blocks: run it on BlockingPool", file: file, line: line)
-    }
-
-    /// Names the calling thread (at most 15 bytes on Linux), so `top -H` and
-    /// /proc show whose threads these are. Not `Thread.current.name`: Foundation
-    /// applies that only once `start()` has recorded the thread, which races
-    /// with the thread's first instructions (seen: one of three pool threads unnamed).
-    public static func nameCurrentThread(_ name: String) {
-        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        defer { close(fd) }
-        let bytes = Array(name.utf8.prefix(15))
-        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     }
 
     /// Runs `body` on one of the pool's threads and returns its result.

@@ -62,10 +62,7 @@ private final class TimerThread: @unchecked Sendable {
         pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
         pthread_cond_init(condition, &attributes)
         pthread_condattr_destroy(&attributes)
-        Thread { [self] in
-            BlockingPool.nameCurrentThread("ferry-timers")
-            run()
-        }.start()
+        ProcessThreads.start("ferry-timers") { [self] in run() }
     }
 
     static func now() -> UInt64 {
@@ -112,7 +109,7 @@ private final class TimerThread: @unchecked Sendable {
             }
             pthread_mutex_unlock(mutex)
             for timer in due {
-                DispatchQueue.global().async {
+                ProcessThreads.dispatch {
                     if !timer.cancelled.load(ordering: .relaxed) { timer.action() }
                 }
             }

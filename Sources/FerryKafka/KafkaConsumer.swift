@@ -332,7 +332,7 @@ public final class KafkaConsumer: Sendable, AsyncSequence {
         defer { timer.cancel() }
         let result: Result<[TopicPartitionOffset], KafkaError> = await withCheckedContinuation { continuation in
             answer.onAnswer { continuation.resume(returning: $0) }
-            Thread.detachNewThread {
+            ProcessThreads.start("ferry-kafka-ask") {
                 let continuation = answer
                 let list = rd_kafka_topic_partition_list_new(Int32(partitions.count))
                 defer { rd_kafka_topic_partition_list_destroy(list) }

@@ -132,12 +132,10 @@ final class PollThread: Sendable {
     private let done = DispatchSemaphore(value: 0)
 
     init(name: String, body: @escaping @Sendable () -> Void) {
-        let thread = Thread { [flag, done] in
+        ProcessThreads.start(name) { [flag, done] in
             while flag.running.load(ordering: .acquiring) { body() }
             done.signal()
         }
-        thread.name = name
-        thread.start()
     }
 
     /// Stops the loop and waits for the current poll to return.

@@ -1,4 +1,5 @@
 import Dispatch
+import FerryCore
 import Foundation
 import Logging
 
@@ -18,7 +19,7 @@ func runUntilSignalled(exitWithin bound: Double? = nil, logger: Logger,
     let task = Task { try await body() }
     let sources = [SIGINT, SIGTERM].map { signo -> DispatchSourceSignal in
         signal(signo, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: signo, queue: .global())
+        let source = DispatchSource.makeSignalSource(signal: signo, queue: ProcessThreads.signalQueue)
         source.setEventHandler {
             if task.isCancelled {
                 logger.warning("second signal: exiting now")
@@ -28,7 +29,7 @@ func runUntilSignalled(exitWithin bound: Double? = nil, logger: Logger,
             task.cancel()
             if let bound {
                 let seconds = bound.isFinite ? min(max(bound, 0), 86_400) : 86_400
-                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(seconds * 1_000_000_000))) {
+                ProcessThreads.after(seconds: seconds) {
                     logger.warning("shutdown still running after \(Int(seconds)) s: exiting now (unfinished work is redelivered; the outbox drains at the next start)")
                     exit(128 + signo)
                 }

@@ -116,11 +116,7 @@ public final class MD5Lanes: @unchecked Sendable {
         streams.append(stream)
         if !started {
             started = true
-            let thread = Thread { [self] in
-                BlockingPool.nameCurrentThread("ferry-md5")
-                run()
-            }
-            thread.start()
+            ProcessThreads.start("ferry-md5") { [self] in run() }
         }
         condition.unlock()
         return stream

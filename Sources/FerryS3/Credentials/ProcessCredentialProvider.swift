@@ -33,8 +33,7 @@ public enum ProcessCredentialProvider {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         do { try SpawnLock.holding { try process.run() } } catch { throw FerryError(.credentialsUnavailable, "cannot start credential_process: \(error)") }
-        let killer = DispatchWorkItem { if process.isRunning { process.terminate() } }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: killer)
+        let killer = ProcessThreads.after(seconds: 60) { if process.isRunning { process.terminate() } }
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         killer.cancel()

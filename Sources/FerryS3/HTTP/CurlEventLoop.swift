@@ -53,11 +53,7 @@ final class CurlEventLoop: @unchecked Sendable {
         ferry_curl_multi_setopt_timer_function(multi, curlTimerCallback)
         ferry_curl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, context)
         // The thread keeps the loop alive until `shutdown` lets it end.
-        Thread { [self] in
-            // Linux threads inherit their creator's name; this one says what it is.
-            ferry_set_thread_name(name)
-            run()
-        }.start()
+        ProcessThreads.start(name) { [self] in run() }
     }
 
     /// Requests submitted and not yet finished.
