@@ -16,7 +16,7 @@ let package = Package(
     products: [
         .executable(name: "ferry", targets: ["ferry"]),
         .library(name: "FerryCore", targets: ["FerryCore"]),
-        .library(name: "FerryTriggers", targets: ["FerryTriggers"]),
+        .library(name: "FerryTriggerKit", targets: ["FerryTriggerKit"]),
         .library(name: "FerryClient", targets: ["FerryClient"]),
     ],
     traits: [
@@ -32,6 +32,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.70.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
+        // The example handlers' SHA-256 (what a trigger author would reach for).
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.0.0"),
         // Tests only: seeded, shrinking generators for the hostile-input properties.
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
     ],
@@ -82,9 +84,14 @@ let package = Package(
             "FerryCore", "FerryKafka",
             .product(name: "Logging", package: "swift-log"),
         ]),
-        // Handler protocols, registry, filters, dispatcher.
+        // All a trigger author imports of Ferry: handler protocols, context,
+        // registrations, event types, and what a handler may do as protocols.
+        .target(name: "FerryTriggerKit", dependencies: [
+            "FerryCore", .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Delivering events to the registered handlers: dispatcher, mappings, targets.
         .target(name: "FerryTriggers", dependencies: [
-            "FerryCore", "FerryKafka", "FerryS3",
+            "FerryCore", "FerryTriggerKit", "FerryKafka", "FerryS3",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "DequeModule", package: "swift-collections"),
@@ -95,12 +102,13 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Users' trigger handlers and their registration.
-        .target(name: "Triggers", dependencies: ["FerryCore", "FerryS3", "FerryTriggers",
+        .target(name: "Triggers", dependencies: ["FerryTriggerKit",
+                                                 .product(name: "Crypto", package: "swift-crypto"),
                                                  .product(name: "GRDB", package: "GRDB.swift")], path: "triggers",
                 exclude: ["README.md", "events"]),
         // The pipeline: consume requests, run transfers, publish outcomes.
         .target(name: "FerryWorker", dependencies: [
-            "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggers", "FerryTables", "CFerryProcess",
+            "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggerKit", "FerryTriggers", "FerryTables", "CFerryProcess",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "Metrics", package: "swift-metrics"),
@@ -111,7 +119,7 @@ let package = Package(
             .product(name: "Yams", package: "Yams"),
         ], swiftSettings: testHooks),
         .executableTarget(name: "ferry", dependencies: [
-            "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggers", "FerryTables",
+            "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggerKit", "FerryTriggers", "FerryTables",
             "FerryWorker", "FerryClient", "Triggers",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -129,13 +137,13 @@ let package = Package(
             "FerryS3", "CFerryChecksum", "FerryTestSupport", .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
         .testTarget(name: "FerryTriggersTests", dependencies: [
-            "FerryTriggers", "Triggers", "FerryKafka", "FerryS3", "FerryTestSupport",
+            "FerryTriggerKit", "FerryTriggers", "Triggers", "FerryKafka", "FerryS3", "FerryTestSupport",
         ]),
         .testTarget(name: "FerryEngineTests", dependencies: ["FerryEngine", "FerryS3", "FerryTestSupport"]),
         .testTarget(name: "FerryKafkaTests", dependencies: ["FerryKafka", "FerryTestSupport"]),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "FerryTestSupport"]),
         .testTarget(name: "FerryWorkerTests", dependencies: [
-            "FerryWorker", "CFerryProcess", "FerryTriggers", "FerryEngine", "FerryS3", "FerryStore", "FerryKafka", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
+            "FerryWorker", "CFerryProcess", "FerryTriggerKit", "FerryTriggers", "FerryEngine", "FerryS3", "FerryStore", "FerryKafka", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "PropertyBased", package: "swift-property-based"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),

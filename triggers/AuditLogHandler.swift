@@ -1,7 +1,5 @@
-import FerryCore
-import FerryTriggers
+import FerryTriggerKit
 import Foundation
-import Synchronization
 
 /// Example trigger: appends one JSON line per S3 event record to
 /// `<output directory>/audit/audit.jsonl` — event name, bucket, decoded key, size,
@@ -24,28 +22,31 @@ public struct AuditLogHandler: S3EventHandler {
         public var handledAt: String?
     }
 
+    /// `2026-11-21T05:00:00.123Z`, as S3 writes `eventTime`.
+    static let eventTimeStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
     public func handle(_ event: S3Event, context: TriggerContext) async throws {
         var text = Data()
         for record in event.records {
             let line = Line(eventName: record.eventName, bucket: record.s3.bucket.name, key: record.s3.object.decodedKey,
                             size: record.s3.object.size, eTag: record.s3.object.eTag,
                             sequencer: record.s3.object.sequencer, eventTime: record.eventTime,
-                            handledAt: Timestamp.iso8601(Date()))
+                            handledAt: Date().formatted(Self.eventTimeStyle))
             text.append(contentsOf: try FerryJSON.encodeSorted(line))
             text.append(0x0A)
         }
-        try await AuditFile.append(text, to: file)
+        try await AuditFile.append(text, to: file, blocking: context.environment.blocking)
         context.logger.info("audit: \(event.records.count) record(s) appended to \(file.path)")
     }
 }
 
 /// Appends whole lines with O_APPEND, so concurrent writers never interleave
-/// within a line. The write runs on Ferry's blocking pool, not on the Swift
-/// concurrency threads that run handlers (a slow disk must not stall them);
-/// the directory is created only when the file cannot be opened without it.
+/// within a line. The write is blocking work, handed to the worker's
+/// blocking threads (a slow disk must not stall the threads that run
+/// handlers); the directory is created only when the file cannot be opened without it.
 enum AuditFile {
-    static func append(_ data: Data, to file: URL) async throws {
-        try await BlockingPool.shared.run { Result { try appendNow(data, to: file) } }.get()
+    static func append(_ data: Data, to file: URL, blocking: any BlockingWork) async throws {
+        try await blocking.run { try appendNow(data, to: file) }
     }
 
     /// Blocking.

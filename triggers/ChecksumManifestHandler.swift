@@ -1,6 +1,5 @@
-import FerryCore
-import FerryS3
-import FerryTriggers
+import Crypto
+import FerryTriggerKit
 import Foundation
 
 /// Example derived-object writer: for every object written under a watched
@@ -49,56 +48,35 @@ public struct ChecksumManifestHandler: StreamRecordHandler {
     func writeManifest(for record: DynamoDBEvent.Record, context: TriggerContext) async throws {
         guard let bucket = record.dynamodb.keys["bucket"]?.stringValue, let key = record.dynamodb.keys["key"]?.stringValue,
               key.hasPrefix(watchedPrefix) else { return }
-        guard let store = context.environment.objects else {
+        guard let objects = context.objects else {
             throw ManifestError("no object storage configured for trigger handlers (run inside a worker)")
         }
-        let (size, sha256) = try await Self.digest(bucket: bucket, key: key, store: store, scratch: context.environment.outputDirectory)
-        let manifest = Manifest(bucket: bucket, key: key, size: size, eTag: record.dynamodb.newImage?["eTag"]?.stringValue,
+        guard let object = try await objects.object(bucket: bucket, key: key) else {
+            // Removed since the record was written: a later REMOVE record says so; nothing to describe.
+            context.logger.info("checksum manifest: s3://\(bucket)/\(key) is gone, no manifest")
+            return
+        }
+        let sha256 = try await Self.sha256(of: object)
+        let manifest = Manifest(bucket: bucket, key: key, size: object.size, eTag: object.eTag,
                                 sha256: sha256, sequenceNumber: record.dynamodb.sequenceNumber)
-        let body = Data(try FerryJSON.encodeSorted(manifest)).base64EncodedString()
         let relative = String(key.dropFirst(watchedPrefix.count))
-        try await context.transfers.enqueue(TransferRequest(
-            id: "manifest-\(record.eventID)", op: .upload, bucket: bucket, key: "\(manifestPrefix)\(relative).sha256.json",
-            source: "data:application/json;base64,\(body)", contentType: "application/json"))
+        try await context.transfers.upload(try FerryJSON.encodeSorted(manifest), id: "manifest-\(record.eventID)", bucket: bucket,
+                                           key: "\(manifestPrefix)\(relative).sha256.json", contentType: "application/json")
         context.logger.info("checksum manifest enqueued for s3://\(bucket)/\(key)", metadata: ["sha256": "\(sha256)"])
     }
 
-    /// Reads the object into a scratch file under the output directory and hashes it.
-    /// The file work runs on Ferry's blocking pool: hashing a large object on
-    /// the Swift concurrency threads that run handlers would stall them.
-    static func digest(bucket: String, key: String, store: any ObjectStore, scratch: URL) async throws -> (Int64, String) {
-        let directory = scratch.appendingPathComponent(".ferry-manifest")
-        let path = directory.appendingPathComponent(UUID().uuidString).path
-        let fd = try await BlockingPool.shared.run { () -> Result<Int32, any Error> in
-            Result {
-                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-                let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-                guard fd >= 0 else { throw ManifestError("cannot create \(path)") }
-                return fd
-            }
-        }.get()
-        defer { close(fd); unlink(path) }
-        let attributes = try await store.getObject(bucket: bucket, key: key, into: fd)
-        let size = attributes.size
-        let sha256 = try await BlockingPool.shared.run { () -> Result<String, any Error> in
-            Result {
-                let hasher = Digest.Hasher.sha256()
-                var buffer = [UInt8](repeating: 0, count: 1 << 20)
-                var offset: off_t = 0
-                while true {
-                    let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, offset) }
-                    if n < 0 && errno == EINTR { continue }
-                    guard n >= 0 else { throw ManifestError("cannot read \(path): \(String(cString: strerror(errno)))") }
-                    guard n > 0 else { break }
-                    buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-                    offset += off_t(n)
-                }
-                // A short file is not the object: no manifest for what was not read.
-                guard Int64(offset) == size else { throw ManifestError("read \(offset) bytes of \(path), the object has \(size)") }
-                return hasher.finish().hexString
-            }
-        }.get()
-        return (size, sha256)
+    /// The SHA-256 of the object's bytes, hashed as they arrive: memory holds
+    /// one chunk, whatever the object's size.
+    static func sha256(of object: StoredObject) async throws -> String {
+        var hasher = SHA256()
+        var read: Int64 = 0
+        for try await chunk in object.bytes {
+            hasher.update(data: chunk)
+            read += Int64(chunk.count)
+        }
+        // A short read is not the object: no manifest for what was not read.
+        guard read == object.size else { throw ManifestError("read \(read) bytes, the object has \(object.size)") }
+        return hasher.finalize().map { String(format: "%02x", $0) }.joined()
     }
 
     struct ManifestError: Error, CustomStringConvertible {

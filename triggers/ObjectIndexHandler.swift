@@ -1,5 +1,4 @@
-import FerryCore
-import FerryTriggers
+import FerryTriggerKit
 import Foundation
 import GRDB
 

@@ -1,5 +1,4 @@
-import FerryCore
-import FerryTriggers
+import FerryTriggerKit
 import Foundation
 
 /// Example stream trigger on a record table (`posts`, declared on the workers
@@ -31,7 +30,7 @@ public struct PostFeedHandler: StreamRecordHandler {
             text.append(contentsOf: try FerryJSON.encodeSorted(line))
             text.append(0x0A)
         }
-        try await AuditFile.append(text, to: file)
+        try await AuditFile.append(text, to: file, blocking: context.environment.blocking)
         context.logger.info("post feed: \(event.records.count) change(s) appended to \(file.path)")
         return StreamBatchResponse(failedEventIDs: [])
     }

@@ -1,4 +1,4 @@
-import FerryTriggers
+import FerryTriggerKit
 
 /// The one place where trigger handlers are registered. Ferry calls this at
 /// start-up; a registration that cannot work stops start-up with its reason.

@@ -1,3 +1,5 @@
+import FerryCore
+import FerryTriggerKit
 import FerryKafka
 import Metrics
 

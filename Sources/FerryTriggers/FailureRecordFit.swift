@@ -1,3 +1,4 @@
+import FerryTriggerKit
 import FerryCore
 import FerryS3
 

@@ -1,3 +1,5 @@
+import FerryCore
+import FerryTriggerKit
 import FerryKafka
 import FerryS3
 import Foundation
@@ -233,21 +235,21 @@ public struct KafkaForwardTarget: S3EventHandler, StreamRecordHandler {
     public init(topic: String) { self.topic = topic }
 
     public func handle(_ event: S3Event, context: TriggerContext) async throws {
-        let producer = try producer(context)
+        let messages = try messages(context)
         let key = event.records.first.map { "\($0.s3.bucket.name)/\($0.s3.object.decodedKey)" }
-        try await producer.send(topic: topic, key: key, value: try FerryJSON.encode(event))
+        try await messages.send(topic: topic, key: key.map { Array($0.utf8) }, value: try FerryJSON.encode(event))
     }
 
     public func handle(_ event: DynamoDBEvent, context: TriggerContext) async throws -> StreamBatchResponse {
-        let producer = try producer(context)
+        let messages = try messages(context)
         for record in event.records {
-            try await producer.send(topic: topic, key: record.kafkaKey, value: try FerryJSON.encode(record))
+            try await messages.send(topic: topic, key: Array(record.kafkaKey.utf8), value: try FerryJSON.encode(record))
         }
         return .success
     }
 
-    private func producer(_ context: TriggerContext) throws -> KafkaProducer {
-        guard let producer = context.kafka else {
+    private func messages(_ context: TriggerContext) throws -> any MessageSender {
+        guard let producer = context.messages else {
             throw TriggerRegistrationError("kafka target: no Kafka producer here (run it in a worker, or ferry triggers test --brokers)")
         }
         return producer

@@ -1,3 +1,4 @@
+import FerryTriggerKit
 import FerryCore
 import FerryKafka
 import Foundation
@@ -32,11 +33,9 @@ struct TriggerServices: Sendable {
             guard let producer else { throw TriggerRegistrationError("no Kafka producer in this process") }
             try await producer.send(topic: requests, key: request.kafkaKey, value: try FerryJSON.encode(request))
         }
-        var context = TriggerContext(requestId: requestId, handlerName: handler, attempt: attempt,
-                                     deadline: Date().addingTimeInterval(timeout), logger: log, environment: environment,
-                                     transfers: transfers)
-        context.kafka = producer
-        return context
+        return TriggerContext(requestId: requestId, handlerName: handler, attempt: attempt,
+                              deadline: .now + .seconds(timeout), logger: log, environment: environment,
+                              transfers: transfers, messages: producer.map { ProducerMessageSender(producer: $0) })
     }
 
     /// Runs `body` within the handler's concurrency limit and its timeout.

@@ -3,6 +3,7 @@ import FerryEngine
 import FerryKafka
 import FerryS3
 import FerryStore
+import FerryTriggerKit
 import FerryTriggers
 import Foundation
 import Logging
@@ -20,10 +21,10 @@ public enum FerryRuntime {
     /// What trigger handlers are given: the data root, their output directory,
     /// region, the workers' prefix resolver and storage.
     public static func triggerEnvironment(_ configuration: WorkerConfiguration) -> TriggerEnvironment {
-        TriggerEnvironment(dataRoot: URL(fileURLWithPath: configuration.dataRoot.path),
-                           outputDirectory: configuration.triggerOutputDirectory, region: configuration.region,
-                           prefixResolver: configuration.prefixResolver,
-                           objects: try? makeStore(configuration.storage, http: configuration.http), http: configuration.http)
+        .worker(dataRoot: URL(fileURLWithPath: configuration.dataRoot.path),
+                outputDirectory: configuration.triggerOutputDirectory, region: configuration.region,
+                prefixResolver: configuration.prefixResolver,
+                store: try? makeStore(configuration.storage, http: configuration.http), transport: configuration.http)
     }
 
     /// `stateLock`: the state directory's lock when the caller took it

@@ -4,6 +4,7 @@ import FerryKafka
 import FerryS3
 import FerryStore
 import FerryTables
+import FerryTriggerKit
 import FerryTriggers
 import Foundation
 import Logging

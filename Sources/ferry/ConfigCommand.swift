@@ -1,3 +1,4 @@
+import FerryTriggerKit
 import ArgumentParser
 import FerryCore
 import FerryWorker
@@ -37,7 +38,7 @@ struct ConfigCheckCommand: AsyncParsableCommand {
         _ = try options.log.validated()
         let configuration = try configured(options.makeConfiguration)
         // Triggers declared in the file are checked as `ferry worker` would register them.
-        let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration))
+        let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration), transport: configuration.http)
         // Which provider supplies the S3 credentials, and that it does (never the secret).
         var credentials: String?
         if case .s3(let s3) = configuration.storage {

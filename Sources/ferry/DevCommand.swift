@@ -1,3 +1,4 @@
+import FerryTriggerKit
 import ArgumentParser
 import FerryCore
 import FerryEngine
@@ -121,7 +122,7 @@ struct DevCommand: AsyncParsableCommand {
             print("Store notifications: POST http://\(httpAddress)/notifications/s3?token=\(devConfiguration.ingest.token!)")
         }
         let configuration = devConfiguration
-        let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration))
+        let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration), transport: configuration.http)
 
         guard demo else {
             print("Object store: \(URL(fileURLWithPath: storeDir).standardizedFileURL.path)")

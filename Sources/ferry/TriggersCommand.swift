@@ -1,6 +1,7 @@
 import ArgumentParser
 import FerryCore
 import FerryEngine
+import FerryTriggerKit
 import FerryTriggers
 import Foundation
 import Logging
@@ -81,9 +82,10 @@ struct TriggersTestCommand: AsyncParsableCommand {
         try config.install()
         try FileManager.default.createDirectory(atPath: dataRoot, withIntermediateDirectories: true)
         let root = try configured { try DataRoot(dataRoot) }
-        let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: root.path), outputDirectory: URL(fileURLWithPath: outputDir),
-                                             region: "us-east-1", http: ProcessTransport.make())
-        let registry = try TriggerSetup.registry(environment: environment)
+        let transport = ProcessTransport.make()
+        let environment = TriggerEnvironment.worker(dataRoot: URL(fileURLWithPath: root.path), outputDirectory: URL(fileURLWithPath: outputDir),
+                                                    region: "us-east-1", store: nil, transport: transport)
+        let registry = try TriggerSetup.registry(environment: environment, transport: transport)
         let data = try CommandLineFile.data(event, "the event file")
         // A worker refuses an event that names a member twice (or is no JSON); so does the test.
         if let problem = StrictJSON.check(Array(data)) { throw ValidationError(problem.refusing(event)) }

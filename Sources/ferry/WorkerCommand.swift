@@ -2,6 +2,7 @@ import ArgumentParser
 import FerryCore
 import FerryEngine
 import FerryS3
+import FerryTriggerKit
 import FerryTriggers
 import FerryWorker
 import Foundation
@@ -41,7 +42,7 @@ struct WorkerCommand: AsyncParsableCommand {
                 throw ValidationError("cannot obtain S3 credentials from \(s3.credentials.source): \(error.message)")
             }
         }
-        let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration))
+        let registry = try TriggerSetup.registry(environment: FerryRuntime.triggerEnvironment(configuration), transport: configuration.http)
         // What `ferry config check` checks ends here; what follows needs Kafka.
         logger.info("configuration accepted; joining Kafka at \(configuration.kafka["bootstrap.servers"] ?? "?")")
         try await runUntilSignalled(exitWithin: configuration.shutdownBoundSeconds, logger: logger) {
@@ -448,12 +449,12 @@ enum IngestToken {
 /// Builds the trigger registry from `triggers/Registrations.swift` and the
 /// targets declared in the configuration file's `triggers:` list.
 enum TriggerSetup {
-    static func registry(environment: TriggerEnvironment) throws -> TriggerRegistry {
+    static func registry(environment: TriggerEnvironment, transport: CurlTransport) throws -> TriggerRegistry {
         var registry = TriggerRegistry()
         do {
             // Declared targets first: a catch-all example in triggers/ steps aside for them.
             for target in ProcessSettings.sources?.targets ?? [] {
-                try target.register(into: &registry, http: environment.http)
+                try target.register(into: &registry, http: transport)
             }
             try Registrations.register(into: &registry, environment: environment)
         } catch {
@@ -463,8 +464,8 @@ enum TriggerSetup {
     }
 
     static func registry(dataRoot: DataRoot, outputDirectory: URL, region: String, http: CurlTransport) throws -> TriggerRegistry {
-        try registry(environment: TriggerEnvironment(dataRoot: URL(fileURLWithPath: dataRoot.path), outputDirectory: outputDirectory,
-                                                     region: region, http: http))
+        try registry(environment: .worker(dataRoot: URL(fileURLWithPath: dataRoot.path), outputDirectory: outputDirectory,
+                                          region: region, store: nil, transport: http), transport: http)
     }
 }
 

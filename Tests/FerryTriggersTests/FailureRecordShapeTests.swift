@@ -1,4 +1,6 @@
 import FerryKafka
+import FerryCore
+import FerryTriggerKit
 @testable import FerryTriggers
 import Foundation
 import Testing

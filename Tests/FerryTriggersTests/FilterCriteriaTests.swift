@@ -1,3 +1,5 @@
+import FerryCore
+import FerryTriggerKit
 @testable import FerryTriggers
 import Foundation
 import Testing

@@ -1,5 +1,6 @@
 import FerryCore
 import FerryTestSupport
+import FerryTriggerKit
 import FerryTriggers
 import Foundation
 import GRDB
@@ -28,7 +29,7 @@ import Triggers
         let root = try TestPaths.temporaryDirectory("object-index")
         defer { try? FileManager.default.removeItem(at: root) }
         let handler = try ObjectIndexHandler(file: root.appendingPathComponent("objects.sqlite"))
-        let context = TriggerContext.local(handlerName: "object-index", environment: TriggerEnvironment(dataRoot: root, outputDirectory: root, region: "us-east-1", http: TestHTTP.transport))
+        let context = TriggerContext.local(handlerName: "object-index", environment: TriggerEnvironment(dataRoot: root, outputDirectory: root, region: "us-east-1"))
         // A record SQLite refuses (as it would on a full disk): reported, so it is retried.
         try await handler.database.write { db in
             try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON objects WHEN NEW.key = 'poison' BEGIN SELECT RAISE(ABORT, 'refused'); END")

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+import FerryCore
+import FerryTriggerKit
 @testable import FerryTriggers
 
 /// A revocation waits (bounded) for a `WorkerCrashed` record under way, so

@@ -1,5 +1,7 @@
 import FerryKafka
 import FerryTestSupport
+import FerryCore
+import FerryTriggerKit
 @testable import FerryTriggers
 import Foundation
 import Logging
@@ -75,7 +77,7 @@ import Testing
         func dispatcher(_ triggers: [StreamTriggerRegistration], logger: Logger) throws -> TriggerDispatcher {
             var registry = TriggerRegistry()
             for t in triggers { try registry.register(t) }
-            return try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1", http: TestHTTP.transport),
+            return try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
                                          topics: topics, kafka: kafka, producer: producer, logger: logger)
         }
     }

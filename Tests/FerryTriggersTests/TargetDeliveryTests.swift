@@ -2,6 +2,7 @@ import FerryCore
 import FerryKafka
 import FerryS3
 import FerryTestSupport
+import FerryTriggerKit
 @testable import FerryTriggers
 import Foundation
 import Logging
@@ -28,7 +29,7 @@ import Testing
     func dispatchOneEvent(_ registry: TriggerRegistry, key: String) async throws
         -> (kafka: StreamDeliveryTests.Cluster, running: Task<Void, Never>, event: S3Event) {
         let kafka = try StreamDeliveryTests.Cluster(logger: logger)
-        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1", http: TestHTTP.transport),
+        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
                                                topics: kafka.topics, kafka: kafka.kafka, producer: kafka.producer, logger: logger)
         let running = Task { await dispatcher.run() }
         let event = TriggerDispatcherTests().event(key: key)
@@ -142,7 +143,7 @@ import Testing
                               maximumBatchingWindowSeconds: 1, maximumRetryAttempts: 1).register(into: &registry, http: TestHTTP.transport)
         let kafka = try StreamDeliveryTests.Cluster(partitions: 1, logger: logger)
         try await kafka.send((0..<3).map { StreamDeliveryTests.record("k", $0) })
-        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1", http: TestHTTP.transport),
+        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
                                                topics: kafka.topics, kafka: kafka.kafka, producer: kafka.producer, logger: logger)
         let running = Task { await dispatcher.run() }
         // As above, the deadline covers a slow group join (at 30 s the CI's loaded run saw only the first batch).
@@ -208,7 +209,7 @@ import Testing
     @Test func aWebhooksSecretsStayOutOfItsFailures() async throws {
         let refusing = try HTTPAnswerer(head: "HTTP/1.1 500 Busy", body: "try later")
         let closed = try LoopbackListener { close($0) }  // accepts, then hangs up
-        let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1", http: TestHTTP.transport)
+        let environment = TriggerEnvironment(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1")
         let secrets = ["hook-user", "pa55word", "SECRETPATH", "SECRETQUERY"]
         for port in [refusing.port, closed.port] {
             let target = WebhookTarget(url: "http://hook-user:pa55word@127.0.0.1:\(port)/services/T0/B0/SECRETPATH?token=SECRETQUERY", http: TestHTTP.transport)
@@ -268,7 +269,7 @@ import Testing
         var registry = TriggerRegistry()
         try TargetDeclaration(name: "forward", type: "kafka", topic: "downstream.events", events: ["ObjectRemoved:*"]).register(into: &registry, http: TestHTTP.transport)
         let kafka = try StreamDeliveryTests.Cluster(extra: ["downstream.events"], logger: logger)
-        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1", http: TestHTTP.transport),
+        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
                                                topics: kafka.topics, kafka: kafka.kafka, producer: kafka.producer, logger: logger)
         let running = Task { await dispatcher.run() }
         var removed = TriggerDispatcherTests().event(key: "gone.txt")

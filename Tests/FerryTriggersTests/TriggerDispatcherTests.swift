@@ -1,5 +1,7 @@
 import FerryKafka
 import FerryTestSupport
+import FerryCore
+import FerryTriggerKit
 @testable import FerryTriggers
 import Foundation
 import Logging
@@ -40,7 +42,7 @@ import Testing
         let producer = try KafkaProducer(configuration: kafka, logger: logger)
         var registry = TriggerRegistry()
         for t in triggers { try registry.register(t) }
-        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1", http: TestHTTP.transport),
+        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
                                                topics: topics, kafka: kafka, producer: producer, logger: logger)
         let running = Task { await dispatcher.run() }
         for (i, m) in messages.enumerated() {
@@ -231,7 +233,7 @@ import Testing
         #expect(sent.allSatisfy { (try? $0.get()) != nil })
         var registry = TriggerRegistry()
         try registry.register(S3TriggerRegistration(name: "stuck", events: ["*"], delivery: AsyncDelivery(timeoutSeconds: 900), handler: Stuck()))
-        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1", http: TestHTTP.transport),
+        let dispatcher = try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
                                                topics: topics, kafka: kafka, producer: producer, logger: logger)
         let running = Task { await dispatcher.run() }
         let limit = 2 * PartitionLanes.defaultLaneDepth
@@ -296,7 +298,7 @@ import Testing
         func dispatcher(_ trigger: S3TriggerRegistration, logger: Logger) throws -> TriggerDispatcher {
             var registry = TriggerRegistry()
             try registry.register(trigger)
-            return try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1", http: TestHTTP.transport),
+            return try TriggerDispatcher(registry: registry, environment: .init(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1"),
                                          topics: topics, kafka: kafka, producer: producer, logger: logger)
         }
     }

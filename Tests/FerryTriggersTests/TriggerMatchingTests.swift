@@ -1,4 +1,6 @@
 import FerryTestSupport
+import FerryCore
+import FerryTriggerKit
 import FerryTriggers
 import Foundation
 import Testing
@@ -66,7 +68,7 @@ import Triggers
 
     @Test func shippedRegistrationsLoad() throws {
         var registry = TriggerRegistry()
-        try Registrations.register(into: &registry, environment: TriggerEnvironment(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1", http: TestHTTP.transport))
+        try Registrations.register(into: &registry, environment: TriggerEnvironment(dataRoot: URL(fileURLWithPath: "/tmp"), outputDirectory: URL(fileURLWithPath: "/tmp"), region: "us-east-1"))
         #expect(registry.s3Triggers.map(\.name).contains("audit-log"))
     }
 
@@ -74,7 +76,7 @@ import Triggers
     func auditFixture(_ relative: String) -> (dir: URL, file: URL, handler: AuditLogHandler, context: TriggerContext) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-audit-\(UUID().uuidString)")
         let file = dir.appendingPathComponent(relative)
-        let context = TriggerContext.local(handlerName: "audit-log", environment: .init(dataRoot: dir, outputDirectory: dir, region: "us-east-1", http: TestHTTP.transport))
+        let context = TriggerContext.local(handlerName: "audit-log", environment: .init(dataRoot: dir, outputDirectory: dir, region: "us-east-1"))
         return (dir, file, AuditLogHandler(file: file), context)
     }
 

@@ -1,5 +1,6 @@
 import FerryCore
 import FerryTestSupport
+import FerryTriggerKit
 import FerryTriggers
 @testable import FerryWorker
 import Foundation

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryTriggerKit
 import FerryTriggers
 import Foundation
 import Synchronization

@@ -1,3 +1,4 @@
+import FerryCore
 /// The set of registered triggers. Built once at start-up by the registration
 /// file in `triggers/` (and the targets declared in configuration); read-only afterwards.
 public struct TriggerRegistry: Sendable {

@@ -1,3 +1,4 @@
+import FerryCore
 /// An S3 event type as a notification configuration names it:
 /// `ObjectCreated:*`, `ObjectCreated:Put`, `ObjectRemoved:Delete`, `*`.
 /// A leading `s3:` is accepted and ignored, as AWS writes it in configurations.

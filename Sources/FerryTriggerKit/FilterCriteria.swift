@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 
 /// Lambda's event filtering: `{"Filters":[{"Pattern":"<JSON>"}]}`. A record

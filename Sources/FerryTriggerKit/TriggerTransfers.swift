@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 import Logging
 import Synchronization
@@ -37,6 +38,18 @@ public struct TriggerTransfers: Sendable {
         }
         try await send(request)
     }
+
+    /// Writes `bytes` as the object `key` (before the access-level prefix, as
+    /// in a request): an upload request with the bytes in a `data:` URI, so
+    /// the object is announced like any other. `id` makes it idempotent: give
+    /// the same id for the same event (e.g. derived from its eventID), and a
+    /// redelivered event writes once.
+    public func upload(_ bytes: [UInt8], id: String, bucket: String, key: String, contentType: String = "application/octet-stream",
+                       accessLevel: AccessLevel = .guest) async throws {
+        try await enqueue(TransferRequest(id: id, op: .upload, bucket: bucket, key: key, accessLevel: accessLevel,
+                                          source: "data:\(contentType);base64,\(Data(bytes).base64EncodedString())",
+                                          contentType: contentType))
+    }
 }
 
 /// A handler tried to write where its own trigger fires: the invocation is
@@ -65,10 +78,12 @@ extension TriggerContext {
     /// transfers it enqueues are recorded in `recorder`, not sent; `triggersCaller` is the loop guard's check.
     public static func local(handlerName: String, environment: TriggerEnvironment, recorder: RecordedTransfers = RecordedTransfers(),
                              timeout: Double = 30, logger: Logger = Logger(label: "ferry.triggers.local"),
+                             messages: (any MessageSender)? = nil,
                              triggersCaller: @escaping @Sendable (String, String, String) -> Bool = { _, _, _ in false }) -> TriggerContext {
         let transfers = TriggerTransfers(handlerName: handlerName, resolver: environment.prefixResolver,
                                          triggersCaller: triggersCaller) { recorder.record($0) }
         return TriggerContext(requestId: UUID().uuidString, handlerName: handlerName, attempt: 1,
-                              deadline: Date().addingTimeInterval(timeout), logger: logger, environment: environment, transfers: transfers)
+                              deadline: .now + .seconds(timeout), logger: logger, environment: environment, transfers: transfers,
+                              messages: messages)
     }
 }

@@ -1,3 +1,4 @@
+import FerryCore
 /// One stream trigger: a table's stream, the view type the handler sees, and
 /// an event source mapping's settings.
 public struct StreamTriggerRegistration: Sendable {

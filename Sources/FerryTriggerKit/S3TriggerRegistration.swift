@@ -1,3 +1,4 @@
+import FerryCore
 /// One S3 trigger: which events reach which handler, and how delivery behaves.
 public struct S3TriggerRegistration: Sendable {
     /// Unique name, used in logs, the DLQ record and `ferry triggers list`.
