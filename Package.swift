@@ -56,15 +56,22 @@ let package = Package(
 
         // The contracts: requests, statuses, events, errors.
         .target(name: "FerryCore", dependencies: [.product(name: "DequeModule", package: "swift-collections")]),
-        // Object storage: SigV4, credentials, S3 over libcurl, the local directory store.
+        // The storage seam: the ObjectStore protocol and its values, checksums
+        // (CRC, MD5 lanes, SHA-256), byte meters. What the engine sees of storage.
+        .target(name: "FerryStorage", dependencies: [
+            "FerryCore", "CFerryChecksum", "CFerryOpenSSL", "CFerryProcess",
+        ]),
+        // The embedded default's store: objects in a directory.
+        .target(name: "FerryLocalStore", dependencies: ["FerryCore", "FerryStorage"]),
+        // S3 over HTTP: SigV4, credentials, the libcurl transport, the S3 client.
         .target(name: "FerryS3", dependencies: [
-            "FerryCore", "CCurl", "CFerryCurlShim", "CFerryOpenSSL", "CFerryChecksum",
+            "FerryCore", "FerryStorage", "CCurl", "CFerryCurlShim", "CFerryOpenSSL", "CFerryChecksum",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
         ]),
         // Running transfers against an ObjectStore with limits.
         .target(name: "FerryEngine", dependencies: [
-            "FerryCore", "FerryS3",
+            "FerryCore", "FerryStorage",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
         ]),
@@ -91,7 +98,7 @@ let package = Package(
         ]),
         // Delivering events to the registered handlers: dispatcher, mappings, targets.
         .target(name: "FerryTriggers", dependencies: [
-            "FerryCore", "FerryTriggerKit", "FerryKafka", "FerryS3",
+            "FerryCore", "FerryTriggerKit", "FerryKafka", "FerryStorage", "FerryS3",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "DequeModule", package: "swift-collections"),
@@ -108,7 +115,7 @@ let package = Package(
                 exclude: ["README.md", "events"]),
         // The pipeline: consume requests, run transfers, publish outcomes.
         .target(name: "FerryWorker", dependencies: [
-            "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggerKit", "FerryTriggers", "FerryTables", "CFerryProcess",
+            "FerryCore", "FerryStorage", "FerryLocalStore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggerKit", "FerryTriggers", "FerryTables", "CFerryProcess",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "Metrics", package: "swift-metrics"),
@@ -119,7 +126,7 @@ let package = Package(
             .product(name: "Yams", package: "Yams"),
         ], swiftSettings: testHooks),
         .executableTarget(name: "ferry", dependencies: [
-            "FerryCore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggerKit", "FerryTriggers", "FerryTables",
+            "FerryCore", "FerryStorage", "FerryLocalStore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggerKit", "FerryTriggers", "FerryTables",
             "FerryWorker", "FerryClient", "Triggers",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -127,28 +134,28 @@ let package = Package(
 
         // Starts the real peers the tests run against (mock cluster, moto, Ceph RGW, ferry processes).
         .target(name: "FerryTestSupport", dependencies: [
-                    "FerryKafka", "FerryCore", "FerryS3", .product(name: "PropertyBased", package: "swift-property-based"),
+                    "FerryKafka", "FerryCore", "FerryStorage", "FerryLocalStore", "FerryS3", .product(name: "PropertyBased", package: "swift-property-based"),
                     .product(name: "Logging", package: "swift-log"), .product(name: "JWTKit", package: "jwt-kit"),
                 ], path: "Tests/FerryTestSupport", swiftSettings: testHooks),
         .testTarget(name: "FerryCoreTests", dependencies: [
             "FerryCore", "FerryTestSupport", .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
         .testTarget(name: "FerryS3Tests", dependencies: [
-            "FerryS3", "CFerryChecksum", "FerryTestSupport", .product(name: "PropertyBased", package: "swift-property-based"),
+            "FerryS3", "FerryStorage", "FerryLocalStore", "CFerryChecksum", "FerryTestSupport", .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
         .testTarget(name: "FerryTriggersTests", dependencies: [
-            "FerryTriggerKit", "FerryTriggers", "Triggers", "FerryKafka", "FerryS3", "FerryTestSupport",
+            "FerryTriggerKit", "FerryTriggers", "Triggers", "FerryKafka", "FerryStorage", "FerryLocalStore", "FerryS3", "FerryTestSupport",
         ]),
-        .testTarget(name: "FerryEngineTests", dependencies: ["FerryEngine", "FerryS3", "FerryTestSupport"]),
+        .testTarget(name: "FerryEngineTests", dependencies: ["FerryEngine", "FerryStorage", "FerryLocalStore", "FerryS3", "FerryTestSupport"]),
         .testTarget(name: "FerryKafkaTests", dependencies: ["FerryKafka", "FerryTestSupport"]),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "FerryTestSupport"]),
         .testTarget(name: "FerryWorkerTests", dependencies: [
-            "FerryWorker", "CFerryProcess", "FerryTriggerKit", "FerryTriggers", "FerryEngine", "FerryS3", "FerryStore", "FerryKafka", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
+            "FerryWorker", "CFerryProcess", "FerryTriggerKit", "FerryTriggers", "FerryEngine", "FerryStorage", "FerryLocalStore", "FerryS3", "FerryStore", "FerryKafka", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "PropertyBased", package: "swift-property-based"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
         .testTarget(name: "FerryIntegrationTests", dependencies: [
-            "FerryCore", "FerryKafka", "FerryClient", "FerryS3", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
+            "FerryCore", "FerryKafka", "FerryClient", "FerryStorage", "FerryLocalStore", "FerryS3", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
     ]

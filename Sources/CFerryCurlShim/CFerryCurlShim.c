@@ -84,6 +84,3 @@ int ferry_epoll_wait(int epfd, int *fds, int *flags, int max, int timeout_ms) {
 #include <sys/eventfd.h>
 int ferry_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 int ferry_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
-
-#include <fcntl.h>
-int ferry_reserve_file_space(int fd, long long length) { return fallocate(fd, 0, 0, (off_t)length); }

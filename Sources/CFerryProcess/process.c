@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 #include "CFerryProcess.h"
 #include <malloc.h>
 
@@ -17,3 +18,6 @@ int ferry_heap_fix_mmap_threshold(size_t bytes) {
 size_t ferry_heap_free_bytes(void) {
     return mallinfo2().fordblks;
 }
+
+#include <fcntl.h>
+int ferry_reserve_file_space(int fd, long long length) { return fallocate(fd, 0, 0, (off_t)length); }

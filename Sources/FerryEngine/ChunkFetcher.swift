@@ -1,5 +1,5 @@
 import FerryCore
-import FerryS3
+import FerryStorage
 
 /// Where the bytes of a `kafka-chunks://` upload come from (the worker reads
 /// them from Kafka; the engine does not know Kafka).

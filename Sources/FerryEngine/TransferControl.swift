@@ -1,5 +1,5 @@
 import FerryCore
-import FerryS3
+import FerryStorage
 import Synchronization
 
 /// Pause, resume and cancel for one transfer, from before it starts until it

@@ -1,5 +1,5 @@
 import FerryCore
-import FerryS3
+import FerryStorage
 import Foundation
 import Logging
 import Synchronization
@@ -18,7 +18,7 @@ public final class TransferEngine: Sendable {
         /// nil where the endpoint has none (such requests are refused).
         public var acceleratedStore: (any ObjectStore)?
         /// Fetches `https://` upload sources; nil disables them (the default).
-        public var remoteSources: RemoteSourceFetcher?
+        public var remoteSources: (any RemoteSourceReader)?
         /// Reads `kafka-chunks://` upload sources (the worker's Kafka); nil refuses them.
         public var chunks: (any ChunkFetcher)?
         public init() {}
@@ -88,7 +88,7 @@ public final class TransferEngine: Sendable {
                 guard let fetcher = configuration.remoteSources else {
                     throw RemoteSourceRefusal.disabled(source)
                 }
-                if let refusal = fetcher.policy.refusal(of: source, what: "source") { throw refusal }
+                if let refusal = fetcher.refusal(of: source) { throw refusal }
             } else {
                 _ = try dataRoot.sourcePath(source, areas: job.localAreas)
             }

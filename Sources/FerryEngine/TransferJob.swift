@@ -1,5 +1,5 @@
 import FerryCore
-import FerryS3
+import FerryStorage
 
 /// A validated request with its resolved storage location, ready to run.
 public struct TransferJob: Sendable {

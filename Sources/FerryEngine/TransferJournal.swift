@@ -1,4 +1,4 @@
-import FerryS3
+import FerryStorage
 import Synchronization
 
 /// Where the engine records how far a transfer got, so that after a crash or

@@ -1,5 +1,5 @@
 import FerryCore
-import FerryS3
+import FerryStorage
 import Foundation
 import Logging
 import Metrics
@@ -19,7 +19,7 @@ struct TransferRun: Sendable {
     let control: TransferControl
     let store: any ObjectStore
     let dataRoot: DataRoot
-    let remoteSources: RemoteSourceFetcher?
+    let remoteSources: (any RemoteSourceReader)?
     let chunks: (any ChunkFetcher)?
     let journal: (any TransferJournal)?
     /// Asked when a storage request gets no answer, before it is retried.

@@ -1,5 +1,5 @@
 import FerryCore
-import FerryS3
+import FerryStorage
 
 /// The engine's defaults, and the settings of one transfer after its
 /// request's `options` are applied (see README, "Transfer options").

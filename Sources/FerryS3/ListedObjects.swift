@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 
 extension S3Client {
     /// Every object whose key starts with `prefix`, in key order, one page

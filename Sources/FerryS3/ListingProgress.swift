@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 
 /// A paginated listing must move on: a truncated page names where the next
 /// one begins, and never a place the listing has already been. A server that

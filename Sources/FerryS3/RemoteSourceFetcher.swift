@@ -1,10 +1,11 @@
 import FerryCore
+import FerryStorage
 import Foundation
 
 /// Downloads `https://` upload sources (e.g. a presigned GET) into a local file,
 /// under a `RemoteSourcePolicy`: redirects are followed one hop at a time, each
 /// hop's URL and resolved address checked again.
-public final class RemoteSourceFetcher: Sendable {
+public final class RemoteSourceFetcher: RemoteSourceReader {
     public let policy: RemoteSourcePolicy
     private let transport: CurlTransport
 
@@ -54,4 +55,8 @@ public final class RemoteSourceFetcher: Sendable {
         }
         throw FerryError(.forbiddenSource, "source redirected more than \(policy.maxRedirects) times")
     }
+}
+
+extension RemoteSourceFetcher {
+    public func refusal(of url: String) -> FerryError? { policy.refusal(of: url, what: "source") }
 }

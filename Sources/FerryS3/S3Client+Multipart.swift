@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import Foundation
 
 extension S3Client {
@@ -44,7 +45,7 @@ extension S3Client {
                              checksumAlgorithm: value == nil ? nil : checksum)
     }
 
-    public static let copySourceIfMatch = "x-amz-copy-source-if-match"
+    public static let copySourceIfMatch = CopyObjectInput.sourceIfMatchHeader
 
     public func uploadPartCopy(_ location: ObjectLocation, uploadId: String, partNumber: Int, source: ObjectLocation,
                                range: ClosedRange<Int64>, headers extra: [String: String]) async throws(FerryError) -> CompletedPart {

@@ -1,5 +1,6 @@
 import Foundation
 import FerryCore
+import FerryStorage
 
 /// Where S3 requests go and how a bucket is addressed.
 public struct S3Endpoint: Sendable, Hashable {

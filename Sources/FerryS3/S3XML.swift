@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import Foundation
 #if canImport(FoundationXML)
 import FoundationXML

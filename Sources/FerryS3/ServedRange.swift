@@ -1,3 +1,4 @@
+import FerryStorage
 /// Whether a ranged GET's answer holds the bytes that were asked for.
 ///
 /// A download writes each range's body at the range's offset, and an object

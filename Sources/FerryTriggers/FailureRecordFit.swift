@@ -1,6 +1,7 @@
 import FerryTriggerKit
 import FerryCore
 import FerryS3
+import FerryStorage
 
 /// What a failure record says in place of a payload too large for Kafka.
 public struct OmittedPayload: Sendable, Codable, Hashable {

@@ -2,6 +2,7 @@ import FerryCore
 import FerryTriggerKit
 import FerryKafka
 import FerryS3
+import FerryStorage
 import Foundation
 
 /// A trigger declared in configuration (`triggers:` in the worker's file),

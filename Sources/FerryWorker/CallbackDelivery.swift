@@ -1,5 +1,6 @@
 import FerryCore
 import FerryS3
+import FerryStorage
 import Foundation
 
 /// An HTTPS callback waiting on `<prefix>.callbacks`: where to POST, and the terminal status to POST.

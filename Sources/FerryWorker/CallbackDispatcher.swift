@@ -1,6 +1,7 @@
 import FerryCore
 import FerryKafka
 import FerryS3
+import FerryStorage
 import FerryStore
 import Foundation
 import Logging

@@ -2,6 +2,7 @@ import FerryCore
 import FerryEngine
 import FerryKafka
 import FerryS3
+import FerryStorage
 import Foundation
 import Logging
 

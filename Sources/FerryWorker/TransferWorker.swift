@@ -2,6 +2,8 @@ import FerryCore
 import FerryEngine
 import FerryKafka
 import FerryS3
+import FerryLocalStore
+import FerryStorage
 import FerryStore
 import FerryTables
 import FerryTriggerKit

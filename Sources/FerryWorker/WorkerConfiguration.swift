@@ -2,6 +2,8 @@ import FerryCore
 import FerryEngine
 import FerryKafka
 import FerryS3
+import FerryLocalStore
+import FerryStorage
 import Foundation
 
 /// Everything a worker process needs; the command line fills it from flags

@@ -1,5 +1,6 @@
 import FerryEngine
 import FerryS3
+import FerryStorage
 import FerryStore
 import Logging
 

@@ -3,6 +3,7 @@ import FerryCore
 import FerryEngine
 import FerryKafka
 import FerryS3
+import FerryStorage
 import Foundation
 import FerryWorker
 import Logging

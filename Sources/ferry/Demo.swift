@@ -3,6 +3,8 @@ import FerryCore
 import FerryEngine
 import FerryKafka
 import FerryS3
+import FerryLocalStore
+import FerryStorage
 import FerryStore
 import FerryWorker
 import Foundation

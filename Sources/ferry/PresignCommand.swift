@@ -1,6 +1,7 @@
 import ArgumentParser
 import FerryCore
 import FerryS3
+import FerryStorage
 import Foundation
 
 struct PresignCommand: AsyncParsableCommand {

@@ -1,4 +1,5 @@
 import FerryS3
+import FerryStorage
 
 /// The one place a `ferry` process makes its HTTP transport (and so its
 /// curl event-loop threads). Everything that talks HTTP in the process (the

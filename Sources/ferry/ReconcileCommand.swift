@@ -2,6 +2,8 @@ import ArgumentParser
 import FerryCore
 import FerryKafka
 import FerryS3
+import FerryLocalStore
+import FerryStorage
 import FerryStore
 import FerryWorker
 import Foundation

@@ -2,6 +2,7 @@ import ArgumentParser
 import FerryCore
 import FerryEngine
 import FerryS3
+import FerryStorage
 import Foundation
 import Synchronization
 

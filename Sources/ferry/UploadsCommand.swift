@@ -1,6 +1,7 @@
 import ArgumentParser
 import FerryCore
 import FerryS3
+import FerryStorage
 import Foundation
 
 /// `ferry uploads`: the incomplete multipart uploads under a prefix, and

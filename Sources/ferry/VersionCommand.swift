@@ -1,6 +1,7 @@
 import ArgumentParser
 import FerryKafka
 import FerryS3
+import FerryStorage
 import FerryStore
 
 struct VersionCommand: ParsableCommand {

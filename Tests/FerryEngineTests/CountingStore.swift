@@ -1,5 +1,6 @@
 import FerryCore
 import FerryS3
+import FerryStorage
 import Synchronization
 
 /// Forwards every call to a real store and counts the part requests, so tests

@@ -1,6 +1,7 @@
 import FerryCore
 import FerryEngine
 import FerryS3
+import FerryStorage
 import FerryTestSupport
 import Foundation
 import Logging

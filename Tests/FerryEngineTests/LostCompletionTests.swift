@@ -1,6 +1,8 @@
 import FerryCore
 @testable import FerryEngine
 import FerryS3
+import FerryLocalStore
+import FerryStorage
 import FerryTestSupport
 import Foundation
 import Testing

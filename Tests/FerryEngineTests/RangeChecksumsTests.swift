@@ -1,6 +1,7 @@
 @testable import FerryEngine
 import FerryCore
 import FerryS3
+import FerryStorage
 import FerryTestSupport
 import Foundation
 import Testing

@@ -1,6 +1,7 @@
 import FerryCore
 @testable import FerryEngine
 import FerryS3
+import FerryStorage
 import FerryTestSupport
 import Foundation
 import Synchronization

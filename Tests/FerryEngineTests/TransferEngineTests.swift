@@ -1,6 +1,8 @@
 import FerryCore
 import FerryEngine
 import FerryS3
+import FerryLocalStore
+import FerryStorage
 import FerryTestSupport
 import Foundation
 import Logging

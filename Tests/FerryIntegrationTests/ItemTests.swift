@@ -2,6 +2,7 @@ import FerryClient
 import FerryCore
 import FerryKafka
 import FerryS3
+import FerryStorage
 import FerryTestSupport
 import Foundation
 import Logging

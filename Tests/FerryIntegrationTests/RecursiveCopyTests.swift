@@ -1,4 +1,5 @@
 import FerryS3
+import FerryStorage
 import FerryTestSupport
 import Foundation
 import Testing

@@ -1,6 +1,7 @@
 import CFerryChecksum
 import FerryCore
 import FerryS3
+import FerryStorage
 import FerryTestSupport
 import Foundation
 import Testing

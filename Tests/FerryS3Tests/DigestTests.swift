@@ -1,5 +1,6 @@
 import FerryCore
 import FerryS3
+import FerryStorage
 import Foundation
 import Testing
 

@@ -1,4 +1,6 @@
 @testable import FerryS3
+@testable import FerryLocalStore
+@testable import FerryStorage
 import FerryCore
 import FerryTestSupport
 import Foundation

@@ -1,5 +1,7 @@
 import FerryCore
 import FerryS3
+import FerryLocalStore
+import FerryStorage
 import FerryTestSupport
 import Foundation
 import Synchronization

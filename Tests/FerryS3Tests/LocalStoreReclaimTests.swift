@@ -1,5 +1,7 @@
 import FerryCore
 @testable import FerryS3
+@testable import FerryLocalStore
+@testable import FerryStorage
 import FerryTestSupport
 import Foundation
 import Testing

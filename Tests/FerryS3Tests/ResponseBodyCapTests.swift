@@ -1,5 +1,7 @@
 import FerryCore
+@testable import FerryLocalStore
 @testable import FerryS3
+@testable import FerryStorage
 import FerryTestSupport
 import Foundation
 import Testing

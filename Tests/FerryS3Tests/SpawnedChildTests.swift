@@ -1,4 +1,6 @@
+@testable import FerryLocalStore
 @testable import FerryS3
+@testable import FerryStorage
 import FerryTestSupport
 import Foundation
 import Testing

@@ -1,4 +1,5 @@
 import FerryS3
+import FerryStorage
 
 /// HTTP transports for tests, which make their clients and environments
 /// directly instead of through the `ferry` command's one transport.

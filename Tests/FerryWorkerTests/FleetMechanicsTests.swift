@@ -2,6 +2,8 @@ import FerryCore
 @testable import FerryEngine
 import FerryKafka
 import FerryS3
+import FerryLocalStore
+import FerryStorage
 import FerryStore
 @testable import FerryWorker
 import Foundation

@@ -41,7 +41,5 @@ int ferry_eventfd(void);           // non-blocking, close-on-exec
 // Waits up to `timeout_ms`; fills up to `max` (at most 64) ready fds and their
 // CURL_CSELECT_* flags; returns how many, or -1 (errno).
 int ferry_epoll_wait(int epfd, int *fds, int *flags, int max, int timeout_ms);
-// fallocate(fd, 0, 0, length): blocks reserved for a download's file; -1 where the filesystem cannot.
-int ferry_reserve_file_space(int fd, long long length);
 
 #endif

@@ -23,4 +23,8 @@ int ferry_heap_fix_mmap_threshold(size_t bytes);
 /// an allocation no larger than this may be served from free space.
 size_t ferry_heap_free_bytes(void);
 
+/// fallocate(fd, 0, 0, length): blocks reserved for a download's file; -1
+/// where the filesystem cannot (glibc declares it only under _GNU_SOURCE).
+int ferry_reserve_file_space(int fd, long long length);
+
 #endif

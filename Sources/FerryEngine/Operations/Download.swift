@@ -1,5 +1,5 @@
 import FerryCore
-import FerryS3
+import FerryStorage
 import Foundation
 import Synchronization
 

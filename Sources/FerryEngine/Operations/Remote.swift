@@ -1,5 +1,5 @@
 import FerryCore
-import FerryS3
+import FerryStorage
 
 extension TransferRun {
     func delete() async throws(FerryError) -> TransferOutcome {
@@ -118,7 +118,7 @@ extension TransferRun {
         let destination = location
         // The destination's SSE-C key (from the request's headers) and the source's.
         let partHeaders = input.headers.filter { HeaderPolicy.isCustomerKeyHeader($0.key) }.merging(sourceKey) { a, _ in a }
-            .merging(head.eTag.map { [S3Client.copySourceIfMatch: $0] } ?? [:]) { a, _ in a }
+            .merging(head.eTag.map { [CopyObjectInput.sourceIfMatchHeader: $0] } ?? [:]) { a, _ in a }
         let unchanged = { @Sendable () async throws(FerryError) -> Void in
             let now = try await run.attempt("HeadObject") { () async throws(FerryError) -> ObjectAttributes? in
                 try await run.store.headObject(bucket: source.bucket, key: source.key, headers: sourceHeadHeaders)

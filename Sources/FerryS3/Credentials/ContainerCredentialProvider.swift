@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import Foundation
 
 /// ECS task roles and EKS Pod Identity: credentials from the container

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import Foundation
 
 /// Finds Ferry's own AWS credentials the way AWS SDKs do, first match wins:

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import Foundation
 import Logging
 import Synchronization

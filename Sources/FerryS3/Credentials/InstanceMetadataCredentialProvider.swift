@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import Foundation
 
 /// EC2 instance profiles through IMDSv2: a session token (`PUT

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import Foundation
 
 /// A profile's `credential_process`: a command (run by `/bin/sh -c`, at most

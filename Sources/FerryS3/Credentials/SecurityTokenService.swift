@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import Foundation
 
 /// The two STS calls Ferry's credential providers make (query API, version

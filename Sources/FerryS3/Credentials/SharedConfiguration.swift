@@ -1,3 +1,4 @@
+import FerryStorage
 import Foundation
 
 /// AWS's shared files, merged per profile: the config file (`AWS_CONFIG_FILE`,

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import Foundation
 
 /// EKS IAM roles for service accounts (and any OIDC issuer): the token file

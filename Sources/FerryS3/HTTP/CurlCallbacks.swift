@@ -1,6 +1,7 @@
 import CCurl
 import CFerryCurlShim
 import FerryCore
+import FerryStorage
 import Foundation
 
 /// The state of one request shared with curl's C callbacks.

@@ -1,6 +1,7 @@
 import CCurl
 import CFerryCurlShim
 import FerryCore
+import FerryStorage
 import Foundation
 import Synchronization
 

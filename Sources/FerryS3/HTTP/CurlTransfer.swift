@@ -1,6 +1,7 @@
 import CCurl
 import CFerryCurlShim
 import FerryCore
+import FerryStorage
 import Foundation
 
 /// One request on a libcurl easy handle: the handle's options, set from the

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import Foundation
 
 /// HTTP dates (`Last-Modified`), RFC 9110 §5.6.7: the IMF-fixdate servers

@@ -1,3 +1,4 @@
+import FerryStorage
 import Foundation
 
 /// An HTTP request for the curl transport. The URL is already encoded.
@@ -97,4 +98,13 @@ public struct HTTPResponse: Sendable {
 
     /// The server's time when it answered (`Date`, whole seconds), if it said a valid one.
     var date: Date? { header("date").flatMap(HTTPDate.parse) }
+}
+
+extension ObjectBody {
+    var httpBody: HTTPRequest.Body {
+        switch self {
+        case .bytes(let b): return .bytes(b)
+        case .file(let fd, let offset, let length): return .file(descriptor: fd, offset: offset, length: length)
+        }
+    }
 }

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import Foundation
 
 /// What `https://` upload sources may reach. The address check runs on the

@@ -1,3 +1,4 @@
+import FerryStorage
 import CCurl
 import Foundation
 

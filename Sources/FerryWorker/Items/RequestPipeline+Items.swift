@@ -2,6 +2,7 @@ import FerryCore
 import FerryEngine
 import FerryKafka
 import FerryS3
+import FerryStorage
 import FerryStore
 import Foundation
 import Logging

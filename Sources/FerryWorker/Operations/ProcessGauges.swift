@@ -1,6 +1,7 @@
 import CFerryProcess
 import FerryCore
 import FerryS3
+import FerryStorage
 import Metrics
 
 /// The process's own memory and threads, read when /metrics is scraped.

@@ -1,4 +1,4 @@
-import CFerryCurlShim
+import CFerryProcess
 import Glibc
 
 /// Disk space for a file that is about to be written out of order.

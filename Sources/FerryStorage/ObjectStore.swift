@@ -144,17 +144,10 @@ public enum ObjectBody: Sendable {
         }
     }
 
-    var httpBody: HTTPRequest.Body {
-        switch self {
-        case .bytes(let b): return .bytes(b)
-        case .file(let fd, let offset, let length): return .file(descriptor: fd, offset: offset, length: length)
-        }
-    }
-
     /// Feeds the body's bytes to `consume`, 1 MiB at a time.
     public func readAll(_ consume: (UnsafeRawBufferPointer) -> Void) throws(FerryError) { try read(consume) }
 
-    func read(_ consume: (UnsafeRawBufferPointer) -> Void) throws(FerryError) {
+    package func read(_ consume: (UnsafeRawBufferPointer) -> Void) throws(FerryError) {
         switch self {
         case .bytes(let bytes):
             bytes.withUnsafeBytes(consume)
@@ -212,6 +205,9 @@ public struct PutObjectInput: Sendable {
 
 /// A copy inside storage.
 public struct CopyObjectInput: Sendable {
+    /// The header that makes a copy (or a part copied) depend on the source's
+    /// ETag, as S3's `x-amz-copy-source-if-match`; every store honours it.
+    public static let sourceIfMatchHeader = "x-amz-copy-source-if-match"
     public var source: ObjectLocation
     /// The new object: bucket, key, content type, metadata and headers (SSE-C
     /// of the destination among them). Nothing of the source's metadata is kept
@@ -356,6 +352,10 @@ public struct MultipartUploadSummary: Sendable, Hashable {
     public var key: String
     public var uploadId: String
     public var initiated: Date?
+
+    public init(key: String, uploadId: String, initiated: Date?) {
+        self.key = key; self.uploadId = uploadId; self.initiated = initiated
+    }
 }
 
 extension ObjectStore {

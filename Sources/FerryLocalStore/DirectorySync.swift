@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import Foundation
 
 /// Makes the names created or renamed in one directory durable: `sync()`

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import Foundation
 
 /// Multipart uploads in the local store: `<bucket>/uploads/<uploadId>/` holds
@@ -60,7 +61,7 @@ extension LocalObjectStore {
             guard let entry = self.readIndex(key: source.key, bucketDir: sourceDir) else {
                 throw FerryError(.noSuchKey, "UploadPartCopy: no object \(source)")
             }
-            if let wanted = headers.first(where: { $0.key.lowercased() == S3Client.copySourceIfMatch })?.value,
+            if let wanted = headers.first(where: { $0.key.lowercased() == CopyObjectInput.sourceIfMatchHeader })?.value,
                wanted.trimmingCharacters(in: ["\""]) != entry.eTag.trimmingCharacters(in: ["\""]) {
                 throw FerryError(.preconditionFailed, "UploadPartCopy: \(source) is no longer the version with ETag \(wanted)")
             }

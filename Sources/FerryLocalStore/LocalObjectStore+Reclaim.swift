@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import Foundation
 
 /// A blob being written: created new and held under an exclusive `flock`
