@@ -27,12 +27,17 @@ public struct RetryPolicy: Sendable, Hashable {
         }
     }
 
-    /// The wait before retry number `retry` (1-based): uniform in [0, min(max, base·2^retry)].
-    /// After `SlowDown` the ceiling is four times higher: the server asked for a lower pace.
-    public func delay(beforeRetry retry: Int, after error: FerryError? = nil) -> Double {
+    /// The process's `Backoff` in this policy's shape: full jitter under
+    /// min(max, base·2^retry). After `SlowDown` the ceiling is four times
+    /// higher: the server asked for a lower pace.
+    public func backoff(after error: FerryError? = nil) -> Backoff {
         let base = error?.code == .slowDown ? baseDelaySeconds * 4 : baseDelaySeconds
-        let ceiling = min(maxDelaySeconds, base * Double(1 << min(retry, 20)))
-        return Double.random(in: 0...ceiling)
+        return Backoff(first: 2 * base, cap: maxDelaySeconds)
+    }
+
+    /// The wait before retry number `retry` (1-based).
+    public func delay(beforeRetry retry: Int, after error: FerryError? = nil) -> Double {
+        backoff(after: error).delay(beforeRetry: retry)
     }
 
     /// Runs `body`, retrying retryable failures; `onRetry` sees each failure

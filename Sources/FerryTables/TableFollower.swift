@@ -24,18 +24,22 @@ public final class TableFollower: Sendable {
         observer = try KafkaConsumer.observer(configuration: kafka, group: "\(topics.prefix)-tables-observer", logger: logger)
     }
 
-    /// Follows every table until cancelled; a table whose topic cannot be read yet is tried again every 2 s.
+    /// Follows every table until cancelled; a table whose topic cannot be read
+    /// yet is tried again within 2 s (`Backoff.tableTopic`).
     public func run() async {
         await withDiscardingTaskGroup { group in
             for table in tables {
                 group.addTask { [self] in
+                    var retry = 0
                     while !Task.isCancelled {
                         do {
                             try await follow(table)
+                            retry = 0
                         } catch {
-                            logger.warning("cannot read table \(table) (\(topics.table(table))), trying again in 2 s: \(error)")
+                            logger.warning("cannot read table \(table) (\(topics.table(table))), trying again within 2 s: \(error)")
                         }
-                        try? await Task.sleep(for: .seconds(2))
+                        retry += 1
+                        guard await Backoff.tableTopic.pause(beforeRetry: retry) else { break }
                     }
                 }
             }
@@ -63,16 +67,10 @@ public final class TableFollower: Sendable {
                     logger.error("table \(table): skipped a record that is not a Ferry table record", metadata: [
                         "partition": "\(message.partition)", "offset": "\(message.offset)"])
                 }
-                var delay = 0.1
-                while !Task.isCancelled {
-                    do {
-                        try await view.apply(change.map { [$0] } ?? [], topic: topic, partition: message.partition, next: message.offset + 1)
-                        break
-                    } catch {
-                        logger.error("table \(table): cannot write the view, retrying in \(delay) s: \(error)")
-                        try? await Task.sleep(for: .seconds(delay))
-                        delay = min(delay * 2, 5)
-                    }
+                _ = await Backoff.localState.untilSuccess(failed: { error, retry in
+                    logger.error("table \(table): cannot write the view, retry \(retry): \(error)")
+                }) {
+                    try await view.apply(change.map { [$0] } ?? [], topic: topic, partition: message.partition, next: message.offset + 1)
                 }
                 positions.withLock { $0[topic, default: [:]][message.partition] = message.offset + 1 }
             }

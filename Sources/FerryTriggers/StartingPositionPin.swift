@@ -41,20 +41,16 @@ enum StartingPositionPin {
     /// `pinLatest` until it succeeds or the task is cancelled (false then):
     /// a mapping that cannot know where to start does not start.
     static func pinLatestRetrying(kafka: KafkaConfiguration, group: String, topic: String, logger: Logger) async -> Bool {
-        var delay = 1.0
-        while !Task.isCancelled {
-            do {
-                if let ends = try await pinLatest(kafka: kafka, group: group, topic: topic, logger: logger) {
-                        let positions = ends.sorted { $0.key < $1.key }.map { "[\($0.key)] \($0.value)" }.joined(separator: ", ")
-                    logger.info("stream trigger starts at LATEST: position pinned at the end of \(topic) (\(positions))")
-                }
-                return true
-            } catch {
-                logger.error("stream trigger cannot pin its LATEST starting position yet, retrying in \(Int(delay)) s: \(error)")
-                try? await Task.sleep(for: .seconds(delay))
-                delay = min(delay * 2, 30)
-            }
+        let pinned = await Backoff.coordinator.untilSuccess(failed: { error, retry in
+            logger.error("stream trigger cannot pin its LATEST starting position yet, retry \(retry): \(error)")
+        }) {
+            try await pinLatest(kafka: kafka, group: group, topic: topic, logger: logger)
         }
-        return false
+        guard let pinned else { return false }
+        if let ends = pinned {
+            let positions = ends.sorted { $0.key < $1.key }.map { "[\($0.key)] \($0.value)" }.joined(separator: ", ")
+            logger.info("stream trigger starts at LATEST: position pinned at the end of \(topic) (\(positions))")
+        }
+        return true
     }
 }

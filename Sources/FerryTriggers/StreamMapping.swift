@@ -242,9 +242,7 @@ final class StreamMapping: Sendable {
                 continue
             }
             logger.warning("batch failed, retry \(retries) from record \(retry.first?.record.eventID ?? "-"): \(lastError)")
-            // Doubled up to 30 s, or up to the first wait when that is longer.
-            let ceiling = max(30, mapping.retryDelaySeconds)
-            try? await Task.sleep(for: .seconds(clamping: min(ceiling, mapping.retryDelaySeconds * Double(1 << min(retries - 1, 10)))))
+            _ = await Backoff.streamRetry(first: mapping.retryDelaySeconds).pause(beforeRetry: retries)
             if Task.isCancelled { return false }
             pending.insert(retry, at: 0)
         }

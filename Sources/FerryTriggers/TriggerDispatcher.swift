@@ -189,7 +189,7 @@ public final class TriggerDispatcher: Sendable {
                 }
                 log.warning("trigger invocation failed: \(error)")
                 if attempt <= delivery.maximumRetryAttempts {
-                    try? await Task.sleep(for: .seconds(clamping: delivery.retryDelaySeconds * Double(1 << min(attempt - 1, 20))))
+                    _ = await Backoff.triggerRetry(first: delivery.retryDelaySeconds).pause(beforeRetry: attempt)
                 }
             }
         }

@@ -62,23 +62,23 @@ struct TriggerServices: Sendable {
             shrunk = true
         }
         if value.count > FailureRecordFit.maxBytes { shrink("larger than \(FailureRecordFit.maxBytes) bytes") }
-        var delay = 0.2
-        while !Task.isCancelled {
-            do {
-                try await producer.send(topic: topic, key: key, value: value)
-                return true
-            } catch where error.isPermanentForMessage {
-                guard shrunk else { shrink("Kafka refused it: \(error)"); continue }
-                logger.error("failure record for \(topic) dropped: Kafka refuses it even without its payload: \(error)")
-                Counter(label: "ferry_dlq_dropped_total", dimensions: [("topic", topic)]).increment()
-                return true
-            } catch {
-                logger.error("cannot write failure record to \(topic), retrying in \(delay) s: \(error)")
-                try? await Task.sleep(for: .seconds(clamping: delay))
-                delay = min(delay * 2, 10)
+        let written: Void? = await Backoff.kafkaRecord.untilSuccess(failed: { error, retry in
+            logger.error("cannot write failure record to \(topic), retry \(retry): \(error)")
+        }) {
+            // A refusal for good is answered at once: first by the record without
+            // its payload, then by dropping it with its reason. Anything else is retried.
+            while true {
+                do {
+                    return try await producer.send(topic: topic, key: key, value: value)
+                } catch let error as KafkaError where error.isPermanentForMessage {
+                    guard shrunk else { shrink("Kafka refused it: \(error)"); continue }
+                    logger.error("failure record for \(topic) dropped: Kafka refuses it even without its payload: \(error)")
+                    Counter(label: "ferry_dlq_dropped_total", dimensions: [("topic", topic)]).increment()
+                    return
+                }
             }
         }
-        return false
+        return written != nil
     }
 }
 

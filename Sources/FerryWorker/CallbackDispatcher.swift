@@ -93,7 +93,7 @@ final class CallbackDispatcher: Sendable {
             guard attempts < settings.maxAttempts else { break }
             logger.warning("callback to \(Self.redacted(delivery.url)) failed (attempt \(attempts) of \(settings.maxAttempts)): \(lastError)",
                            metadata: ["transfer": "\(delivery.status.id)"])
-            try? await Task.sleep(for: .seconds(clamping: min(0.5 * Double(1 << min(attempts - 1, 10)), 10)))
+            _ = await Backoff.callback.pause(beforeRetry: attempts)
         }
         logger.error("callback to \(Self.redacted(delivery.url)) not delivered after \(attempts) attempt(s): \(lastError); dead-lettered on \(topics.callbacksDLQ)",
                      metadata: ["transfer": "\(delivery.status.id)"])
@@ -109,21 +109,16 @@ final class CallbackDispatcher: Sendable {
         // headers, would be refused every time and hold its partition); the cut is marked.
         let record = DeadLetterRecord.make(topic: topics.callbacksDLQ, key: id.map { Array($0.utf8) }, value: value,
                                            headers: headers.map { OutboxMessage.Header($0.0, $0.1) }, maxBytes: deadLetterMaxBytes)
-        var delay = 0.5
-        while !Task.isCancelled {
+        let written: Void? = await Backoff.kafkaRecord.untilSuccess(failed: { error, retry in
+            logger.error("cannot write the callback dead letter, retry \(retry): \(error)")
+        }) {
             do {
                 try await producer.send(topic: record.topic, key: record.key, value: record.value, headers: record.headers.map { ($0.name, $0.value) })
-                return true
-            } catch where error.isPermanentForMessage {
+            } catch let error as KafkaError where error.isPermanentForMessage {
                 logger.error("callback dead letter dropped: Kafka refuses it even cut to \(record.recordBytes) bytes: \(error)")
-                return true
-            } catch {
-                logger.error("cannot write the callback dead letter, retrying: \(error)")
-                try? await Task.sleep(for: .seconds(clamping: delay))
-                delay = min(delay * 2, 5)
             }
         }
-        return false
+        return written != nil
     }
 
     /// Without its query (which may carry a token).

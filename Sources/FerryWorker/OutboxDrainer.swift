@@ -1,3 +1,4 @@
+import FerryCore
 import FerryKafka
 import FerryStore
 import Foundation
@@ -53,7 +54,7 @@ final class OutboxDrainer: Sendable {
 
     /// Drains until the task is cancelled.
     func run() async {
-        var delay = 0.1
+        var failedRounds = 0
         var depthReadAt = ContinuousClock.now - .seconds(1)
         while !Task.isCancelled {
             let round = await drainOnce()
@@ -68,13 +69,13 @@ final class OutboxDrainer: Sendable {
             health?.outbox(depth: depth, delivered: round == .progress)
             switch round {
             case .empty:
-                delay = 0.1
+                failedRounds = 0
                 await sleepUntilNudged(seconds: 1)
             case .progress:
-                delay = 0.1
+                failedRounds = 0
             case .failed:
-                try? await Task.sleep(for: .seconds(clamping: delay))
-                delay = min(delay * 2, 5)
+                failedRounds += 1
+                _ = await Backoff.outboxDrain.pause(beforeRetry: failedRounds)
             }
         }
     }

@@ -306,20 +306,15 @@ struct RequestPipeline: Sendable {
                         endingTransfer id: String? = nil, streamOffset: Int64? = nil, delivery: DeliveryPosition? = nil,
                         items: [ItemVersion] = [], releases: [ObjectReference] = [],
                         releasedBy: (requestId: String, sequencer: String) = ("", ""), log: Logger) async -> Bool {
-        var delay = 0.1
-        while !Task.isCancelled {
-            do {
-                try await state.commitOutcome(messages, finished: finished, endingTransfer: id, streamOffset: streamOffset,
-                                              delivery: delivery, items: items, releases: releases, releasedBy: releasedBy)
-                outbox.nudge()
-                return true
-            } catch {
-                log.error("cannot write the \(what) to the outbox, retrying in \(delay) s: \(error)")
-                try? await Task.sleep(for: .seconds(clamping: delay))
-                delay = min(delay * 2, 5)
-            }
+        let written: Void? = await Backoff.localState.untilSuccess(failed: { error, retry in
+            log.error("cannot write the \(what) to the outbox, retry \(retry): \(error)")
+        }) {
+            try await state.commitOutcome(messages, finished: finished, endingTransfer: id, streamOffset: streamOffset,
+                                          delivery: delivery, items: items, releases: releases, releasedBy: releasedBy)
         }
-        return false
+        guard written != nil else { return false }
+        outbox.nudge()
+        return true
     }
 }
 

@@ -139,6 +139,7 @@ final class IngestProcessor: Sendable {
                 Counter(label: "ferry_ingest_changes_total", dimensions: [("outcome", "foreign_bucket")]).increment()
                 continue
             }
+            var retry = 0
             while !Task.isCancelled {
                 do {
                     try await handle(change, received: received)
@@ -156,8 +157,9 @@ final class IngestProcessor: Sendable {
                     Counter(label: "ferry_ingest_changes_total", dimensions: [("outcome", "unpublishable")]).increment()
                     break
                 } catch {
-                    logger.error("cannot publish the change of s3://\(change.bucket)/\(change.key), retrying: \(error)")
-                    try? await Task.sleep(for: .seconds(1))
+                    retry += 1
+                    logger.error("cannot publish the change of s3://\(change.bucket)/\(change.key), retry \(retry): \(error)")
+                    _ = await Backoff.ingestPublish.pause(beforeRetry: retry)
                 }
             }
             if Task.isCancelled { return false }
