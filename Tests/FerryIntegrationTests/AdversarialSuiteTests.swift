@@ -70,13 +70,12 @@ import Testing
         let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
         for topic in Topics().all + [Topics().table("fzposts")] { try cluster.createTopic(topic, partitions: 8) }
         let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, ["compression.type": "lz4"])
-        let worker = try BackgroundProcess(
-            name: "worker-fuzz", executable: TestPaths.ferryBinary,
-            arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", server.endpoint,
-                        "--region", "us-east-1", "--data-root", dataRoot.path, "--state-dir", base.appendingPathComponent("state").path,
-                        "--max-transfers", "16", "--https-sources", "--shutdown-grace", "5", "--table", "fzposts:id",
-                        "--kafka-property", "compression.type=lz4"],
-            environment: server.clientEnvironment, logDirectory: base)
+        let worker = try WorkerCommandLine(
+            bootstrapServers: cluster.bootstrapServers, storage: .s3(endpoint: server.endpoint), dataRoot: dataRoot,
+            stateDirectory: base.appendingPathComponent("state"),
+            extra: ["--max-transfers", "16", "--https-sources", "--shutdown-grace", "5", "--table", "fzposts:id",
+                    "--kafka-property", "compression.type=lz4"])
+            .start(name: "worker-fuzz", environment: server.clientEnvironment, logDirectory: base)
 
         // Generate and produce.
         var generator = HostileRequestGenerator(seed: seed, sandbox: sandbox)

@@ -35,12 +35,10 @@ import Testing
     func startWorker(_ setup: Setup, extra: [String] = []) throws -> BackgroundProcess {
         let data = setup.base.appendingPathComponent("data")
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
-        return try BackgroundProcess(
-            name: "worker", executable: TestPaths.ferryBinary,
-            arguments: ["worker", "--bootstrap-servers", setup.bootstrap, "--local-store", setup.store.path, "--data-root", data.path,
-                        "--state-dir", setup.base.appendingPathComponent("state").path, "--max-transfers", "32", "--role", "transfers",
-                        "--log-level", "info"] + extra,
-            logDirectory: setup.base)
+        return try WorkerCommandLine(bootstrapServers: setup.bootstrap, storage: .local(setup.store), dataRoot: data,
+                                     stateDirectory: setup.base.appendingPathComponent("state"), roles: "transfers", logLevel: "info",
+                                     extra: ["--max-transfers", "32"] + extra)
+            .start(name: "worker", logDirectory: setup.base)
     }
 
     /// One gauge's value from a worker's /metrics.

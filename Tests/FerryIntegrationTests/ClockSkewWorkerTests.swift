@@ -32,9 +32,9 @@ import Testing
             environment["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
             let worker = try BackgroundProcess(
                 name: "skewed-worker", executable: "/usr/bin/faketime",
-                arguments: ["-f", "+1h", TestPaths.ferryBinary, "worker", "--bootstrap-servers", env.cluster.bootstrapServers,
-                            "--s3-endpoint", rgw.endpoint, "--region", "us-east-1", "--data-root", env.dataRoot.path,
-                            "--state-dir", base.appendingPathComponent("state").path],
+                arguments: ["-f", "+1h", TestPaths.ferryBinary]
+                    + WorkerCommandLine(bootstrapServers: env.cluster.bootstrapServers, storage: .s3(endpoint: rgw.endpoint),
+                                        dataRoot: env.dataRoot, stateDirectory: base.appendingPathComponent("state")).arguments,
                 environment: environment, logDirectory: base)
 
             // Larger than the multipart threshold: its parts are signed at once.

@@ -42,14 +42,12 @@ struct CrashLoopBreakerTests {
             var workers: [BackgroundProcess] = []
             func start() throws -> BackgroundProcess {
                 let n = workers.count
-                let worker = try BackgroundProcess(
-                    name: "breaker-worker-\(n)", executable: TestPaths.ferryBinary,
-                    arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", moto.endpoint,
-                                "--region", "us-east-1", "--data-root", env.dataRoot.path, "--worker-id", "breaker-\(n)",
-                                "--state-dir", base.appendingPathComponent(freshState ? "state-\(n)" : "state").path,
-                                "--max-starts", "\(maxStarts)"]
-                        + (rebalanceDuringDeadLetter ? ["--kafka-property", "partition.assignment.strategy=roundrobin"] : []),
-                    environment: moto.clientEnvironment.merging(faultEnvironment) { $1 }, logDirectory: base)
+                let worker = try WorkerCommandLine(
+                    bootstrapServers: env.cluster.bootstrapServers, storage: .s3(endpoint: moto.endpoint), dataRoot: env.dataRoot,
+                    stateDirectory: base.appendingPathComponent(freshState ? "state-\(n)" : "state"), workerId: "breaker-\(n)",
+                    extra: ["--max-starts", "\(maxStarts)"]
+                        + (rebalanceDuringDeadLetter ? ["--kafka-property", "partition.assignment.strategy=roundrobin"] : []))
+                    .start(name: "breaker-worker-\(n)", environment: moto.clientEnvironment.merging(faultEnvironment) { $1 }, logDirectory: base)
                 workers.append(worker)
                 return worker
             }

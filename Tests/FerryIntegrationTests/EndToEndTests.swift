@@ -31,13 +31,9 @@ import Testing
         }
 
         func startWorker(name: String, stateDir: String, extra: [String] = []) throws -> BackgroundProcess {
-            try BackgroundProcess(
-                name: name, executable: TestPaths.ferryBinary,
-                arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", server.endpoint,
-                            "--region", "us-east-1", "--data-root", dataRoot.path,
-                            "--state-dir", logs.appendingPathComponent(stateDir).path,
-                            "--trigger-output-dir", triggerOutput.path, "--log-level", "debug"] + extra,
-                environment: server.clientEnvironment, logDirectory: logs)
+            try WorkerCommandLine(bootstrapServers: cluster.bootstrapServers, storage: .s3(endpoint: server.endpoint), dataRoot: dataRoot,
+                                  stateDirectory: logs.appendingPathComponent(stateDir), triggerOutput: triggerOutput, logLevel: "debug", extra: extra)
+                .start(name: name, environment: server.clientEnvironment, logDirectory: logs)
         }
 
         /// The trigger handlers' files, one directory for the environment's workers (a fleet's shared volume).

@@ -37,11 +37,9 @@ import Testing
             try await s3("put", bucket, key, victim.path)
         }
         try Data("ok\n".utf8).write(to: env.dataRoot.appendingPathComponent("ok.txt"))
-        let worker = try BackgroundProcess(
-            name: "worker-hostile", executable: TestPaths.ferryBinary,
-            arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", server.endpoint,
-                        "--region", "us-east-1", "--data-root", env.dataRoot.path, "--state-dir", base.appendingPathComponent("state").path] + extra,
-            environment: server.clientEnvironment.merging(environment) { $1 }, logDirectory: base)
+        let worker = try WorkerCommandLine(bootstrapServers: env.cluster.bootstrapServers, storage: .s3(endpoint: server.endpoint),
+                                           dataRoot: env.dataRoot, stateDirectory: base.appendingPathComponent("state"), extra: extra)
+            .start(name: "worker-hostile", environment: server.clientEnvironment.merging(environment) { $1 }, logDirectory: base)
         do {
             try await body(env, worker)
         } catch {

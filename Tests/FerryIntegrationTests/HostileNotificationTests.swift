@@ -45,15 +45,14 @@ import Testing
         let tokenFile = base.appendingPathComponent("ingest.token")
         try token.write(to: tokenFile, atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(at: base.appendingPathComponent("data"), withIntermediateDirectories: true)
-        let worker = try BackgroundProcess(
-            name: "worker-ingest-fuzz", executable: TestPaths.ferryBinary,
-            arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", moto.endpoint, "--region", "us-east-1",
-                        "--data-root", base.appendingPathComponent("data").path, "--state-dir", base.appendingPathComponent("state").path,
-                        "--role", "ingest", "--ingest-settle", "0.2", "--http-address", "127.0.0.1:0",
-                        "--ingest-token-file", tokenFile.path, "--shutdown-grace", "5", "--kafka-property", "compression.type=lz4",
-                        // The samples' buckets but photos: its notifications are refused.
-                        "--ingest-bucket", "fuzz", "--ingest-bucket", "ingest", "--ingest-bucket", "images"],
-            environment: moto.clientEnvironment, logDirectory: base)
+        let worker = try WorkerCommandLine(
+            bootstrapServers: cluster.bootstrapServers, storage: .s3(endpoint: moto.endpoint), dataRoot: base.appendingPathComponent("data"),
+            stateDirectory: base.appendingPathComponent("state"), roles: "ingest",
+            extra: ["--ingest-settle", "0.2", "--http-address", "127.0.0.1:0", "--ingest-token-file", tokenFile.path,
+                    "--shutdown-grace", "5", "--kafka-property", "compression.type=lz4",
+                    // The samples' buckets but photos: its notifications are refused.
+                    "--ingest-bucket", "fuzz", "--ingest-bucket", "ingest", "--ingest-bucket", "images"])
+            .start(name: "worker-ingest-fuzz", environment: moto.clientEnvironment, logDirectory: base)
         let http = try await worker.workerHTTPEndpoint()
         let up = await eventually(timeout: 60) { (try? await curl("\(http)/healthz").status) == 200 }
         try #require(up, "the worker did not start: \(worker.log.suffix(2000))")

@@ -46,13 +46,12 @@ import Testing
         try await Boto3(moto)("create-bucket", "fuzz")
         let dataRoot = base.appendingPathComponent("data")
         try FileManager.default.createDirectory(at: dataRoot, withIntermediateDirectories: true)
-        let worker = try BackgroundProcess(
-            name: "worker-triggers-fuzz", executable: TestPaths.ferryBinary,
-            arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", moto.endpoint, "--region", "us-east-1",
-                        "--data-root", dataRoot.path, "--state-dir", base.appendingPathComponent("state").path,
-                        "--role", "transfers,triggers", "--shutdown-grace", "5", "--kafka-property", "compression.type=lz4",
-                        "--trigger-output-dir", base.appendingPathComponent("outputs").path],
-            environment: moto.clientEnvironment, logDirectory: base)
+        let worker = try WorkerCommandLine(
+            bootstrapServers: cluster.bootstrapServers, storage: .s3(endpoint: moto.endpoint), dataRoot: dataRoot,
+            stateDirectory: base.appendingPathComponent("state"), roles: "transfers,triggers",
+            triggerOutput: base.appendingPathComponent("outputs"),
+            extra: ["--shutdown-grace", "5", "--kafka-property", "compression.type=lz4"])
+            .start(name: "worker-triggers-fuzz", environment: moto.clientEnvironment, logDirectory: base)
 
         var rng = HostileInput.rng(seed: seed)
         var validKeys: [String] = []

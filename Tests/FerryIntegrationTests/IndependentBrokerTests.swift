@@ -23,13 +23,10 @@ import Testing
         let store = base.appendingPathComponent("store")
         // Tansu holds a JoinGroup for half the group's session timeout: 6 s makes joins take 3 s.
         func worker(_ name: String) throws -> BackgroundProcess {
-            try BackgroundProcess(
-                name: name, executable: TestPaths.ferryBinary,
-                arguments: ["worker", "--bootstrap-servers", broker.bootstrapServers, "--local-store", store.path,
-                            "--data-root", data.path, "--state-dir", base.appendingPathComponent("state-\(name)").path,
-                            "--worker-id", name, "--role", "transfers", "--max-transfers", "2", "--http-address", "127.0.0.1:0",
-                            "--kafka-property", "session.timeout.ms=6000", "--log-level", "info"],
-                environment: broker.environment, logDirectory: base)
+            try WorkerCommandLine(bootstrapServers: broker.bootstrapServers, storage: .local(store), dataRoot: data,
+                                  stateDirectory: base.appendingPathComponent("state-\(name)"), workerId: name, roles: "transfers", logLevel: "info",
+                                  extra: ["--max-transfers", "2", "--http-address", "127.0.0.1:0", "--kafka-property", "session.timeout.ms=6000"])
+                .start(name: name, environment: broker.environment, logDirectory: base)
         }
         var first = try worker("first")
         let second = try worker("second")

@@ -35,13 +35,11 @@ import Testing
         try token.write(to: tokenFile, atomically: true, encoding: .utf8)
         let data = base.appendingPathComponent("data")
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
-        let worker = try BackgroundProcess(
-            name: "worker-ingest-allow", executable: TestPaths.ferryBinary,
-            arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", "http://127.0.0.1:1",
-                        "--region", "us-east-1", "--data-root", data.path, "--state-dir", base.appendingPathComponent("state").path,
-                        "--role", "ingest", "--ingest-settle", "0.2", "--http-address", "127.0.0.1:0",
-                        "--ingest-token-file", tokenFile.path, "--ingest-bucket", "served"],
-            environment: ["AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"], logDirectory: base)
+        let worker = try WorkerCommandLine(
+            bootstrapServers: cluster.bootstrapServers, storage: .s3(endpoint: "http://127.0.0.1:1"), dataRoot: data,
+            stateDirectory: base.appendingPathComponent("state"), roles: "ingest",
+            extra: ["--ingest-settle", "0.2", "--http-address", "127.0.0.1:0", "--ingest-token-file", tokenFile.path, "--ingest-bucket", "served"])
+            .start(name: "worker-ingest-allow", environment: ["AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"], logDirectory: base)
         let http = try await worker.workerHTTPEndpoint()
         let kafka = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
         func messages(_ topic: String) async throws -> [KafkaMessage] {

@@ -78,12 +78,11 @@ import Testing
         try Data(secret.utf8).write(to: secretFile)
         chmod(secretFile.path, 0o600)
         let keys = await JWTKeyCollection().add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
-        let worker = try BackgroundProcess(
-            name: "worker-areas", executable: TestPaths.ferryBinary,
-            arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--local-store", storeDirectory.path,
-                        "--data-root", root.path, "--state-dir", base.appendingPathComponent("state").path, "--role", "transfers",
-                        "--auth-mode", "jwt", "--jwt-secret-file", secretFile.path, "--allow-guests", "--max-transfers", "16"],
-            logDirectory: base)
+        let worker = try WorkerCommandLine(
+            bootstrapServers: cluster.bootstrapServers, storage: .local(storeDirectory), dataRoot: root,
+            stateDirectory: base.appendingPathComponent("state"), roles: "transfers",
+            extra: ["--auth-mode", "jwt", "--jwt-secret-file", secretFile.path, "--allow-guests", "--max-transfers", "16"])
+            .start(name: "worker-areas", logDirectory: base)
         #expect(await eventually(timeout: 60) { worker.log.contains("partitions assigned") }, "\(worker.log.suffix(2000))")
 
         let cases = Self.generate(total, root: root, using: &rng)

@@ -37,12 +37,9 @@ import Testing
         }
 
         func worker(_ name: String, store: String, extra: [String] = []) throws -> BackgroundProcess {
-            try BackgroundProcess(
-                name: name, executable: TestPaths.ferryBinary,
-                arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--s3-endpoint", store, "--region", "us-east-1",
-                            "--data-root", data.path, "--state-dir", base.appendingPathComponent(name).path,
-                            "--log-level", "debug", "--worker-id", name] + extra,
-                environment: ["AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"], logDirectory: base)
+            try WorkerCommandLine(bootstrapServers: cluster.bootstrapServers, storage: .s3(endpoint: store), dataRoot: data,
+                                  stateDirectory: base.appendingPathComponent(name), workerId: name, logLevel: "debug", extra: extra)
+                .start(name: name, environment: ["AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"], logDirectory: base)
         }
 
         /// The states `id`'s statuses went through, in the order published.
@@ -82,14 +79,12 @@ import Testing
             try await Boto3(moto)("create-bucket", "out")
             try env.cluster.createTopic(Topics().table("posts"), partitions: 2)
             // 4 MiB/s: the 24 MiB upload is still running when the store goes away.
-            let worker = try BackgroundProcess(
-                name: "outage-worker", executable: TestPaths.ferryBinary,
-                arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", proxy.endpoint,
-                            "--region", "us-east-1", "--data-root", env.dataRoot.path,
-                            "--state-dir", base.appendingPathComponent("state").path, "--http-address", "127.0.0.1:0",
-                            "--max-transfers", "4", "--bandwidth-limit", "4MiB", "--table", "posts:id", "--log-level", "debug",
-                            "--https-sources", "--https-source-allow-range", "127.0.0.0/8"],
-                environment: moto.clientEnvironment, logDirectory: base)
+            let worker = try WorkerCommandLine(
+                bootstrapServers: env.cluster.bootstrapServers, storage: .s3(endpoint: proxy.endpoint), dataRoot: env.dataRoot,
+                stateDirectory: base.appendingPathComponent("state"), logLevel: "debug",
+                extra: ["--http-address", "127.0.0.1:0", "--max-transfers", "4", "--bandwidth-limit", "4MiB", "--table", "posts:id",
+                        "--https-sources", "--https-source-allow-range", "127.0.0.0/8"])
+                .start(name: "outage-worker", environment: moto.clientEnvironment, logDirectory: base)
             let http = try await worker.workerHTTPEndpoint()
             #expect(await eventually(timeout: 60) { await curl("\(http)/readyz").status == 200 }, "\(worker.log.suffix(2000))")
             func upload(_ id: String, _ file: URL, options: String = "") async throws {

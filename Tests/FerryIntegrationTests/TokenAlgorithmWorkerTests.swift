@@ -37,13 +37,11 @@ import Testing
             chmod(keyFile.path, 0o600)
             let data = base.appendingPathComponent("data-\(worker.name)")
             try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
-            processes.append(try BackgroundProcess(
-                name: "worker-\(worker.name)", executable: TestPaths.ferryBinary,
-                arguments: ["worker", "--bootstrap-servers", cluster.bootstrapServers, "--topic-prefix", topics.prefix,
-                            "--local-store", base.appendingPathComponent("store-\(worker.name)").path, "--data-root", data.path,
-                            "--state-dir", base.appendingPathComponent("state-\(worker.name)").path, "--role", "transfers",
-                            "--auth-mode", "jwt", worker.flag, keyFile.path],
-                logDirectory: base))
+            processes.append(try WorkerCommandLine(
+                bootstrapServers: cluster.bootstrapServers, storage: .local(base.appendingPathComponent("store-\(worker.name)")),
+                dataRoot: data, stateDirectory: base.appendingPathComponent("state-\(worker.name)"), roles: "transfers",
+                extra: ["--topic-prefix", topics.prefix, "--auth-mode", "jwt", worker.flag, keyFile.path])
+                .start(name: "worker-\(worker.name)", logDirectory: base))
             var cases: [String: TokenForge.Case] = [:]
             for (n, c) in TokenForge.cases(using: &generator).enumerated() {
                 let id = "tok-\(index)-\(n)"

@@ -20,12 +20,9 @@ import Testing
         var client: TransferClient
 
         func worker(_ name: String, extra: [String] = []) throws -> BackgroundProcess {
-            try BackgroundProcess(
-                name: name, executable: TestPaths.ferryBinary,
-                arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", env.server.endpoint,
-                            "--region", "us-east-1", "--data-root", env.dataRoot.path, "--worker-id", name,
-                            "--state-dir", base.appendingPathComponent("state-\(name)").path] + extra,
-                environment: env.server.clientEnvironment, logDirectory: base)
+            try WorkerCommandLine(bootstrapServers: env.cluster.bootstrapServers, storage: .s3(endpoint: env.server.endpoint), dataRoot: env.dataRoot,
+                                  stateDirectory: base.appendingPathComponent("state-\(name)"), workerId: name, extra: extra)
+                .start(name: name, environment: env.server.clientEnvironment, logDirectory: base)
         }
 
         func file(_ name: String, bytes: Int) throws -> URL {

@@ -19,13 +19,9 @@ import Testing
         var base: URL
 
         func worker(_ name: String, state: String? = nil, extra: [String] = [], environment: [String: String] = [:]) throws -> BackgroundProcess {
-            try BackgroundProcess(
-                name: name, executable: TestPaths.ferryBinary,
-                arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", proxy.endpoint,
-                            "--region", "us-east-1", "--data-root", env.dataRoot.path, "--worker-id", name,
-                            "--state-dir", base.appendingPathComponent(state ?? "state-\(name)").path,
-                            "--log-level", "debug"] + extra,
-                environment: env.server.clientEnvironment.merging(environment) { $1 }, logDirectory: base)
+            try WorkerCommandLine(bootstrapServers: env.cluster.bootstrapServers, storage: .s3(endpoint: proxy.endpoint), dataRoot: env.dataRoot,
+                                  stateDirectory: base.appendingPathComponent(state ?? "state-\(name)"), workerId: name, logLevel: "debug", extra: extra)
+                .start(name: name, environment: env.server.clientEnvironment.merging(environment) { $1 }, logDirectory: base)
         }
 
         func file(_ name: String, mebibytes: Int) throws -> URL {

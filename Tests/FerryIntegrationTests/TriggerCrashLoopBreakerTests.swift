@@ -66,14 +66,11 @@ struct TriggerCrashLoopBreakerTests {
     /// A worker whose trigger handlers trap on `marker`.
     func triggerWorker(_ env: EndToEndTests.Environment, moto: MotoServer, base: URL, name: String, marker: String, maxStarts: Int,
                        environment: [String: String] = [:]) throws -> BackgroundProcess {
-        try BackgroundProcess(
-            name: name, executable: TestPaths.ferryBinary,
-            arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", moto.endpoint,
-                        "--region", "us-east-1", "--data-root", env.dataRoot.path, "--worker-id", name,
-                        "--state-dir", base.appendingPathComponent("state-\(name)").path, "--max-starts", "\(maxStarts)",
-                        "--trigger-output-dir", env.triggerOutput.path],
-            environment: moto.clientEnvironment.merging(["FERRY_TEST_TRIGGER_TRAP_MARKER": marker]) { $1 }.merging(environment) { $1 },
-            logDirectory: base)
+        try WorkerCommandLine(bootstrapServers: env.cluster.bootstrapServers, storage: .s3(endpoint: moto.endpoint), dataRoot: env.dataRoot,
+                              stateDirectory: base.appendingPathComponent("state-\(name)"), workerId: name, triggerOutput: env.triggerOutput,
+                              extra: ["--max-starts", "\(maxStarts)"])
+            .start(name: name, environment: moto.clientEnvironment.merging(["FERRY_TEST_TRIGGER_TRAP_MARKER": marker]) { $1 }.merging(environment) { $1 },
+                   logDirectory: base)
     }
 
     /// The one record on `ferry.triggers.dlq`, with its condition; `records`

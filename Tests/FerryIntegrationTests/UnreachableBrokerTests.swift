@@ -75,8 +75,8 @@ import Testing
         let data = base.appendingPathComponent("data"), state = base.appendingPathComponent("state")
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         func arguments(_ id: String) -> [String] {
-            ["worker", "--bootstrap-servers", "127.0.0.1:\(silent.port)", "--data-root", data.path, "--state-dir", state.path,
-             "--local-store", base.appendingPathComponent("store").path, "--worker-id", id]
+            WorkerCommandLine(bootstrapServers: "127.0.0.1:\(silent.port)", storage: .local(base.appendingPathComponent("store")),
+                              dataRoot: data, stateDirectory: state, workerId: id).arguments
         }
         let first = try BackgroundProcess(name: "state-lock-first", executable: ferry, arguments: arguments("w-first"), environment: credentials, logDirectory: base)
         let lockFile = state.appendingPathComponent("ferry.lock").path
@@ -106,9 +106,9 @@ import Testing
         let data = base.appendingPathComponent("data")
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         func worker(_ extra: [String]) async throws -> CommandResult {
-            try await runCommand(ferry, ["worker", "--bootstrap-servers", broker, "--data-root", data.path,
-                                         "--state-dir", base.appendingPathComponent("state-\(UUID().uuidString)").path,
-                                         "--local-store", base.appendingPathComponent("store").path] + extra,
+            try await runCommand(ferry, WorkerCommandLine(bootstrapServers: broker, storage: .local(base.appendingPathComponent("store")),
+                                                          dataRoot: data, stateDirectory: base.appendingPathComponent("state-\(UUID().uuidString)"),
+                                                          extra: extra).arguments,
                                  environment: credentials, timeout: 120)
         }
         async let jsonRun = worker(["--log-format", "json"])

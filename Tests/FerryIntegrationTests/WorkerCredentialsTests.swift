@@ -28,11 +28,9 @@ import Testing
                           "HOME": home.path, "AWS_EC2_METADATA_DISABLED": "true", "AWS_ENDPOINT_URL": "",
                           "AWS_ENDPOINT_URL_STS": moto.endpoint, "AWS_REGION": "us-east-1"]
             func worker(_ name: String, _ environment: [String: String], extra: [String] = []) throws -> BackgroundProcess {
-                try BackgroundProcess(
-                    name: name, executable: TestPaths.ferryBinary,
-                    arguments: ["worker", "--bootstrap-servers", env.cluster.bootstrapServers, "--s3-endpoint", proxy.endpoint,
-                                "--data-root", env.dataRoot.path, "--state-dir", base.appendingPathComponent("state-\(name)").path] + extra,
-                    environment: noKeys.merging(environment) { $1 }, logDirectory: base)
+                try WorkerCommandLine(bootstrapServers: env.cluster.bootstrapServers, storage: .s3(endpoint: proxy.endpoint, region: nil),
+                                      dataRoot: env.dataRoot, stateDirectory: base.appendingPathComponent("state-\(name)"), extra: extra)
+                    .start(name: name, environment: noKeys.merging(environment) { $1 }, logDirectory: base)
             }
 
             // 1. EKS-style: AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN only.
