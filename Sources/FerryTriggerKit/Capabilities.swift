@@ -15,8 +15,11 @@ public protocol ObjectReader: Sendable {
 
 /// One object: its attributes, and its bytes as an async sequence of chunks.
 public struct StoredObject: Sendable {
+    /// The object's length in bytes.
     public var size: Int64
+    /// The version read; every chunk of `bytes` is of this version.
     public var eTag: String?
+    /// As stored with the object.
     public var contentType: String?
     /// The bytes, in order. Reading fails if the object changes meanwhile.
     public var bytes: ObjectBytes
@@ -64,11 +67,15 @@ public protocol HTTPSender: Sendable {
     func send(_ request: TriggerHTTPRequest) async throws -> TriggerHTTPResponse
 }
 
+/// An HTTP request a handler makes through `HTTPSender`.
 public struct TriggerHTTPRequest: Sendable {
+    /// `GET`, `POST`, …
     public var method: String
     /// An encoded URL.
     public var url: String
+    /// Name and value pairs, sent in this order.
     public var headers: [(String, String)]
+    /// Empty for none.
     public var body: [UInt8]
     /// The most seconds the whole request may take.
     public var timeoutSeconds: Int
@@ -78,10 +85,14 @@ public struct TriggerHTTPRequest: Sendable {
     }
 }
 
+/// The answer to a `TriggerHTTPRequest`, whatever its status (a 4xx or 5xx
+/// is an answer, not an error; a connection that fails throws).
 public struct TriggerHTTPResponse: Sendable {
+    /// The HTTP status code.
     public var status: Int
     /// Header names in lower case.
     public var headers: [String: String]
+    /// The body, whole (at most 16 MiB; a longer one fails the request).
     public var body: [UInt8]
 
     public init(status: Int, headers: [String: String], body: [UInt8]) {

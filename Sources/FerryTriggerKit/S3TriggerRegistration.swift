@@ -3,11 +3,14 @@ import FerryCore
 public struct S3TriggerRegistration: Sendable {
     /// Unique name, used in logs, the DLQ record and `ferry triggers list`.
     public var name: String
+    /// The S3 event types that reach the handler (`ObjectCreated:*`, `ObjectRemoved:Delete`, …).
     public var events: [EventTypePattern]
     /// Key filters, on the decoded key, as S3's `prefix` / `suffix` filter rules.
     public var prefix: String
     public var suffix: String
+    /// Retries, timeout, event age and concurrency, as Lambda's async invocation.
     public var delivery: AsyncDelivery
+    /// What runs for each event.
     public var handler: any S3EventHandler
     /// For catch-all examples: instead of failing start-up when it overlaps a
     /// trigger registered before it (targets declared in configuration come

@@ -6,10 +6,14 @@ public struct StreamTriggerRegistration: Sendable {
     public var name: String
     /// `objects`, `transfers`, or a record table declared on the workers (`--table`).
     public var table: String
+    /// Which images the records carry (keys only, new, old, or both).
     public var viewType: StreamViewType
+    /// Batching, retries, filters and destinations, as a Lambda event source mapping.
     public var mapping: EventSourceMapping
+    /// What runs for each batch.
     public var handler: any StreamRecordHandler
 
+    /// Ferry's own tables; record tables declared on the workers come beside them.
     public static let tables = ["objects", "transfers"]
 
     public init(name: String, table: String, viewType: StreamViewType = .newAndOldImages,
