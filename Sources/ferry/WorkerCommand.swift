@@ -239,6 +239,8 @@ struct WorkerOptions: ParsableArguments {
         Resolve.string(&jwtIdentityClaim, .jwtIdentityClaim)
     }
 
+    /// The worker's configuration from the resolved options. The checks run in
+    /// this order, so that with several mistakes the most specific is named first.
     func makeConfiguration() throws -> WorkerConfiguration {
         let kafkaConfiguration = try kafka.configuration()
         guard let root = dataRoot else {
@@ -246,13 +248,48 @@ struct WorkerOptions: ParsableArguments {
         }
         // One transport for the process: its limits bound storage, https sources, webhooks and STS together.
         let http = try s3.transport()
-        let storage: WorkerConfiguration.Storage
+        let storage = try storageChoice(http: http)
+        let engine = try engineConfiguration(http: http)
+        let roles = try configured { try WorkerConfiguration.Roles(parsing: role ?? "all") }
+        if let problem = WritableDirectory.problem(stateDir ?? ".ferry", option: "--state-dir") { throw ValidationError(problem) }
+        if let httpAddress { _ = try configured { try ListenAddress(parsing: httpAddress) } }
+        var configuration = WorkerConfiguration(
+            kafka: kafkaConfiguration, topics: kafka.topics, storage: storage, dataRoot: try DataRoot(root),
+            stateDirectory: URL(fileURLWithPath: stateDir ?? ".ferry"),
+            workerId: workerId ?? WorkerConfiguration.defaultWorkerId,
+            region: try s3.validRegion(), http: http, engine: engine, roles: roles)
+        configuration.callbacks = try callbackSettings()
+        try applyIngestAndTables(to: &configuration)
+        configuration.auth = try authConfiguration()
+        configuration.dataRootLayout = try layout(auth: configuration.auth.mode)
+        if let triggerOutputDir { configuration.triggerOutputDirectory = URL(fileURLWithPath: triggerOutputDir) }
+        configuration.httpAddress = httpAddress
+        configuration.adminToken = try AdminToken.load(file: adminTokenFile, environment: environment("FERRY_ADMIN_TOKEN"))
+        try applyTimings(to: &configuration)
+        configuration.prefixResolver = try prefixResolver(configured: configuration.prefixResolver)
+        do {
+            try configuration.permissions.apply(guestPermissions, to: .guest)
+            try configuration.permissions.apply(authenticatedPermissions, to: .authenticated)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        configuration.copySourceBuckets = try copySourceBucketSet()
+        // Last, so that a more specific mistake is named first.
+        try checkDataRootExposure(configuration)
+        return configuration
+    }
+
+    /// `--local-store`, or S3 over the process's transport.
+    private func storageChoice(http: CurlTransport) throws -> WorkerConfiguration.Storage {
         if let local = localStore {
             if let problem = WritableDirectory.problem(local, option: "--local-store") { throw ValidationError(problem) }
-            storage = .local(URL(fileURLWithPath: local))
-        } else {
-            storage = .s3(try s3.configuration(transport: http))
+            return .local(URL(fileURLWithPath: local))
         }
+        return .s3(try s3.configuration(transport: http))
+    }
+
+    /// Transfer defaults, https sources and the number of transfers at once.
+    private func engineConfiguration(http: CurlTransport) throws -> TransferEngine.Configuration {
         var engine = TransferEngine.Configuration()
         engine.defaults = try s3.limits.settings()
         if httpsSources {
@@ -268,33 +305,28 @@ struct WorkerOptions: ParsableArguments {
         }
         try requireRange(maxTransfers, 1...4096, "--max-transfers")
         if let max = maxTransfers { engine.maxTransfers = max }
-        let roles = try configured { try WorkerConfiguration.Roles(parsing: role ?? "all") }
-        if let problem = WritableDirectory.problem(stateDir ?? ".ferry", option: "--state-dir") { throw ValidationError(problem) }
-        if let httpAddress { _ = try configured { try ListenAddress(parsing: httpAddress) } }
-        var configuration = WorkerConfiguration(
-            kafka: kafkaConfiguration, topics: kafka.topics, storage: storage, dataRoot: try DataRoot(root),
-            stateDirectory: URL(fileURLWithPath: stateDir ?? ".ferry"),
-            workerId: workerId ?? WorkerConfiguration.defaultWorkerId,
-            region: try s3.validRegion(), http: http, engine: engine, roles: roles)
-        configuration.callbacks = try callbackSettings()
+        return engine
+    }
+
+    /// The ingest role's token, topics, buckets and settling time, and the record tables.
+    private func applyIngestAndTables(to configuration: inout WorkerConfiguration) throws {
         configuration.ingest.token = try IngestToken.load(file: ingestTokenFile, environment: environment("FERRY_INGEST_TOKEN"))
         configuration.ingest.topics = ingestTopics
         for bucket in ingestBuckets {
             if let problem = RequestLimits.bucketNameProblem(bucket) { throw ValidationError("--ingest-bucket: \(problem.message)") }
         }
         configuration.ingest.buckets = Set(ingestBuckets)
-        if roles.ingest && ingestBuckets.isEmpty {
+        if configuration.roles.ingest && ingestBuckets.isEmpty {
             throw ValidationError("--role ingest needs the buckets whose notifications it takes: --ingest-bucket NAME (repeatable), ingest.buckets or FERRY_INGEST_BUCKETS; a notification for any other bucket is refused")
         }
         configuration.tables = try configured { try TableDefinition.parseAll(tables) }
         try requireRange(ingestSettle, 0...300, "--ingest-settle")
         if let ingestSettle { configuration.ingest.settleSeconds = ingestSettle }
-        configuration.auth = try authConfiguration()
-        configuration.dataRootLayout = try layout(auth: configuration.auth.mode)
-        if let triggerOutputDir { configuration.triggerOutputDirectory = URL(fileURLWithPath: triggerOutputDir) }
-        configuration.httpAddress = httpAddress
-        configuration.adminToken = try AdminToken.load(file: adminTokenFile, environment: environment("FERRY_ADMIN_TOKEN"))
-        // Ranges as the README's configuration table gives them.
+    }
+
+    /// Grace periods, retention and the crash-loop breaker's count, in the
+    /// ranges the configuration reference gives.
+    private func applyTimings(to configuration: inout WorkerConfiguration) throws {
         try requireRange(shutdownGrace, 0...86_400, "--shutdown-grace")
         // A rebalance callback blocks the consumer's poll: stay well inside max.poll.interval.ms (300 s).
         try requireRange(rebalanceGrace, 0...240, "--rebalance-grace")
@@ -306,34 +338,36 @@ struct WorkerOptions: ParsableArguments {
         if let sweepAfter { configuration.sweepAfterSeconds = sweepAfter }
         if let finishedRetention { configuration.finishedRetentionSeconds = finishedRetention }
         if let maxStarts { configuration.maxStarts = maxStarts }
+    }
+
+    /// The `--prefix-*` options' resolver, then what triggers/Registrations.swift makes of it.
+    private func prefixResolver(configured: any PrefixResolver) throws -> any PrefixResolver {
+        var resolver = configured
         if prefixPassthrough {
             guard prefixGuest == nil && prefixProtected == nil && prefixPrivate == nil else {
                 throw ValidationError("--prefix-passthrough excludes the --prefix-* templates")
             }
-            configuration.prefixResolver = PassThroughPrefixResolver()
+            resolver = PassThroughPrefixResolver()
         } else if prefixGuest != nil || prefixProtected != nil || prefixPrivate != nil {
             let defaults = try TemplatePrefixResolver()
-            configuration.prefixResolver = try TemplatePrefixResolver(guest: prefixGuest ?? defaults.guest,
-                                                                      protected: prefixProtected ?? defaults.protected,
-                                                                      private: prefixPrivate ?? defaults.private)
+            resolver = try TemplatePrefixResolver(guest: prefixGuest ?? defaults.guest, protected: prefixProtected ?? defaults.protected,
+                                                  private: prefixPrivate ?? defaults.private)
         }
-        // triggers/Registrations.swift may substitute its own resolver.
-        configuration.prefixResolver = Registrations.prefixResolver(configured: configuration.prefixResolver)
-        do {
-            try configuration.permissions.apply(guestPermissions, to: .guest)
-            try configuration.permissions.apply(authenticatedPermissions, to: .authenticated)
-        } catch {
-            throw ValidationError(error.description)
+        return Registrations.prefixResolver(configured: resolver)
+    }
+
+    /// `--copy-source-bucket`: nil (any bucket) for `*`.
+    private func copySourceBucketSet() throws -> Set<String>? {
+        if copySourceBuckets.contains("*") { return nil }
+        for bucket in copySourceBuckets {
+            if let problem = RequestLimits.bucketNameProblem(bucket) { throw ValidationError("--copy-source-bucket: \(problem.message)") }
         }
-        if copySourceBuckets.contains("*") {
-            configuration.copySourceBuckets = nil
-        } else {
-            for bucket in copySourceBuckets {
-                if let problem = RequestLimits.bucketNameProblem(bucket) { throw ValidationError("--copy-source-bucket: \(problem.message)") }
-            }
-            configuration.copySourceBuckets = Set(copySourceBuckets)
-        }
-        // Last, so that a more specific mistake is named first.
+        return Set(copySourceBuckets)
+    }
+
+    /// Refuses a data root through which requests could reach the worker's
+    /// own files: its state, the handlers' output, the local store, secrets.
+    private func checkDataRootExposure(_ configuration: WorkerConfiguration) throws {
         var guarded: [(option: String, path: String)] = [("--state-dir", configuration.stateDirectory.path),
                                                          ("--trigger-output-dir", configuration.triggerOutputDirectory.path)]
         if case .local(let store) = configuration.storage { guarded.append(("--local-store", store.path)) }
@@ -345,7 +379,6 @@ struct WorkerOptions: ParsableArguments {
         let credentials = environment("AWS_SHARED_CREDENTIALS_FILE") ?? "\(home)/.aws/credentials"
         if FileManager.default.fileExists(atPath: credentials) { guarded.append(("the AWS credentials file", credentials)) }
         if let problem = DataRootExposure.problem(dataRoot: configuration.dataRoot, paths: guarded) { throw ValidationError(problem) }
-        return configuration
     }
 
     /// The callback secret (file, or FERRY_CALLBACK_SECRET) and policy.

@@ -104,27 +104,9 @@ struct RequestPipeline: Sendable {
         }
         var request = received
         let sequencer = EventBuilder.sequencer(for: message)
-        // Before any byte moves: identity proof, the access rules, the S3 key, S3's limits.
         let job: TransferJob
         do throws(FerryError) {
-            let caller = try await identity.caller(of: request)
-            let decision = try policy.authorize(request, caller: caller)
-            if request.op == .upload || request.op == .copy {
-                // Markers that make a redelivery of this request recognisable on the object,
-                // and name who wrote it (the proven caller, never an untrusted claim).
-                var markers = [TransferMarker.transferId: request.id, TransferMarker.sequencer: sequencer,
-                               TransferMarker.accessLevel: request.effectiveAccessLevel.rawValue]
-                if let owner = caller.identityId { markers[TransferMarker.owner] = owner }
-                request.metadata = (request.metadata ?? [:]).merging(markers) { _, marker in marker }
-            }
-            if let problem = RequestLimits.violation(of: request, objectKey: decision.objectKey) { throw problem }
-            if let callback = request.callback { try checkCallback(callback) }
-            var candidate = TransferJob(request: request, objectKey: decision.objectKey, localAreas: localAreas(of: caller))
-            if let bucket = decision.copySourceBucket, let key = decision.copySourceKey {
-                candidate.copySource = ObjectLocation(bucket: bucket, key: key)
-            }
-            try engine.preflight(candidate)
-            job = candidate
+            job = try await admit(&request, sequencer: sequencer)
             watchdog.disarm()
         } catch {
             watchdog.disarm()
@@ -134,25 +116,8 @@ struct RequestPipeline: Sendable {
         }
         let objectKey = job.objectKey
         let base = TransferStatus(id: request.id, op: request.op.rawValue, state: .accepted, attempt: 1, worker: workerId)
-        // The `transfers` item: INSERT (accepted), MODIFY (running), one MODIFY per later state;
-        // the first two go into the outbox with the journal entry, in one transaction.
         let item = TransferItem(streams: streams, offset: message.offset)
-        var running = base
-        running.state = .running
-        var opening = [streams.message(item.record(base)), streams.message(item.record(running))]
-        do {
-            try await state.beginTransfer(id: request.id, request: message.value, topic: message.topic,
-                                          partition: message.partition, offset: message.offset, outbox: opening)
-            opening = []
-            outbox.nudge()
-        } catch {
-            log.warning("cannot journal the transfer (it runs, but a crash restarts it from S3's state): \(error)")
-        }
-        // Sent straight away, so it precedes the progress statuses; through the outbox if Kafka refuses it.
-        if !(await publisher.sendNow(base)) { opening.insert(publisher.message(base), at: 0) }
-        if !opening.isEmpty {
-            guard await record("accepted status", opening, log: log) else { return false }
-        }
+        guard await accept(request, base: base, item: item, message: message, log: log) else { return false }
         log.info("\(request.op.rawValue) s3://\(request.bucket)/\(objectKey) accepted")
 
         inFlight.add(.init(id: request.id, op: request.op.rawValue, bucket: request.bucket, key: objectKey,
@@ -230,6 +195,55 @@ struct RequestPipeline: Sendable {
         Counter(label: "ferry_transfer_bytes_total", dimensions: [("op", request.op.rawValue)]).increment(by: Int64(final.bytesTransferred ?? 0))
         return await record("\(final.state.rawValue) outcome", messages, finished: final, endingTransfer: request.id,
                             streamOffset: message.offset, delivery: message.position, log: log)
+    }
+
+    /// The checks before any byte moves: identity proof, the access rules, the
+    /// S3 key, S3's limits, the callback, the engine's preflight. Marks an
+    /// upload or copy with the markers that make its redelivery recognisable.
+    private func admit(_ request: inout TransferRequest, sequencer: String) async throws(FerryError) -> TransferJob {
+        let caller = try await identity.caller(of: request)
+        let decision = try policy.authorize(request, caller: caller)
+        if request.op == .upload || request.op == .copy {
+            // Markers that make a redelivery of this request recognisable on the object,
+            // and name who wrote it (the proven caller, never an untrusted claim).
+            var markers = [TransferMarker.transferId: request.id, TransferMarker.sequencer: sequencer,
+                           TransferMarker.accessLevel: request.effectiveAccessLevel.rawValue]
+            if let owner = caller.identityId { markers[TransferMarker.owner] = owner }
+            request.metadata = (request.metadata ?? [:]).merging(markers) { _, marker in marker }
+        }
+        if let problem = RequestLimits.violation(of: request, objectKey: decision.objectKey) { throw problem }
+        if let callback = request.callback { try checkCallback(callback) }
+        var job = TransferJob(request: request, objectKey: decision.objectKey, localAreas: localAreas(of: caller))
+        if let bucket = decision.copySourceBucket, let key = decision.copySourceKey {
+            job.copySource = ObjectLocation(bucket: bucket, key: key)
+        }
+        try engine.preflight(job)
+        return job
+    }
+
+    /// Journals the transfer and announces it: the `transfers` item's INSERT
+    /// (accepted) and MODIFY (running) go into the outbox with the journal
+    /// entry, in one transaction; the `accepted` status is sent at once. False
+    /// only when the worker stops before they are recorded.
+    private func accept(_ request: TransferRequest, base: TransferStatus, item: TransferItem, message: KafkaMessage,
+                        log: Logger) async -> Bool {
+        var running = base
+        running.state = .running
+        var opening = [streams.message(item.record(base)), streams.message(item.record(running))]
+        do {
+            try await state.beginTransfer(id: request.id, request: message.value, topic: message.topic,
+                                          partition: message.partition, offset: message.offset, outbox: opening)
+            opening = []
+            outbox.nudge()
+        } catch {
+            log.warning("cannot journal the transfer (it runs, but a crash restarts it from S3's state): \(error)")
+        }
+        // Sent straight away, so it precedes the progress statuses; through the outbox if Kafka refuses it.
+        if !(await publisher.sendNow(base)) { opening.insert(publisher.message(base), at: 0) }
+        if !opening.isEmpty {
+            guard await record("accepted status", opening, log: log) else { return false }
+        }
+        return true
     }
 
     /// Dead-letters a request that cannot run and publishes `rejected` when its id is known.
