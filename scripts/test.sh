@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test
+# Every commit since the convention's check was added keeps it (CONTRIBUTING.md):
+# checked first, in a second, before the build.
+if [ "$#" -eq 0 ]; then scripts/commit-subjects.sh; fi
 # The TestHooks trait compiles the fault hooks the crash-loop tests use (Package.swift); release builds have none.
 swift build --build-tests --traits TestHooks
 # Swift Testing starts every test at once by default. On a 2-core machine the
