@@ -19,9 +19,12 @@ public struct Backoff: Sendable, Hashable {
     public var cap: Double
     public var jitter: Jitter
 
+    /// Total for any input: a non-finite or negative `first` waits nothing,
+    /// a non-finite `cap` is the largest finite one, so no wait is NaN or
+    /// infinite (`Double.random(in:)` traps on such a range).
     public init(first: Double, cap: Double, jitter: Jitter = .full) {
-        self.first = max(0, first)
-        self.cap = max(0, cap)
+        self.first = first.isFinite ? max(0, first) : 0
+        self.cap = cap.isFinite ? max(0, cap) : .greatestFiniteMagnitude
         self.jitter = jitter
     }
 

@@ -21,6 +21,19 @@ import Testing
         }
     }
 
+    /// Configured delays come from files and registrations: no value of them makes a wait trap or go non-finite.
+    @Test func anyConfiguredValueGivesAFiniteWait() {
+        let values: [Double] = [.nan, .infinity, -.infinity, -1, 0, 1e-300, 1, 1e300, .greatestFiniteMagnitude]
+        for first in values {
+            for cap in values {
+                for jitter in [Backoff.Jitter.full, .none] {
+                    let delay = Backoff(first: first, cap: cap, jitter: jitter).delay(beforeRetry: 31)
+                    #expect(delay.isFinite && delay >= 0, "first \(first), cap \(cap), \(jitter): \(delay)")
+                }
+            }
+        }
+    }
+
     /// Full jitter spreads: of 2,000 waits under a 1 s ceiling, some fall in each tenth.
     @Test func fullJitterSpreadsOverTheWholeRange() {
         let backoff = Backoff(first: 1, cap: 1)
