@@ -1,6 +1,6 @@
 /// Every setting of `ferry worker`: its path in a configuration file, its
 /// environment variables and its flag. One table, so the file schema, the
-/// variables, `ferry config check` and the README cannot drift apart.
+/// variables, `ferry config check` and docs/operators/configuration.md cannot drift apart.
 public enum SettingKey: String, CaseIterable, Sendable {
     case bootstrapServers = "kafka.bootstrapServers"
     case topicPrefix = "kafka.topicPrefix"
@@ -106,6 +106,8 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .ingestBuckets: return "--ingest-bucket"
         case .tables: return "--table"
         case .ingestSettle: return "--ingest-settle"
+        case .ingestTokenFile: return "--ingest-token-file"
+        case .callbackSecretFile: return "--callback-secret-file"
         case .callbackAllowRanges: return "--callback-allow-range"
         case .logLevel: return "--log-level"
         case .logFormat: return "--log-format"
