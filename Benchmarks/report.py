@@ -243,7 +243,7 @@ def write(root):
     png = os.path.join(root, "Benchmarks", "benchmarks.png")
     plotted = plot(med, png)
     out = ["# Benchmarks", "",
-           "Written by `Benchmarks/run.sh` (see the README); every figure is a median of "
+           "Written by `Benchmarks/run.sh` (see docs/internals/performance.md); every figure is a median of "
            "the rounds of its run (which run each scenario's figures come from is listed at the end), the tools run in "
            "alternation within each round (each round starting one tool later, each run once the server is idle), against one Ceph RADOS Gateway on loopback, on the same machine: only "
            "figures of one scenario, from one run, compare. MB/s are 10^6 bytes per second of wall time; CPU is the "

@@ -24,7 +24,7 @@ public final class TransferClient: Sendable {
 
     /// Sends `request` to `<prefix>.requests` keyed by `bucket/key` and waits for Kafka's acknowledgement.
     /// The request is first checked against the rules a worker applies when it
-    /// decodes one (README, "Request JSON"): one that breaks them throws
+    /// decodes one (docs/producers/requests.md): one that breaks them throws
     /// `TransferClientError.invalidRequest` and is not sent. Kafka's refusals
     /// throw `KafkaError`. Never traps, whatever the request holds.
     public func enqueue(_ request: TransferRequest) async throws {
@@ -178,7 +178,7 @@ public final class TransferClient: Sendable {
     }
 
     /// Pauses a transfer, running or not yet started: no byte moves until `resume`.
-    /// The decision is kept by every worker (README, "Transfer control").
+    /// The decision is kept by every worker (docs/producers/requests.md).
     public func pause(id: String) async throws(KafkaError) { try await control(.pause, id: id) }
 
     /// Resumes a paused transfer without re-sending what it stored.

@@ -100,8 +100,8 @@ public enum RequestDecoder {
         return .success(request)
     }
 
-    /// Rules beyond the JSON shape (see README, "Request JSON" and "Security
-    /// notes"): each kind of value has one rule, applied here, so nothing
+    /// Rules beyond the JSON shape (see docs/producers/requests.md and docs/security.md,
+    /// "Security notes"): each kind of value has one rule, applied here, so nothing
     /// downstream meets a value it has to re-check or normalise.
     public static func validate(_ r: TransferRequest) -> FerryError? {
         guard isValidId(r.id) else {

@@ -1,7 +1,7 @@
 import Foundation
 
-/// A transfer request as producers write it on `<prefix>.requests` (see README,
-/// "Request JSON"). Unknown fields are ignored.
+/// A transfer request as producers write it on `<prefix>.requests` (see
+/// docs/producers/requests.md). Unknown fields are ignored.
 public struct TransferRequest: Sendable, Codable, Hashable {
     public var id: String
     public var op: TransferOperation

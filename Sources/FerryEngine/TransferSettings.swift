@@ -2,7 +2,7 @@ import FerryCore
 import FerryStorage
 
 /// The engine's defaults, and the settings of one transfer after its
-/// request's `options` are applied (see README, "Transfer options").
+/// request's `options` are applied (see docs/producers/requests.md).
 public struct TransferSettings: Sendable, Hashable {
     /// Uploads larger than this use multipart; downloads larger than one part use ranges.
     public var multipartThreshold: Int64 = 16 << 20

@@ -7,7 +7,7 @@ import FerryStorage
 import Foundation
 
 /// Everything a worker process needs; the command line fills it from flags
-/// and environment variables (see README, "Configuration").
+/// and environment variables (see docs/operators/configuration.md).
 public struct WorkerConfiguration: Sendable {
     /// Where objects live.
     public enum Storage: Sendable {

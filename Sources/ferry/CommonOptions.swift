@@ -9,7 +9,7 @@ import FerryWorker
 import Logging
 
 /// Runs configuration code; a setting that cannot work becomes a usage error
-/// (exit 64, the reason on stderr), as the README documents.
+/// (exit 64, the reason on stderr), as docs/cli.md documents.
 func configured<T>(_ body: () throws -> T) throws -> T {
     do {
         return try body()

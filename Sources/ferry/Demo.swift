@@ -20,7 +20,7 @@ struct Demo {
     let stateDirectory: URL
     let logger: Logger
 
-    /// The bucket of the demo and of the README's tour (`ferry dev` takes its notifications).
+    /// The bucket of the demo and of the README's five-minute tour (`ferry dev` takes its notifications).
     static let bucket = "demo"
     var bucket: String { Self.bucket }
 
@@ -145,7 +145,7 @@ struct Demo {
     /// Every write is an event: an object put straight into the store (as any
     /// S3 client, or a presigned PUT, would) is announced by `ferry reconcile`,
     /// and the audit trigger runs for it. (With Ceph, MinIO or AWS the store's
-    /// own notifications announce it at once: README, "Every write is an event".)
+    /// own notifications announce it at once: docs/operators/ingest.md.)
     private func outsideWriteStep(auditFile: URL) async throws -> Bool {
         print("\n== A write behind Ferry's back: public/outside/elsewhere.txt put straight into the store, then ferry reconcile ==")
         let store = try LocalObjectStore(root: storeDirectory)

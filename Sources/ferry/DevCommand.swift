@@ -83,7 +83,7 @@ struct DevCommand: AsyncParsableCommand {
         let topics = Topics()
         let cluster = try EmbeddedKafkaCluster(brokers: brokers, logger: logger)
         for topic in topics.all { try cluster.createTopic(topic, partitions: partitions) }
-        // The demo's record table (README, "Records that carry files").
+        // The demo's record table (docs/producers/records.md).
         let tables = [DevCommand.postsTable]
         for table in tables { try cluster.createTopic(topics.table(table.name), partitions: partitions) }
         print("Kafka bootstrap: \(cluster.bootstrapServers)")

@@ -45,7 +45,7 @@ enum FerryVersion {
     static let current = "0.1.0"
 }
 
-/// Process exit codes documented in `ferry --help` and the README
+/// Process exit codes documented in `ferry --help` and docs/cli.md
 /// (usage and configuration errors exit 64, ArgumentParser's EX_USAGE).
 enum FerryExit {
     static let transferNotCompleted: Int32 = 1

@@ -4,7 +4,7 @@ import FerryCore
 import Foundation
 import Logging
 
-/// `ferry items …`: write and read record tables (README, "Records that carry files").
+/// `ferry items …`: write and read record tables (docs/producers/records.md).
 struct ItemsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "items",

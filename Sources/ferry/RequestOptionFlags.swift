@@ -1,7 +1,7 @@
 import ArgumentParser
 import FerryCore
 
-/// The request's `options` object (README, "Request JSON") as flags of
+/// The request's `options` object (docs/producers/requests.md) as flags of
 /// `ferry enqueue`, named as `ferry cp` names the same settings. They travel
 /// with the request and override the worker's defaults for it alone.
 struct RequestOptionFlags: ParsableArguments {

@@ -143,7 +143,7 @@ struct WorkerOptions: ParsableArguments {
     @Flag(name: .customLong("prefix-passthrough"), help: "No access-level prefixes: keys are used as written (levels become labels only).")
     var prefixPassthrough = false
     @Option(name: .customLong("guest-permission"),
-            help: "SCOPE=RIGHTS for guest callers, repeatable: scopes guest, protected, protectedOwn, privateOwn; rights read+write+delete or none (env FERRY_GUEST_PERMISSIONS; defaults in the README).")
+            help: "SCOPE=RIGHTS for guest callers, repeatable: scopes guest, protected, protectedOwn, privateOwn; rights read+write+delete or none (env FERRY_GUEST_PERMISSIONS; defaults in docs/security.md).")
     var guestPermissions: [String] = []
     @Option(name: .customLong("authenticated-permission"),
             help: "SCOPE=RIGHTS for authenticated callers, repeatable (env FERRY_AUTHENTICATED_PERMISSIONS).")

@@ -2,7 +2,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-/// docs/architecture.md's module table says which Ferry modules each module
+/// docs/internals/architecture.md's module table says which Ferry modules each module
 /// uses; Package.swift decides it. They must agree, so the page cannot drift.
 @Suite struct ArchitectureDocTests {
     /// Target name → the Ferry modules among its dependencies, from Package.swift.
@@ -35,7 +35,7 @@ import Testing
 
     /// Module → the modules its row names, for the rows that list them.
     static func documentedGraph() throws -> [String: Set<String>] {
-        let text = try String(contentsOf: TestPaths.repositoryRoot.appendingPathComponent("docs/architecture.md"), encoding: .utf8)
+        let text = try String(contentsOf: TestPaths.repositoryRoot.appendingPathComponent("docs/internals/architecture.md"), encoding: .utf8)
         var graph: [String: Set<String>] = [:]
         for line in text.split(separator: "\n") where line.hasPrefix("| `") {
             let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -51,7 +51,7 @@ import Testing
         let package = try Self.packageGraph(), documented = try Self.documentedGraph()
         #expect(documented.count >= 10, "the table lost its rows: \(documented.keys.sorted())")
         for (module, uses) in documented {
-            let actual = try #require(package[module], "docs/architecture.md names \(module), which Package.swift does not have")
+            let actual = try #require(package[module], "docs/internals/architecture.md names \(module), which Package.swift does not have")
             #expect(uses == actual, "\(module): the page says \(uses.sorted()), Package.swift \(actual.sorted())")
         }
         let libraries = package.keys.filter { $0.hasPrefix("Ferry") && $0 != "FerryTestSupport" && !$0.hasSuffix("Tests") }

@@ -7,7 +7,7 @@ import Foundation
 import Synchronization
 import Testing
 
-/// Uploads of worker requests with `If-None-Match: *` (README, "Uploads of new
+/// Uploads of worker requests with `If-None-Match: *` (docs/internals/transfer-engine.md, "Uploads of new
 /// keys: one request"), against the local store, moto and Ceph's gateway. The
 /// invariant: a stream record's old image is what the key held when the write
 /// happened — nothing for a new key, the object before for an overwrite — and

@@ -58,7 +58,7 @@ import Testing
                 _ = try await engine.run(TransferJob(request: TransferRequest(
                     id: "copy", op: .copy, bucket: "ssec", key: "copy.bin", source: "s3://ssec/doc.bin",
                     headers: Self.copySourceHeaders(sse).merging(sse) { a, _ in a }), objectKey: "copy.bin"))
-                Issue.record("the gateway copied an SSE-C object: the README's note on Ceph 16 is out of date")
+                Issue.record("the gateway copied an SSE-C object: docs/operators/limits.md's note on Ceph 16 is out of date")
             } catch {
                 #expect(error.message.contains("NotImplemented"), "\(error)")
             }

@@ -94,7 +94,7 @@ import Testing
 
     /// The ETag of an upload in parts: the MD5 of the parts' MD5s in part order,
     /// whatever order or case the part ETags come in; nothing for ETags that are
-    /// not MD5s. (Ceph RGW's ETags for boto3's uploads match it: see README.)
+    /// not MD5s. (Ceph RGW's ETags for boto3's uploads match it: see docs/operators/limits.md.)
     @Test func theMultipartETagIsTheMD5OfThePartsMD5s() {
         let a = Digest.md5(Array("part one".utf8)), b = Digest.md5(Array("part two".utf8))
         let parts = [CompletedPart(partNumber: 2, eTag: "\"\(b.hexString)\"", size: 8),

@@ -466,11 +466,11 @@ import Testing
         try "worker:\n  dataRoot: /tmp\n  maxTransfers: many\n".write(to: file, atomically: true, encoding: .utf8)
         let notNumber = try await runCommand(ferry, ["config", "check", "--config", file.path], environment: ["AWS_ACCESS_KEY_ID": "a"])
         #expect(notNumber.status == 64 && notNumber.stderr.contains("worker.maxTransfers"), "\(notNumber.stderr)")
-        // The README's configuration table names every key the schema has.
-        let readme = try String(contentsOf: TestPaths.repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        // The configuration reference names every key the schema has.
+        let readme = try String(contentsOf: TestPaths.repositoryRoot.appendingPathComponent("docs/operators/configuration.md"), encoding: .utf8)
         let keys = out.split(separator: "\n").compactMap { $0.split(separator: " ").first }.filter { $0.contains(".") && !$0.contains("/") }
         #expect(keys.count > 40)
-        for key in keys { #expect(readme.contains("`\(key)`"), "README does not document \(key)") }
+        for key in keys { #expect(readme.contains("`\(key)`"), "docs/operators/configuration.md does not document \(key)") }
         let missing = try await runCommand(ferry, ["config", "check", "--config", dir.appendingPathComponent("none.yaml").path])
         #expect(missing.status == 64 && missing.stderr.contains("cannot read configuration file"))
     }

@@ -29,7 +29,7 @@ public struct LocalAreas: Sendable, Hashable {
         self.permissions = permissions
     }
 
-    /// The area directories, as the README names them.
+    /// The area directories, as docs/security.md names them.
     public static let publicDirectory = "public", protectedDirectory = "protected", privateDirectory = "private"
 
     /// `AccessDenied` naming the rule unless the caller may `right` the file

@@ -7,7 +7,7 @@ public enum ItemOperation: String, Sendable, Codable, CaseIterable {
 /// A write to a record table, on `<prefix>.requests` beside transfers (same
 /// envelope: `id`, `accessLevel`, `identityId`, `auth`, `callback`). Files the
 /// item carries as `S3ObjectInput`s are uploaded first; the item is written
-/// with the resulting `S3Object`s (README, "Records that carry files").
+/// with the resulting `S3Object`s (docs/producers/records.md).
 public struct ItemRequest: Sendable, Hashable {
     public var id: String
     public var op: ItemOperation

@@ -26,7 +26,7 @@ extension RequestDecoder {
     }
 }
 
-/// The rules of item requests (README, "Records that carry files"): the same
+/// The rules of item requests (docs/producers/records.md): the same
 /// envelope rules as transfers, a table name, plain-JSON attributes, and
 /// `S3ObjectInput`s that pass the upload rules.
 enum ItemRequestDecoder {

@@ -1,5 +1,5 @@
 /// The documented range of every number a request's `options` may carry
-/// (README, "Request JSON"). Checked when a request is decoded and when the
+/// (docs/producers/requests.md). Checked when a request is decoded and when the
 /// same settings come from flags or a configuration file; nothing downstream
 /// converts an unchecked input number, so none can trap.
 public enum TransferOptionRanges {

@@ -8,7 +8,7 @@ import Foundation
 import Logging
 import Metrics
 
-/// Item requests (README, "Records that carry files"): every file the item
+/// Item requests (docs/producers/records.md): every file the item
 /// carries is checked before any byte moves, uploaded through the engine
 /// under the caller's access level, and only then is the item written, with
 /// its table record, its stream record and the files' events in the same

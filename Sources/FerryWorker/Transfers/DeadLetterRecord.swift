@@ -5,7 +5,7 @@ import FerryStore
 import Foundation
 
 /// A record for `<prefix>.requests.dlq` that always fits the broker's message
-/// limit, so every refused message gets one (README, "Bad input").
+/// limit, so every refused message gets one (docs/producers/requests.md).
 ///
 /// The record carries the original key and bytes (secrets redacted in place)
 /// and the reason in headers. When key, value and headers together exceed
