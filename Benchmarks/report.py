@@ -243,7 +243,7 @@ def write(root):
     png = os.path.join(root, "Benchmarks", "benchmarks.png")
     plotted = plot(med, png)
     out = ["# Benchmarks", "",
-           "Written by `Benchmarks/run.sh` (see docs/internals/performance.md); every figure is a median of "
+           "Written by `Benchmarks/run.sh`; every figure is a median of "
            "the rounds of its run (which run each scenario's figures come from is listed at the end), the tools run in "
            "alternation within each round (each round starting one tool later, each run once the server is idle), against one Ceph RADOS Gateway on loopback, on the same machine: only "
            "figures of one scenario, from one run, compare. MB/s are 10^6 bytes per second of wall time; CPU is the "
@@ -294,9 +294,18 @@ def write(root):
         out += ["## Runs that could not be made", "", "| scenario and tool | reason (as the tool said it) |", "|---|---|"]
         out += [f"| {k} | {v.replace('|', '/')} |" for k, v in sorted(failures.items())] + [""]
     out += ["## Targets", "", "| target | Ferry | verdict |", "|---|---|---|"] + targets(med, s5, s6, s7, data.get("s6_tansu"), data.get("s7_tansu")) + [""]
+    # The investigation notes stay in their own file: this page is the method and the latest figures,
+    # so of the notes it shows the newest round only (the figures that round compared).
     notes = os.path.join(root, "Benchmarks", "NOTES.md")
     if os.path.exists(notes):
-        out += [open(notes).read().strip(), ""]
+        rounds = open(notes).read().split("\n## Round of ")
+        if len(rounds) > 1:
+            out += [("## Latest round of notes: " + rounds[1]).strip(), ""]
+    out += ["## Notes and method", "",
+            "- How to run a scenario, what each one measures, and what limits each missed target: "
+            "[docs/internals/performance.md](docs/internals/performance.md).",
+            "- Dated investigation notes, newest first (what was measured, changed and kept or dropped, with the "
+            "commands): [Benchmarks/NOTES.md](Benchmarks/NOTES.md).", ""]
     tansu = next((data[k]["broker_version"] for k in ("s6_tansu", "s7_tansu") if data.get(k) and "broker_version" in data[k]), None)
     if tansu:
         versions["Kafka-compatible broker (S6, S7 on Tansu)"] = tansu

@@ -16,7 +16,7 @@ import Testing
 
     /// README.md, the top-level guides and every Markdown file under docs/.
     static func markdownFiles() throws -> [String] {
-        var files = ["README.md", "CONTRIBUTING.md", "CHANGELOG.md", "BENCHMARKS.md", "triggers/README.md"]
+        var files = ["README.md", "CONTRIBUTING.md", "CHANGELOG.md", "BENCHMARKS.md", "Benchmarks/NOTES.md", "triggers/README.md"]
         let docs = root.appendingPathComponent("docs")
         let walker = FileManager.default.enumerator(at: docs, includingPropertiesForKeys: nil)
         while let url = walker?.nextObject() as? URL {
@@ -86,6 +86,14 @@ import Testing
                 "the two commands are not in the README's first 40 lines")
         let ci = try Self.text(".ci/run")
         #expect(ci.contains("scripts/test.sh"), ".ci/run does not call the README's test command")
+    }
+
+    /// BENCHMARKS.md is the method and the latest figures; the history of rounds stays in Benchmarks/NOTES.md.
+    @Test func theBenchmarkPageIsTheLatestResults() throws {
+        let lines = try Self.text("BENCHMARKS.md").split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.count <= 300, "BENCHMARKS.md has \(lines.count) lines")
+        let rounds = lines.filter { $0.hasPrefix("## ") && $0.contains("round") }
+        #expect(rounds.count <= 1, "BENCHMARKS.md copies rounds of notes: \(rounds)")
     }
 
     @Test func everyRelativeLinkLeadsSomewhere() throws {
