@@ -43,9 +43,26 @@ import Testing
         let env = ["FERRY_MAX_TRANSFERS": "6", "AWS_SECRET_ACCESS_KEY": "from-env", "FERRY_HTTPS_SOURCE_HOSTS": "a.example, b.example"]
         let sources = try ConfigurationSources(filePath: "worker.yaml", fileText: yaml, environment: env)
         #expect(sources.value(.maxTransfers)! == ("6", .environment))
-        #expect(sources.value(.secretAccessKey)?.0 == "from-env")
+        #expect(sources.value(.secretAccessKey)?.0 == "from-the-file", "an AWS SDK variable overrode the file")
         #expect(sources.list(.httpsSourceHosts)?.0 == ["a.example", "b.example"])
         #expect(sources.value(.dataRoot)! == ("/srv/ferry", .file))
+    }
+
+    /// Ferry's own variables beat the file; the AWS SDKs' variables, often set for
+    /// other tools, only fill in what the file leaves out, for every setting that has one.
+    @Test func awsVariablesFillInWhatTheFileLeavesOut() throws {
+        for key in SettingKey.allCases {
+            guard let own = key.environment.first(where: { $0.hasPrefix("FERRY_") }),
+                  let aws = key.environment.first(where: { $0.hasPrefix("AWS_") }) else { continue }
+            let section = key.rawValue.split(separator: ".")
+            let yaml = "\(section[0]):\n  \(section[1]): from-the-file\n"
+            let fileAndAWS = try ConfigurationSources(fileText: yaml, environment: [aws: "from-aws"])
+            #expect(fileAndAWS.value(key)! == ("from-the-file", .file), "\(aws) overrode \(key.rawValue) from the file")
+            let all = try ConfigurationSources(fileText: yaml, environment: [aws: "from-aws", own: "from-ferry"])
+            #expect(all.value(key)! == ("from-ferry", .environment), "\(own) did not override the file")
+            let awsOnly = try ConfigurationSources(fileText: "", environment: [aws: "from-aws"])
+            #expect(awsOnly.value(key)! == ("from-aws", .environment), "\(aws) alone was not read for \(key.rawValue)")
+        }
     }
 
     @Test func jsonIsAcceptedToo() throws {

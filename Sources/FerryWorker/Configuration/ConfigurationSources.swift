@@ -11,9 +11,11 @@ public enum SettingSource: String, Sendable, Codable {
 }
 
 /// The layers below the command line: a configuration file (YAML or JSON, one
-/// schema: `SettingKey`) and the environment. Precedence is file, then
-/// environment, then flags: `value(_:)` answers from the environment first,
-/// then the file; a flag the user set wins over both at the call site.
+/// schema: `SettingKey`) and the environment. From the highest: a flag the
+/// user set (at the call site), Ferry's own `FERRY_*` variables, the file,
+/// then the AWS SDKs' variables (`AWS_REGION`, `AWS_CA_BUNDLE`, …). Those are
+/// often set for other tools in the same shell or image, so they fill in
+/// what the file leaves out instead of overriding what it says.
 public struct ConfigurationSources: Sendable {
     public enum Value: Sendable, Equatable {
         case scalar(String)
@@ -47,24 +49,25 @@ public struct ConfigurationSources: Sendable {
 
     /// A scalar setting from the environment or the file, with its source.
     public func value(_ key: SettingKey) -> (String, SettingSource)? {
-        for name in key.environment {
-            if let v = environment[name], !v.isEmpty { return (v, .environment) }
+        if let own = variable(key, ownOnly: true) { return (own, .environment) }
+        if case .scalar(let v) = file[key] { return (v, .file) }
+        return variable(key, ownOnly: false).map { ($0, .environment) }
+    }
+
+    /// The first set variable of `key`: of Ferry's own (`FERRY_*`), or of the others (the AWS SDKs').
+    func variable(_ key: SettingKey, ownOnly: Bool) -> String? {
+        for name in key.environment where name.hasPrefix("FERRY_") == ownOnly {
+            if let v = environment[name], !v.isEmpty { return v }
         }
-        switch file[key] {
-        case .scalar(let v): return (v, .file)
-        default: return nil
-        }
+        return nil
     }
 
     /// A list setting (`FERRY_…` variables hold comma-separated items).
     public func list(_ key: SettingKey) -> ([String], SettingSource)? {
-        for name in key.environment {
-            if let v = environment[name], !v.isEmpty {
-                return (v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }, .environment)
-            }
-        }
-        if case .list(let items) = file[key] { return (items, .file) }
-        return nil
+        func items(_ text: String) -> [String] { text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+        if let own = variable(key, ownOnly: true) { return (items(own), .environment) }
+        if case .list(let listed) = file[key] { return (listed, .file) }
+        return variable(key, ownOnly: false).map { (items($0), .environment) }
     }
 
     /// A map setting as `NAME=VALUE` items (`FERRY_KAFKA_PROPERTIES=a=1,b=2`).
