@@ -328,6 +328,27 @@ func requireRange<T: Comparable>(_ value: T?, _ range: ClosedRange<T>, _ option:
 }
 
 /// Repeatable `NAME=VALUE` options (`--kafka-property`, `--metadata`).
+/// `--header NAME: VALUE` or `--header NAME=VALUE` (repeatable), as a
+/// request's `headers`: checked against the allow-list and the header rule
+/// before anything is sent, exit 64 with the reason.
+enum RequestHeaders {
+    static func parse(_ given: [String]) throws -> [String: String]? {
+        guard !given.isEmpty else { return nil }
+        var headers: [String: String] = [:]
+        for item in given {
+            // A name holds neither ':' nor '='; the first of them ends it (a base64 value may hold '=').
+            guard let end = item.firstIndex(where: { $0 == ":" || $0 == "=" }), end != item.startIndex else {
+                throw ValidationError("--header wants NAME: VALUE or NAME=VALUE, got '\(item)'")
+            }
+            let name = String(item[..<end]).trimmingCharacters(in: .whitespaces)
+            let value = item[item.index(after: end)...].drop(while: { $0 == " " })
+            headers[name] = String(value)
+        }
+        if let problem = HeaderPolicy.violation(in: headers) { throw ValidationError(problem.message) }
+        return headers
+    }
+}
+
 enum NameValuePairs {
     static func parse(_ pairs: [String], option: String) throws -> [String: String] {
         var result: [String: String] = [:]

@@ -13,7 +13,7 @@ struct ControlCommand {
         let producer = try KafkaProducer(configuration: try kafka.commandConfiguration(), logger: logger)
         let value = try FerryJSON.encode(ControlMessage(id: id, action: action))
         try await producer.send(topic: kafka.topics.control, key: id, value: value)
-        print("\(action.rawValue) sent for \(id) (follow it with: ferry enqueue … --wait, or read \(kafka.topics.status))")
+        print("\(action.rawValue) sent for \(id) (follow it with: ferry status \(ShellWord.quoted(id)) or ferry watch)")
     }
 }
 

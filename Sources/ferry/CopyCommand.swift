@@ -28,6 +28,9 @@ struct CopyCommand: AsyncParsableCommand {
     @OptionGroup var log: LogOptions
     @Option(name: .customLong("content-type"), help: "Content type of an upload (default from the extension).") var contentType: String?
     @Option(name: .customLong("metadata"), parsing: .singleValue, help: "User metadata NAME=VALUE (repeatable).") var metadata: [String] = []
+    @Option(name: .customLong("header"), parsing: .singleValue,
+            help: "An allow-listed S3 header, 'NAME: VALUE' (repeatable): cache-control, SSE-S3/KMS, SSE-C keys (also for downloads), ….")
+    var header: [String] = []
     @Flag(help: "Print only the final line.") var quiet = false
     @Flag(name: .customLong("fsync"), help: "Flush each downloaded file to disk before it is renamed into place (the worker always does).")
     var fsync = false
@@ -57,7 +60,11 @@ struct CopyCommand: AsyncParsableCommand {
         let engine = TransferEngine(store: client, dataRoot: try configured { try DataRoot("/") }, configuration: configuration,
                                     logger: logger)
         if recursive {
-            let copy = try configured { try RecursiveCopy(source: source, destination: destination) }
+            var copy = try configured { try RecursiveCopy(source: source, destination: destination) }
+            let pairs = try NameValuePairs.parse(metadata, option: "--metadata")
+            copy.headers = try RequestHeaders.parse(header)
+            copy.metadata = pairs.isEmpty ? nil : pairs
+            copy.contentType = contentType
             try await copy.run(engine: engine, client: client)
             return
         }
@@ -95,6 +102,7 @@ struct CopyCommand: AsyncParsableCommand {
     func makeJob() throws -> (TransferJob, String) {
         let id = "cp-\(UUID().uuidString.lowercased())"
         let pairs = try NameValuePairs.parse(metadata, option: "--metadata")
+        let headers = try RequestHeaders.parse(header)
         guard !destination.isEmpty else { throw ValidationError("the destination is empty") }
         // What only --recursive copies, said before anything is tried.
         var isDirectory: ObjCBool = false
@@ -111,18 +119,18 @@ struct CopyCommand: AsyncParsableCommand {
             let target = try ObjectLocation(s3URI: destination)
             let request = TransferRequest(id: id, op: .upload, bucket: target.bucket, key: target.key,
                                           source: EnqueueCommand.uri(source), contentType: contentType,
-                                          metadata: pairs.isEmpty ? nil : pairs)
+                                          metadata: pairs.isEmpty ? nil : pairs, headers: headers)
             return (TransferJob(request: request, objectKey: target.key), "upload \(source) → \(destination)")
         case (true, false):
             let object = try ObjectLocation(s3URI: source)
             let destination = CopyDestination.path(destination, sourceName: sourceName, existingDirectory: true)
             let request = TransferRequest(id: id, op: .download, bucket: object.bucket, key: object.key,
-                                          destination: EnqueueCommand.uri(destination))
+                                          destination: EnqueueCommand.uri(destination), headers: headers)
             return (TransferJob(request: request, objectKey: object.key), "download \(source) → \(destination)")
         case (true, true):
             let destination = CopyDestination.object(destination, sourceName: sourceName)
             let target = try ObjectLocation(s3URI: destination)
-            let request = TransferRequest(id: id, op: .copy, bucket: target.bucket, key: target.key, source: source)
+            let request = TransferRequest(id: id, op: .copy, bucket: target.bucket, key: target.key, source: source, headers: headers)
             return (TransferJob(request: request, objectKey: target.key), "copy \(source) → \(destination)")
         case (false, false):
             throw ValidationError("one side must be s3://bucket/key")

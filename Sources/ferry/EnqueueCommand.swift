@@ -38,6 +38,9 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Option(name: .customLong("source-identity-id"), help: "Copy: the owner of a protected or private source.") var sourceIdentityId: String?
     @Option(name: .customLong("content-type"), help: "Content type (default from the file extension).") var contentType: String?
     @Option(name: .customLong("metadata"), parsing: .singleValue, help: "User metadata NAME=VALUE (repeatable).") var metadata: [String] = []
+    @Option(name: .customLong("header"), parsing: .singleValue,
+            help: "An allow-listed S3 header, 'NAME: VALUE' (repeatable): cache-control, content-disposition, SSE-S3/KMS, SSE-C keys, ….")
+    var header: [String] = []
     @OptionGroup(title: "Transfer options (the request's options object)") var transfer: RequestOptionFlags
     @Option(help: "Identity proof for workers with --auth-mode jwt (env FERRY_AUTH_TOKEN).") var auth: String?
     @Option(help: "Where the terminal status is also delivered: kafka:<topic> or an https URL (the worker signs the POST).")
@@ -118,7 +121,8 @@ struct EnqueueCommand: AsyncParsableCommand {
             identityId: identityId, targetIdentityId: targetIdentityId,
             source: source.map { operation == .copy || throughKafka ? $0 : Self.uri($0) },
             destination: destination.map { Self.uri(CopyDestination.path($0, sourceName: CopyDestination.name(of: key), existingDirectory: false)) },
-            contentType: contentType, metadata: pairs.isEmpty ? nil : pairs, options: try transfer.options(),
+            contentType: contentType, metadata: pairs.isEmpty ? nil : pairs, headers: try RequestHeaders.parse(header),
+            options: try transfer.options(),
             auth: auth ?? environment("FERRY_AUTH_TOKEN"), sourceAccessLevel: sourceLevel, sourceIdentityId: sourceIdentityId,
             callback: callback)
     }

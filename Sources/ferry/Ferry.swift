@@ -25,11 +25,13 @@ struct Ferry: AsyncParsableCommand {
     /// any length (an error line is clipped; help is printed whole).
     static func main() async {
         ProcessLogging.install()
+        var parsed: (any ParsableCommand.Type)?
         do {
             var command = try parseAsRoot()
+            parsed = type(of: command)
             if var asyncCommand = command as? AsyncParsableCommand { try await asyncCommand.run() } else { try command.run() }
         } catch {
-            let message = fullMessage(for: error)
+            let message = parsed.flatMap { usageError(error, of: $0) } ?? fullMessage(for: error)
             let code = exitCode(for: error)
             if !message.isEmpty {
                 let shown = message.split(separator: "\n", omittingEmptySubsequences: false)
@@ -38,6 +40,24 @@ struct Ferry: AsyncParsableCommand {
             }
             Foundation.exit(code.rawValue)
         }
+    }
+}
+
+extension Ferry {
+    /// A usage error a subcommand's `run()` throws (a value out of range, an id
+    /// no request may carry) with that subcommand's usage line, as
+    /// ArgumentParser shows for the errors it finds itself; its own rendering
+    /// of an error thrown after parsing names only `ferry <subcommand>`.
+    static func usageError(_ error: any Error, of command: any ParsableCommand.Type) -> String? {
+        guard error is ValidationError, command != Ferry.self else { return nil }
+        let usage = usageString(for: command)
+        // "ferry items put [<options>] --table …": the command's path is the words before its first argument.
+        let path = usage.split(separator: " ").prefix { !($0.hasPrefix("[") || $0.hasPrefix("<") || $0.hasPrefix("-")) }
+        return """
+            Error: \(message(for: error))
+            Usage: \(usage)
+              See '\(path.joined(separator: " ")) --help' for more information.
+            """
     }
 }
 

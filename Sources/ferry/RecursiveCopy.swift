@@ -11,6 +11,11 @@ import Synchronization
 struct RecursiveCopy {
     enum Direction { case upload(directory: URL, target: ObjectLocation), download(prefix: ObjectLocation, directory: URL) }
     let direction: Direction
+    /// What every object's request carries: `--header` (SSE-C keys also on downloads), and for uploads
+    /// `--metadata` and `--content-type`.
+    var headers: [String: String]?
+    var metadata: [String: String]?
+    var contentType: String?
 
     init(source: String, destination: String) throws {
         switch (source.hasPrefix("s3://"), destination.hasPrefix("s3://")) {
@@ -79,7 +84,8 @@ struct RecursiveCopy {
                     let source = URL(fileURLWithPath: directory.path + "/" + relative, isDirectory: false).absoluteString
                     let index = found.add(1, ordering: .relaxed).oldValue
                     return TransferJob(request: TransferRequest(id: "cp-\(index)", op: .upload, bucket: target.bucket, key: key,
-                                                                source: source), objectKey: key)
+                                                                source: source, contentType: contentType, metadata: metadata,
+                                                                headers: headers), objectKey: key)
                 case .skipped(let path, let reason):
                     printError("\(path): not copied: \(reason)")
                 case .unreadable(let path, let reason):
@@ -108,7 +114,7 @@ struct RecursiveCopy {
                 }
                 let path = directory.appendingPathComponent(String(object.key.dropFirst(prefix.key.count)))
                 return TransferJob(request: TransferRequest(id: "cp-\(index)", op: .download, bucket: prefix.bucket, key: object.key,
-                                                            destination: path.absoluteString), objectKey: object.key)
+                                                            destination: path.absoluteString, headers: headers), objectKey: object.key)
             }
             do {
                 try await forEachConcurrently(jobs, limit: limit, copy)

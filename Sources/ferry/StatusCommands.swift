@@ -122,15 +122,15 @@ struct TransfersCommand: AsyncParsableCommand {
             for status in transfers { print(TerminalText.visibleJSON(String(decoding: try FerryJSON.encodeSorted(status), as: UTF8.self))) }
             return
         }
-        print("ID".padding(toLength: 28, withPad: " ", startingAt: 0) + " STATE      OP        BYTES             WORKER               TIME")
-        for status in transfers.map(\.visible) {
+        let shown = transfers.map(\.visible)
+        // Ids are printed whole, so each can be pasted into status, pause or cancel.
+        let idWidth = max(28, shown.map(\.id.count).max() ?? 0)
+        print(Column.padded("ID", idWidth) + " STATE      OP        BYTES             WORKER               TIME")
+        for status in shown {
             let bytes = status.totalBytes.map { "\(status.bytesTransferred ?? 0)/\($0)" } ?? "\(status.bytesTransferred ?? 0)"
-            let line = [status.id.padding(toLength: 28, withPad: " ", startingAt: 0),
-                        status.state.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0),
-                        (status.op ?? "-").padding(toLength: 9, withPad: " ", startingAt: 0),
-                        bytes.padding(toLength: 17, withPad: " ", startingAt: 0),
-                        (status.worker ?? "-").padding(toLength: 20, withPad: " ", startingAt: 0),
-                        status.time].joined(separator: " ")
+            let line = [Column.padded(status.id, idWidth), Column.padded(status.state.rawValue, 10),
+                        Column.padded(status.op ?? "-", 9), Column.padded(bytes, 17),
+                        Column.padded(status.worker ?? "-", 20), status.time].joined(separator: " ")
             print(line + (status.error.map { "  \($0.code): \($0.message)" } ?? ""))
         }
         print("\(transfers.count) transfer(s)")
@@ -175,8 +175,11 @@ final class TransferTable: Sendable {
     func draw() {
         let shown = rows.withLock { Array($0.values) }.sorted { ($0.time, $0.id) > ($1.time, $1.id) }.prefix(40)
         var text = "\u{1B}[H\u{1B}[2J"
-        text += Self.row("ID", "OP", "STATE", "PROGRESS", "WORKER", "OBJECT / ERROR") + "\n"
-        for s in shown.map(\.visible) {
+        let visible = shown.map(\.visible)
+        // The id column fits the longest id shown: an id cut short could not be pasted into `ferry pause`.
+        let idWidth = max(24, (visible.map(\.id.count).max() ?? 0) + 1)
+        text += Self.row(idWidth, "ID", "OP", "STATE", "PROGRESS", "WORKER", "OBJECT / ERROR") + "\n"
+        for s in visible {
             let progress: String
             if let done = s.bytesTransferred {
                 let pct = s.totalBytes.flatMap { $0 > 0 ? String(format: " %3.0f%%", Double(done) * 100 / Double($0)) : nil } ?? ""
@@ -185,15 +188,27 @@ final class TransferTable: Sendable {
                 progress = "-"
             }
             let detail = s.error.map { "\($0.code): \($0.message)" } ?? s.object.map { "s3://\($0.bucket)/\($0.key)" } ?? ""
-            text += Self.row(s.id, s.op ?? "-", s.state.rawValue, progress, s.worker ?? "-", detail) + "\n"
+            text += Self.row(idWidth, s.id, s.op ?? "-", s.state.rawValue, progress, s.worker ?? "-", detail) + "\n"
         }
         FileHandle.standardOutput.write(Data(text.utf8))
     }
 
-    private static func row(_ cells: String...) -> String {
-        let widths = [24, 9, 10, 18, 20, 0]
-        return zip(cells, widths).map { cell, width in
-            width == 0 ? cell : String(cell.prefix(width - 1)).padding(toLength: width, withPad: " ", startingAt: 0)
+    /// One line of the table: the id whole in its column, the other cells cut to theirs, the last one whole.
+    static func row(_ idWidth: Int, _ cells: String...) -> String {
+        let widths = [idWidth, 9, 10, 18, 20, 0]
+        return zip(cells, widths).enumerated().map { index, pair in
+            let (cell, width) = pair
+            if width == 0 || index == 0 { return width == 0 ? cell : Column.padded(cell, width) }
+            return Column.padded(String(cell.prefix(width - 1)), width)
         }.joined()
+    }
+}
+
+/// Padding for the status commands' columns. Foundation's `padding(toLength:)`
+/// also cuts a longer text, which made a 36-character UUID a 28-character
+/// fragment that no command could find again.
+enum Column {
+    static func padded(_ text: String, _ width: Int) -> String {
+        text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
     }
 }

@@ -41,7 +41,8 @@ elif command == "get":
 elif command == "head":
     response = s3.head_object(Bucket=args[0], Key=args[1])
     print(json.dumps({"ETag": response["ETag"], "ContentLength": response["ContentLength"],
-                      "ContentType": response.get("ContentType"), "Metadata": response.get("Metadata", {})}))
+                      "ContentType": response.get("ContentType"), "Metadata": response.get("Metadata", {}),
+                      "CacheControl": response.get("CacheControl")}))
 elif command == "list-uploads":
     response = s3.list_multipart_uploads(Bucket=args[0], Prefix=args[1])
     print(json.dumps([u["Key"] for u in response.get("Uploads", [])]))
