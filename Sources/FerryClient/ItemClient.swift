@@ -116,6 +116,14 @@ public final class ItemClient: Sendable {
 
     // MARK: reads
 
+    /// `table`'s keys as its items carry them (`keySchema`, read from the table's
+    /// topic), for writing to a table by its name alone; nil while it holds no item.
+    public func definition(of table: String, timeout: Double = 30) async throws -> TableDefinition? {
+        try await follower(for: table).caughtUp(table: table, timeout: timeout)
+        guard let schema = view.keySchema(table: table), let partitionKey = schema.first else { return nil }
+        return TableDefinition(name: table, partitionKey: partitionKey, sortKey: schema.count > 1 ? schema[1] : nil)
+    }
+
     /// The item of `table` whose partition key (and sort key, for tables with one) reads as given.
     public func get(table: String, partitionKey: String, sortKey: String? = nil, timeout: Double = 30) async throws -> ItemRecord? {
         let found = try await query(ItemQuery(table: table, partitionKey: partitionKey, from: sortKey, to: sortKey, limit: 2), timeout: timeout)

@@ -29,6 +29,11 @@ public final class InMemoryItemView: ItemViewWriter {
         state.withLock { $0.items[table]?[itemKey]?.record }
     }
 
+    /// The key attribute names of `table`'s items, from any item it holds; nil for a table with none.
+    public func keySchema(table: String) -> [String]? {
+        state.withLock { $0.items[table]?.values.lazy.compactMap(\.record).first?.keySchema }
+    }
+
     public func query(_ query: ItemQuery) -> [ItemRecord] {
         let all = state.withLock { $0.items[query.table].map { Array($0.values) } ?? [] }
         return Array(all.compactMap(\.record).filter(query.matches).sorted(by: ItemQuery.sortKeyOrder).prefix(query.limit))

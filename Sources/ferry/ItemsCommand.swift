@@ -25,7 +25,7 @@ struct ItemsCommand: AsyncParsableCommand {
         subcommands: [Put.self, Update.self, Delete.self, Get.self, Query.self, Download.self])
 
     struct WriteOptions: ParsableArguments {
-        @Option(help: "The table as the workers declare it: NAME:PARTITION_KEY[/SORT_KEY].") var table: String
+        @Option(help: "The table: NAME (its keys read from the items it holds) or NAME:PARTITION_KEY[/SORT_KEY].") var table: String
         @Option(help: "Request id (idempotency key; default a new UUID).") var id: String?
         @Option(name: .customLong("access-level"), help: "Level of the files the item carries: guest, protected or private.") var accessLevel: String?
         @Option(name: .customLong("identity-id"), help: "Who acts (the item's owner when it creates it).") var identityId: String?
@@ -35,7 +35,16 @@ struct ItemsCommand: AsyncParsableCommand {
 
         func validate() throws { try requireRange(timeout, waitSeconds, "--timeout") }
 
-        func definition() throws -> TableDefinition { try configured { try TableDefinition(parsing: table) } }
+        /// The table's keys: as given (`NAME:KEYS`), or learned from the items the table holds, as reads learn them.
+        func definition(_ client: ItemClient) async throws -> TableDefinition {
+            if table.contains(":") { return try configured { try TableDefinition(parsing: table) } }
+            if let problem = TableDefinition.nameProblem(table) { throw ValidationError(problem.message) }
+            guard let learned = try await client.definition(of: table) else {
+                throw ValidationError("table '\(table)' holds no items yet, so its keys are not known here: name them, "
+                                      + "--table \(table):PARTITION_KEY[/SORT_KEY]")
+            }
+            return learned
+        }
         var requestId: String { id ?? UUID().uuidString.lowercased() }
         var authToken: String? { auth ?? environment("FERRY_AUTH_TOKEN") }
         func level() throws -> AccessLevel? {
@@ -109,7 +118,7 @@ struct ItemsCommand: AsyncParsableCommand {
             // Bad input is refused before Kafka is touched.
             let attributes = try ItemsCommand.attributes(item, option: "--item")
             let client = try ItemsCommand.client(kafka, log)
-            let id = try await client.putItem(attributes, into: try write.definition(),
+            let id = try await client.putItem(attributes, into: try await write.definition(client),
                                               id: write.requestId, accessLevel: try write.level(),
                                               identityId: write.identityId, auth: write.authToken)
             try await ItemsCommand.finish(id, client: client, write: write)
@@ -129,7 +138,7 @@ struct ItemsCommand: AsyncParsableCommand {
             let keyAttributes = try ItemsCommand.attributes(key, option: "--key")
             let setAttributes = try set.map { try ItemsCommand.attributes($0, option: "--set") } ?? [:]
             let client = try ItemsCommand.client(kafka, log)
-            let id = try await client.updateItem(key: keyAttributes, in: try write.definition(), set: setAttributes, remove: remove,
+            let id = try await client.updateItem(key: keyAttributes, in: try await write.definition(client), set: setAttributes, remove: remove,
                                                  id: write.requestId, accessLevel: try write.level(),
                                                  identityId: write.identityId, auth: write.authToken)
             try await ItemsCommand.finish(id, client: client, write: write)
@@ -146,7 +155,7 @@ struct ItemsCommand: AsyncParsableCommand {
         func run() async throws {
             let keyAttributes = try ItemsCommand.attributes(key, option: "--key")
             let client = try ItemsCommand.client(kafka, log)
-            let id = try await client.deleteItem(key: keyAttributes, from: try write.definition(),
+            let id = try await client.deleteItem(key: keyAttributes, from: try await write.definition(client),
                                                  id: write.requestId, accessLevel: try write.level(),
                                                  identityId: write.identityId, auth: write.authToken)
             try await ItemsCommand.finish(id, client: client, write: write)

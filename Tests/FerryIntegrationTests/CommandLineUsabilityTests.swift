@@ -82,4 +82,24 @@ import Testing
         #expect(paused.contains("ferry status \(id)") && !paused.contains("enqueue"), "\(paused)")
         #expect(await kafka.stop() == 0)
     }
+
+    /// The write verbs take `--table NAME` as the read verbs do: the keys come from
+    /// the items the table's topic holds; a table with none asks for `NAME:KEYS`.
+    @Test func writesLearnATablesKeysFromItsItems() async throws {
+        let dir = try TestPaths.temporaryDirectory("items-table-name")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (kafka, bootstrap) = try await CommandLineTests().kafkaOnly(partitions: 1, logs: dir)
+        let record = #"{"table":"posts","keySchema":["id"],"keys":{"id":{"S":"p1"}},"item":{"id":{"S":"p1"},"title":{"S":"one"}},"version":1,"requestId":"r1","updatedAt":"2026-12-07T00:00:00.000Z"}"#
+        try await Kcat(bootstrapServers: bootstrap).produce(topic: "ferry.tables.posts", key: #"[{"S":"p1"}]"#, value: record)
+        for arguments in [["put", "--item", #"{"id":"p2","title":"two"}"#], ["update", "--key", #"{"id":"p1"}"#, "--set", #"{"title":"uno"}"#],
+                          ["delete", "--key", #"{"id":"p1"}"#]] {
+            _ = try await runChecked(ferry, ["items"] + arguments + ["--table", "posts", "--bootstrap-servers", bootstrap])
+        }
+        let sent = try await Kcat(bootstrapServers: bootstrap).consumeAll(topic: "ferry.requests")
+        #expect(sent.map(\.key) == [#"tables/posts/[{"S":"p2"}]"#, #"tables/posts/[{"S":"p1"}]"#, #"tables/posts/[{"S":"p1"}]"#], "\(sent.map(\.key))")
+        let empty = try await runCommand(ferry, ["items", "put", "--table", "drafts", "--item", #"{"id":"d1"}"#, "--bootstrap-servers", bootstrap])
+        #expect(empty.status == 64 && empty.stderr.contains("table 'drafts' holds no items yet") && empty.stderr.contains("--table drafts:PARTITION_KEY"),
+                "\(empty)")
+        #expect(await kafka.stop() == 0)
+    }
 }
