@@ -246,9 +246,12 @@ import Testing
             let events = try await s.env.kcat.consumeAll(topic: Topics().events).filter { $0.value.contains("public/twice.bin") }
             #expect(events.count == 1, "\(events.map(\.value))")
 
-            // Cancelled while its twin waits: neither stores anything.
-            try await s.upload("twice-2", source, key: "twice-2.bin")
-            try await s.upload("twice-2", source, key: "twice-2.bin")
+            // Cancelled while its twin waits: neither stores anything. 12 MiB at 1 MiB/s leaves the
+            // cancel 12 s to arrive (a `ferry cancel` process and a control fetch); with 4 MiB the
+            // upload sometimes finished first on two loaded cores.
+            let longer = try s.file("twice-2.bin", mebibytes: 12)
+            try await s.upload("twice-2", longer, key: "twice-2.bin")
+            try await s.upload("twice-2", longer, key: "twice-2.bin")
             #expect(await eventually(timeout: 30) {
                 (try? await s.statuses(of: "twice-2").contains { $0.state == .running && ($0.bytesTransferred ?? 0) > 0 }) == true
             })
