@@ -1,5 +1,6 @@
 import DequeModule
 import Foundation
+import Synchronization
 
 /// The one place blocking work runs: hashing and re-reading files, fsync,
 /// local file copies, librdkafka's blocking calls. A fixed set of threads,
@@ -8,12 +9,24 @@ import Foundation
 /// (HTTP requests run on the transport's own threads; SQLite on GRDB's queues.)
 public final class BlockingPool: @unchecked Sendable {
     /// Sized for work that mostly waits (disk, broker round trips) on few cores.
-    public static let shared = BlockingPool(threads: max(8, 2 * ProcessInfo.processInfo.activeProcessorCount),
-                                            name: "ferry-blk")
+    public static let shared: BlockingPool = {
+        sharedStarted.store(true, ordering: .releasing)
+        return BlockingPool(threads: max(8, 2 * ProcessInfo.processInfo.activeProcessorCount), name: "ferry-blk")
+    }()
+    private static let sharedStarted = Atomic<Bool>(false)
+
+    /// Shuts down `shared` if the process ever started it (see `shutdown(within:)`).
+    @discardableResult
+    public static func shutdownShared(within timeout: Duration) -> Bool {
+        guard sharedStarted.load(ordering: .acquiring) else { return true }
+        return shared.shutdown(within: timeout)
+    }
 
     public let threadCount: Int
     // Guarded by `condition`.
     private let condition = NSCondition()
+    private var closed = false
+    private var liveThreads: Int
     /// A taken job leaves the queue at once, and with it what it captured (a
     /// Kafka consumer, a file, a buffer): an array with a moving head kept
     /// them up to 1,024 jobs longer, and a test process kept 100 closed
@@ -23,6 +36,7 @@ public final class BlockingPool: @unchecked Sendable {
     public init(threads: Int, name: String) {
         precondition(threads > 0, "a pool needs a thread")
         threadCount = threads
+        liveThreads = threads
         for i in 0..<threads {
             let threadName = "\(name)-\(i)"
             ProcessThreads.start(threadName) { [self] in
@@ -71,8 +85,37 @@ public final class BlockingPool: @unchecked Sendable {
         return jobs.count
     }
 
+    /// Stops the pool at the end of the process: the jobs already queued still
+    /// run (a download's fsync, a Kafka commit), then the threads end. Returns
+    /// whether they all ended within `timeout`. Work submitted afterwards runs
+    /// on the caller's thread, so nothing waits for a pool that is gone.
+    @discardableResult
+    public func shutdown(within timeout: Duration) -> Bool {
+        let deadline = Date().addingTimeInterval(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
+        condition.lock()
+        defer { condition.unlock() }
+        closed = true
+        condition.broadcast()
+        while liveThreads > 0 {
+            if !condition.wait(until: deadline) { break }
+        }
+        return liveThreads == 0
+    }
+
+    /// Threads still running: all of them until `shutdown`, none once it has drained the queue.
+    public var runningThreads: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return liveThreads
+    }
+
     private func submit(_ job: @escaping () -> Void) {
         condition.lock()
+        if closed {
+            condition.unlock()
+            job()
+            return
+        }
         jobs.append(job)
         condition.signal()
         condition.unlock()
@@ -81,7 +124,13 @@ public final class BlockingPool: @unchecked Sendable {
     private func work() {
         while true {
             condition.lock()
-            while jobs.isEmpty { condition.wait() }
+            while jobs.isEmpty && !closed { condition.wait() }
+            guard !jobs.isEmpty else {
+                liveThreads -= 1
+                condition.broadcast()
+                condition.unlock()
+                return
+            }
             let job = jobs.removeFirst()
             condition.unlock()
             job()

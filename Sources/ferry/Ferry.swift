@@ -1,6 +1,7 @@
 import ArgumentParser
 import FerryCore
 import Foundation
+import Logging
 
 @main
 struct Ferry: AsyncParsableCommand {
@@ -30,7 +31,9 @@ struct Ferry: AsyncParsableCommand {
             var command = try parseAsRoot()
             parsed = type(of: command)
             if var asyncCommand = command as? AsyncParsableCommand { try await asyncCommand.run() } else { try command.run() }
+            finishBlockingWork()
         } catch {
+            finishBlockingWork()
             let message = parsed.flatMap { usageError(error, of: $0) } ?? fullMessage(for: error)
             let code = exitCode(for: error)
             if !message.isEmpty {
@@ -44,6 +47,16 @@ struct Ferry: AsyncParsableCommand {
 }
 
 extension Ferry {
+    /// Blocking work still queued when a command ends (a download's fsync, a
+    /// Kafka commit, the local store's index write) runs before the process
+    /// exits, and the pool's threads end; a job stuck past 10 s is left behind,
+    /// said so, rather than holding the exit.
+    static func finishBlockingWork() {
+        if !BlockingPool.shutdownShared(within: .seconds(10)) {
+            Logger(label: "ferry").warning("blocking work still running 10 s after the command ended; exiting without it")
+        }
+    }
+
     /// A usage error a subcommand's `run()` throws (a value out of range, an id
     /// no request may carry) with that subcommand's usage line, as
     /// ArgumentParser shows for the errors it finds itself; its own rendering

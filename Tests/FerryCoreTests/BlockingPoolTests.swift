@@ -92,4 +92,46 @@ import Testing
         let released = await eventually(timeout: 10, every: 0.05) { alive.value.load(ordering: .relaxed) == 0 }
         #expect(released, "\(alive.value.load(ordering: .relaxed)) of 50 jobs' captures still alive")
     }
+
+    /// Shutdown at the end of a process: what is queued still runs, then the
+    /// threads end (seen in /proc); work after it runs on the caller's thread.
+    @Test func shutdownRunsWhatIsQueuedThenEndsTheThreads() async throws {
+        let name = "bp-down-\(UInt16.random(in: 0...UInt16.max))"
+        let pool = BlockingPool(threads: 2, name: name)
+        let done = Counter()
+        let queued = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<6 {
+                    group.addTask { await pool.run { usleep(30_000); done.value.add(1, ordering: .relaxed) } }
+                }
+            }
+        }
+        // Let every job reach the queue before the shutdown.
+        for _ in 0..<200 where pool.queued < 4 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(pool.shutdown(within: .seconds(10)), "the pool's threads did not end")
+        #expect(done.value.load(ordering: .relaxed) == 6, "shutdown ended before the queued jobs ran")
+        await queued.value
+        #expect(pool.runningThreads == 0)
+        var alive = 2
+        for _ in 0..<100 where alive > 0 {
+            alive = threads(named: name)
+            if alive > 0 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(alive == 0, "\(alive) pool threads still in /proc/self/task")
+        #expect(await pool.run { 41 + 1 } == 42, "work after shutdown did not run")
+    }
+
+    /// A job that outlasts the time given is reported, not waited for without end.
+    @Test func shutdownGivesUpOnAJobThatOutlastsItsTime() async throws {
+        let pool = BlockingPool(threads: 1, name: "bp-stuck")
+        let release = DispatchSemaphore(value: 0)
+        let stuck = Task { await pool.run { _ = release.wait(timeout: .now() + 30) } }
+        for _ in 0..<200 where pool.queued > 0 || pool.runningThreads == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        try await Task.sleep(for: .milliseconds(50))
+        let started = ContinuousClock.now
+        #expect(!pool.shutdown(within: .milliseconds(200)))
+        #expect(ContinuousClock.now - started < .seconds(5))
+        release.signal()
+        await stuck.value
+    }
 }
