@@ -73,90 +73,26 @@ extension TransferRun {
     }
 
     private func downloadOnce(into fd: Int32) async throws(FerryError) -> ObjectAttributes {
-        let partSize = settings.partSize
-        let firstSpan = self.firstSpan
         // Of the request's headers only SSE-C keys belong on a GET.
         let sse = (request.headers ?? [:]).filter { HeaderPolicy.isCustomerKeyHeader($0.key) }
         let checkMD5 = request.headers?.isEmpty ?? true
-        let threshold = settings.multipartThreshold
         let head = FirstHead()
-        let run = self
-        let location = self.location
         // The first range runs in a task of its own; its head (size, ETag) starts the
         // other ranges while its body is still arriving.
-        async let firstRange = fetchFirstRange(into: fd, sse: sse, head: head, checkMD5: checkMD5, threshold: threshold)
+        async let firstRange = fetchFirstRange(into: fd, sse: sse, head: head, checkMD5: checkMD5, threshold: settings.multipartThreshold)
         let early = try await head.value.get()
         let size = early.size
         setTotal(size)
-        // The size is the server's word: a download that cannot fit fails now,
-        // with the figures, instead of filling the disk first.
-        if let (needed, free) = FileSpace.shortfall(fd, length: size) {
-            throw FerryError(.localIOError, "the object is \(size) bytes; its destination's filesystem has \(free) bytes free and the download needs \(needed) more")
-        }
-        // Reserve the blocks at once: the ranges then write into allocated space
-        // instead of making the filesystem allocate (ext4: delayed allocation)
-        // piece by piece. Where the filesystem cannot, writes allocate as before.
-        FileSpace.reserve(fd, length: size)
-        let firstParts = firstSpan / partSize
-        // The stored checksum of the whole object, which a ranged GET does not
-        // name: asked for once (a HEAD) before the other ranges start, so that
-        // each of them keeps the CRC of its own bytes as they stream and the
-        // CRCs combine into the whole's, read again from nowhere.
+        try reserveSpace(fd, size: size)
         var named: WholeObjectChecksum?
         var rangeSums: RangeChecksums?
         if size > firstSpan {
             guard let eTag = early.eTag else {
                 throw FerryError(.storageError, "ranged GET answered without an ETag; cannot guard against a replaced object")
             }
-            let answered = early.wholeObjectChecksum
-            if answered == nil {
-                let store = self.store
-                do {
-                    named = try await attempt("HeadObject (checksum)") { () async throws(FerryError) -> WholeObjectChecksum? in
-                        try await store.wholeObjectChecksum(location, eTag: eTag, headers: sse)
-                    }
-                } catch where error.code != .preconditionFailed && error.code != .cancelled {
-                    // The GET answered; only the checksum's question did not: the download
-                    // goes on as it would from a store that keeps none, and says so.
-                    logger.warning("cannot learn the object's stored checksum (HEAD): \(error); the download goes on without that check")
-                }
-            }
-            rangeSums = (answered ?? named)?.algorithm.polynomial.map(RangeChecksums.init)
-            let id = request.id
-            let journal = self.journal
-            let written = await journal?.downloadedParts(transferId: id, eTag: eTag, partSize: partSize) ?? []
-            let rest = Array(PartPlan(rangesOf: size, partSize: partSize).parts.dropFirst(Int(firstParts)))
-            let resumed = rest.filter { written.contains($0.number) }
-            if !resumed.isEmpty {
-                meter.add(resumed.reduce(0) { $0 + $1.length })
-                logger.info("resuming download", metadata: ["partsOnDisk": "\(resumed.count + Int(firstParts))", "parts": "\(rest.count + Int(firstParts))"])
-            }
-            let rangeSums = rangeSums
-            _ = try await forEachConcurrently(rest.filter { !written.contains($0.number) },
-                                              concurrency: settings.partConcurrency) { (part) async throws(FerryError) -> Int64 in
-                let got = try await run.attempt("GetObject range \(part.number)") { () async throws(FerryError) -> ObjectAttributes in
-                    // A fresh CRC per attempt: a failed attempt's bytes are written again.
-                    let sum = rangeSums.map { RangeChecksum($0.polynomial) }
-                    let observer = sum.map { sum in GetObjectObserver(attributes: { _ in }, body: { sum.feed($0) }) }
-                    let got = try await run.store.getObject(GetObjectInput(bucket: location.bucket, key: location.key, range: part.range,
-                                                                           ifMatch: eTag, headers: sse, observer: observer),
-                                                            into: fd, at: part.offset, progress: run.meter)
-                    if let sum { rangeSums?.record(sum, at: part.offset, length: part.length) }
-                    return got
-                }
-                guard got.bytesReceived == part.length else {
-                    throw FerryError(.storageError, "range \(part.range) returned \(got.bytesReceived) bytes")
-                }
-                // A store that ignores If-Match still names what it served: bytes of
-                // another version must not join this one's (the download starts over).
-                if let served = got.eTag, served != eTag {
-                    throw FerryError(.preconditionFailed, "range \(part.range) came from another version of the object "
-                        + "(ETag \(TextClip.clipped(served, toUTF8: 128)), expected \(TextClip.clipped(eTag, toUTF8: 128))); "
-                        + "the store did not refuse it despite If-Match")
-                }
-                await journal?.partDownloaded(transferId: id, eTag: eTag, partSize: partSize, partNumber: part.number)
-                return got.bytesReceived
-            }
+            if early.wholeObjectChecksum == nil { named = try await namedChecksum(eTag: eTag, sse: sse) }
+            rangeSums = (early.wholeObjectChecksum ?? named)?.algorithm.polynomial.map(RangeChecksums.init)
+            try await fetchOtherRanges(into: fd, size: size, eTag: eTag, sse: sse, sums: rangeSums)
         }
         let (first, digest) = try await firstRange.get()
         // A retried first range may have met a replaced object: the ranges
@@ -175,6 +111,76 @@ extension TransferRun {
         }
         report()
         return first
+    }
+
+    /// The size is the server's word: a download that cannot fit fails now, with
+    /// the figures, instead of filling the disk first. The blocks are reserved at
+    /// once, so the ranges write into allocated space instead of making the
+    /// filesystem allocate piece by piece (where it cannot, writes allocate as before).
+    private func reserveSpace(_ fd: Int32, size: Int64) throws(FerryError) {
+        if let (needed, free) = FileSpace.shortfall(fd, length: size) {
+            throw FerryError(.localIOError, "the object is \(size) bytes; its destination's filesystem has \(free) bytes free and the download needs \(needed) more")
+        }
+        FileSpace.reserve(fd, length: size)
+    }
+
+    /// The stored checksum of the whole object, which a ranged GET does not name:
+    /// asked for once (a HEAD) before the other ranges start, so that each of them
+    /// keeps the CRC of its own bytes as they stream and the CRCs combine into the
+    /// whole's. A HEAD that fails for another reason than a changed object leaves
+    /// the download without that check, as from a store that keeps none, and says so.
+    private func namedChecksum(eTag: String, sse: [String: String]) async throws(FerryError) -> WholeObjectChecksum? {
+        let store = self.store, location = self.location
+        do {
+            return try await attempt("HeadObject (checksum)") { () async throws(FerryError) -> WholeObjectChecksum? in
+                try await store.wholeObjectChecksum(location, eTag: eTag, headers: sse)
+            }
+        } catch where error.code != .preconditionFailed && error.code != .cancelled {
+            logger.warning("cannot learn the object's stored checksum (HEAD): \(error); the download goes on without that check")
+            return nil
+        }
+    }
+
+    /// Every range after the first span, `partConcurrency` at once, each `If-Match`
+    /// the first head's ETag and written at its offset; ranges the journal holds
+    /// from an earlier run of the same version are not fetched again.
+    private func fetchOtherRanges(into fd: Int32, size: Int64, eTag: String, sse: [String: String],
+                                  sums rangeSums: RangeChecksums?) async throws(FerryError) {
+        let partSize = settings.partSize
+        let firstParts = firstSpan / partSize
+        let id = request.id, journal = self.journal, location = self.location, run = self
+        let written = await journal?.downloadedParts(transferId: id, eTag: eTag, partSize: partSize) ?? []
+        let rest = Array(PartPlan(rangesOf: size, partSize: partSize).parts.dropFirst(Int(firstParts)))
+        let resumed = rest.filter { written.contains($0.number) }
+        if !resumed.isEmpty {
+            meter.add(resumed.reduce(0) { $0 + $1.length })
+            logger.info("resuming download", metadata: ["partsOnDisk": "\(resumed.count + Int(firstParts))", "parts": "\(rest.count + Int(firstParts))"])
+        }
+        _ = try await forEachConcurrently(rest.filter { !written.contains($0.number) },
+                                          concurrency: settings.partConcurrency) { (part) async throws(FerryError) -> Int64 in
+            let got = try await run.attempt("GetObject range \(part.number)") { () async throws(FerryError) -> ObjectAttributes in
+                // A fresh CRC per attempt: a failed attempt's bytes are written again.
+                let sum = rangeSums.map { RangeChecksum($0.polynomial) }
+                let observer = sum.map { sum in GetObjectObserver(attributes: { _ in }, body: { sum.feed($0) }) }
+                let got = try await run.store.getObject(GetObjectInput(bucket: location.bucket, key: location.key, range: part.range,
+                                                                       ifMatch: eTag, headers: sse, observer: observer),
+                                                        into: fd, at: part.offset, progress: run.meter)
+                if let sum { rangeSums?.record(sum, at: part.offset, length: part.length) }
+                return got
+            }
+            guard got.bytesReceived == part.length else {
+                throw FerryError(.storageError, "range \(part.range) returned \(got.bytesReceived) bytes")
+            }
+            // A store that ignores If-Match still names what it served: bytes of
+            // another version must not join this one's (the download starts over).
+            if let served = got.eTag, served != eTag {
+                throw FerryError(.preconditionFailed, "range \(part.range) came from another version of the object "
+                    + "(ETag \(TextClip.clipped(served, toUTF8: 128)), expected \(TextClip.clipped(eTag, toUTF8: 128))); "
+                    + "the store did not refuse it despite If-Match")
+            }
+            await journal?.partDownloaded(transferId: id, eTag: eTag, partSize: partSize, partNumber: part.number)
+            return got.bytesReceived
+        }
     }
 
     /// What the first GET asks for: up to the multipart threshold when that is

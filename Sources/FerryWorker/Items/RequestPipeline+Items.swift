@@ -34,102 +34,30 @@ extension RequestPipeline {
         let turn = tables.itemTurns.take("\(plan.table.name)\u{0}\(plan.itemKey)")
         await turn.wait()
         defer { turn.finish() }
-        // What other workers wrote of this table before now.
-        if let follower = tables.follower {
-            do throws(FerryError) {
-                try await follower.caughtUp(table: plan.table.name)
-            } catch {
-                log.warning("\(error); the request is left for redelivery")
-                return false
-            }
+        guard let current = await currentItem(plan, log: log) else { return false }
+        if let settled = await settledBefore(request, plan: plan, current: current, message: message, callback: callback, log: log) {
+            return settled
         }
-        let current: (record: ItemRecord?, version: Int64)?
-        do {
-            current = try await state.currentItem(table: plan.table.name, itemKey: plan.itemKey)
-        } catch {
-            log.error("cannot read the item view: \(error)")
-            return false
-        }
-        // Another worker already wrote it (the request came back after a rebalance): its outcome stands.
-        if let held = current?.record, held.requestId == request.id {
-            log.info("duplicate request: item \(plan.itemKey) of \(plan.table.name) already holds \(request.id) (version \(held.version))")
-            Counter(label: "ferry_duplicates_total", dimensions: [("kind", "item_version")]).increment()
-            let status = TransferStatus(id: request.id, op: op, state: .completed, attempt: 1, worker: workerId)
-            return await record("completed item outcome again", [publisher.message(status)] + publisher.callbackMessages(status, callback: callback),
-                                finished: status, delivery: message.position, log: log)
-        }
-        // Amplify's owner rule: an item an authenticated caller created is theirs to change.
-        if let owner = current?.record?.owner, owner != plan.caller.identityId {
-            let error = FerryError(.accessDenied, "item \(plan.itemKey) of table \(plan.table.name) belongs to another identity")
-            return await reject(message, error: error, id: request.id, op: op, callback: callback, log: log)
-        }
-        guard (current?.version ?? 0) < ItemRecord.versions.upperBound else {
-            let error = FerryError(.invalidRequest, "item \(plan.itemKey) of table \(plan.table.name) is at its last version")
-            return await reject(message, error: error, id: request.id, op: op, callback: callback, log: log)
-        }
-        let held = current?.record?.item.referencedObjects ?? []
+        guard let files = await uploadFiles(request, plan: plan, message: message, log: log) else { return false }
         var status = TransferStatus(id: request.id, op: op, state: .completed, attempt: 1, worker: workerId)
-        var messages: [OutboxMessage] = []
-        var item = request.item  // put: the whole item; update: the attributes to set
-        var uploaded: [ObjectReference] = []
-        var failure: FerryError?
-        for file in plan.files {
-            do throws(FerryError) {
-                let outcome = try await runThroughOutages(file.job, control: TransferControl(), log: log, progress: { _ in }).outcome
-                uploaded.append(ObjectReference(bucket: outcome.object.bucket, key: outcome.object.key, transferId: file.job.request.id))
-                if let eventName = outcome.eventName {
-                    let event = events.event(for: file.job.request, outcome: outcome, eventName: eventName,
-                                             sequencer: outcome.storedMetadata[TransferMarker.sequencer] ?? plan.sequencer)
-                    messages.append(publisher.message(event, bucket: outcome.object.bucket, key: outcome.object.key))
-                }
-                if let change = streams.objectRecord(request: file.job.request, outcome: outcome, offset: message.offset) {
-                    messages.append(streams.message(change))
-                }
-                let image = S3ObjectImage.make(bucket: outcome.object.bucket, key: outcome.object.key, region: file.input.region ?? streams.region,
-                                               version: outcome.object.versionId, size: outcome.object.size,
-                                               eTag: outcome.object.eTag.map(EventBuilder.unquoted), mimeType: outcome.contentType,
-                                               transferId: file.job.request.id)
-                item.set(image, at: file.input.path)
-                status.bytesTransferred = (status.bytesTransferred ?? 0) + outcome.bytesTransferred
-            } catch {
-                if Task.isCancelled { return false }
-                failure = error
-                break
-            }
-        }
+        status.bytesTransferred = files.bytes
+        var messages = files.messages
+        let held = current.record?.item.referencedObjects ?? []
         let released: [ObjectReference]
         var written: ItemVersion?
-        if let failure {
+        if let failure = files.failure {
             // No item: the files this request stored go again, unless the item already points at them.
             status.state = .failed
             status.error = .init(failure)
-            released = uploaded.filter { !held.contains($0) }
+            released = files.uploaded.filter { !held.contains($0) }
             log.error("\(op) failed, the item is not written: \(failure)")
         } else {
-            let next = (current?.version ?? 0) + 1
-            var record: ItemRecord?
-            switch request.op {
-            case .putItem:
-                record = plan.record(item: item, version: next, owner: current?.record?.owner ?? plan.caller.identityId, requestId: request.id)
-            case .updateItem:
-                var merged = current?.record?.item ?? plan.keys
-                for (name, value) in item { merged[name] = value }
-                for name in request.remove { merged[name] = nil }
-                record = plan.record(item: merged, version: next, owner: current?.record?.owner ?? plan.caller.identityId, requestId: request.id)
-            case .deleteItem:
-                record = nil
-            }
-            if record != nil || current?.record != nil {
-                written = ItemVersion(table: plan.table.name, itemKey: plan.itemKey, version: next, record: record)
-                messages.append(tableMessage(plan, version: next, record: record, requestId: request.id))
-                let name: DynamoDBEvent.EventName = record == nil ? .remove : (current?.record == nil ? .insert : .modify)
-                messages.append(streams.message(streams.itemRecord(table: plan.table.name, name: name, keys: plan.keys,
-                                                                   new: record?.item, old: current?.record?.item, version: next)))
-            }
-            let kept = record?.item.referencedObjects ?? []
-            released = plan.table.deletesUnreferencedFiles ? held.subtracting(kept).sorted() : []
+            let change = itemChange(request, plan: plan, current: current, item: files.item)
+            written = change.written
+            messages += change.messages
+            released = plan.table.deletesUnreferencedFiles ? held.subtracting(change.record?.item.referencedObjects ?? []).sorted() : []
             log.info("\(op) \(plan.table.name) \(plan.itemKey) completed", metadata: [
-                "version": "\(written?.version ?? current?.version ?? 0)", "files": "\(uploaded.count)", "released": "\(released.count)"])
+                "version": "\(written?.version ?? current.version)", "files": "\(files.uploaded.count)", "released": "\(released.count)"])
         }
         status.time = Timestamp.iso8601(Date())
         messages.append(publisher.message(status))
@@ -140,7 +68,120 @@ extension RequestPipeline {
                             releasedBy: (request.id, plan.sequencer), log: log)
     }
 
-    /// The table topic's message: the new record, or a tombstone with the version it deletes at.
+    /// The item as the fleet last wrote it (version 0 when there is none),
+    /// once this worker's view has caught up with the table's topic; nil when
+    /// it cannot be known now, and the request is left for redelivery.
+    private func currentItem(_ plan: ItemPlan, log: Logger) async -> (record: ItemRecord?, version: Int64)? {
+        if let follower = tables.follower {
+            do throws(FerryError) {
+                try await follower.caughtUp(table: plan.table.name)
+            } catch {
+                log.warning("\(error); the request is left for redelivery")
+                return nil
+            }
+        }
+        do {
+            return try await state.currentItem(table: plan.table.name, itemKey: plan.itemKey) ?? (nil, 0)
+        } catch {
+            log.error("cannot read the item view: \(error)")
+            return nil
+        }
+    }
+
+    /// The outcome of a request the item's state already decides: one another
+    /// worker wrote before a rebalance (completed again), one the owner rule
+    /// refuses, or an item at its last version. Nil when the request is to run.
+    private func settledBefore(_ request: ItemRequest, plan: ItemPlan, current: (record: ItemRecord?, version: Int64),
+                               message: KafkaMessage, callback: String?, log: Logger) async -> Bool? {
+        let op = request.op.rawValue
+        if let held = current.record, held.requestId == request.id {
+            log.info("duplicate request: item \(plan.itemKey) of \(plan.table.name) already holds \(request.id) (version \(held.version))")
+            Counter(label: "ferry_duplicates_total", dimensions: [("kind", "item_version")]).increment()
+            let status = TransferStatus(id: request.id, op: op, state: .completed, attempt: 1, worker: workerId)
+            return await record("completed item outcome again", [publisher.message(status)] + publisher.callbackMessages(status, callback: callback),
+                                finished: status, delivery: message.position, log: log)
+        }
+        // Amplify's owner rule: an item an authenticated caller created is theirs to change.
+        if let owner = current.record?.owner, owner != plan.caller.identityId {
+            let error = FerryError(.accessDenied, "item \(plan.itemKey) of table \(plan.table.name) belongs to another identity")
+            return await reject(message, error: error, id: request.id, op: op, callback: callback, log: log)
+        }
+        guard current.version < ItemRecord.versions.upperBound else {
+            let error = FerryError(.invalidRequest, "item \(plan.itemKey) of table \(plan.table.name) is at its last version")
+            return await reject(message, error: error, id: request.id, op: op, callback: callback, log: log)
+        }
+        return nil
+    }
+
+    /// What uploading an item's files gave: the item with each file input
+    /// replaced by its stored `S3Object`, the files' events and `objects`
+    /// records, or the failure that ended the uploads.
+    struct UploadedFiles {
+        var item: AttributeMap
+        var uploaded: [ObjectReference] = []
+        var messages: [OutboxMessage] = []
+        var bytes: Int64?
+        var failure: FerryError?
+    }
+
+    /// Uploads the item's files one after another through the engine; nil when
+    /// the worker is stopping (the request is redelivered).
+    private func uploadFiles(_ request: ItemRequest, plan: ItemPlan, message: KafkaMessage, log: Logger) async -> UploadedFiles? {
+        var files = UploadedFiles(item: request.item)  // put: the whole item; update: the attributes to set
+        for file in plan.files {
+            do throws(FerryError) {
+                let outcome = try await runThroughOutages(file.job, control: TransferControl(), log: log, progress: { _ in }).outcome
+                files.uploaded.append(ObjectReference(bucket: outcome.object.bucket, key: outcome.object.key, transferId: file.job.request.id))
+                if let eventName = outcome.eventName {
+                    let event = events.event(for: file.job.request, outcome: outcome, eventName: eventName,
+                                             sequencer: outcome.storedMetadata[TransferMarker.sequencer] ?? plan.sequencer)
+                    files.messages.append(publisher.message(event, bucket: outcome.object.bucket, key: outcome.object.key))
+                }
+                if let change = streams.objectRecord(request: file.job.request, outcome: outcome, offset: message.offset) {
+                    files.messages.append(streams.message(change))
+                }
+                let image = S3ObjectImage.make(bucket: outcome.object.bucket, key: outcome.object.key, region: file.input.region ?? streams.region,
+                                               version: outcome.object.versionId, size: outcome.object.size,
+                                               eTag: outcome.object.eTag.map(EventBuilder.unquoted), mimeType: outcome.contentType,
+                                               transferId: file.job.request.id)
+                files.item.set(image, at: file.input.path)
+                files.bytes = (files.bytes ?? 0) + outcome.bytesTransferred
+            } catch {
+                if Task.isCancelled { return nil }
+                files.failure = error
+                break
+            }
+        }
+        return files
+    }
+
+    /// The item's next version (nil for a delete), its table record and its
+    /// stream record; no messages for a delete of an item that is not there.
+    private func itemChange(_ request: ItemRequest, plan: ItemPlan, current: (record: ItemRecord?, version: Int64), item: AttributeMap)
+        -> (record: ItemRecord?, written: ItemVersion?, messages: [OutboxMessage]) {
+        let next = current.version + 1
+        let owner = current.record?.owner ?? plan.caller.identityId
+        let record: ItemRecord?
+        switch request.op {
+        case .putItem:
+            record = plan.record(item: item, version: next, owner: owner, requestId: request.id)
+        case .updateItem:
+            var merged = current.record?.item ?? plan.keys
+            for (name, value) in item { merged[name] = value }
+            for name in request.remove { merged[name] = nil }
+            record = plan.record(item: merged, version: next, owner: owner, requestId: request.id)
+        case .deleteItem:
+            record = nil
+        }
+        guard record != nil || current.record != nil else { return (nil, nil, []) }
+        let name: DynamoDBEvent.EventName = record == nil ? .remove : (current.record == nil ? .insert : .modify)
+        return (record, ItemVersion(table: plan.table.name, itemKey: plan.itemKey, version: next, record: record), [
+            tableMessage(plan, version: next, record: record, requestId: request.id),
+            streams.message(streams.itemRecord(table: plan.table.name, name: name, keys: plan.keys,
+                                               new: record?.item, old: current.record?.item, version: next)),
+        ])
+    }
+
     private func tableMessage(_ plan: ItemPlan, version: Int64, record: ItemRecord?, requestId: String) -> OutboxMessage {
         let headers = [OutboxMessage.Header(ItemRecord.versionHeader, String(version)), OutboxMessage.Header(ItemRecord.requestHeader, requestId)]
         let value = record.map { try! FerryJSON.encode($0) } ?? []
