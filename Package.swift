@@ -36,6 +36,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.0.0"),
         // Tests only: seeded, shrinking generators for the hostile-input properties.
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+        // `swift package generate-documentation` (scripts/docs.sh): DocC for the trigger kit and FerryClient.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // C libraries, found with pkg-config.
