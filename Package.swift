@@ -57,29 +57,32 @@ let package = Package(
         .target(name: "CFerryChecksum"),
 
         // The contracts: requests, statuses, events, errors.
-        .target(name: "FerryCore", dependencies: [.product(name: "DequeModule", package: "swift-collections")]),
+        .target(name: "FerryCore"),
+        // The process's concurrency runtime: its threads, the blocking pool, the
+        // timer, the one retry policy, async limits.
+        .target(name: "FerryConcurrency", dependencies: ["FerryCore", .product(name: "DequeModule", package: "swift-collections")]),
         // The storage seam: the ObjectStore protocol and its values, checksums
         // (CRC, MD5 lanes, SHA-256), byte meters. What the engine sees of storage.
         .target(name: "FerryStorage", dependencies: [
-            "FerryCore", "CFerryChecksum", "CFerryOpenSSL", "CFerryProcess",
+            "FerryCore", "FerryConcurrency", "CFerryChecksum", "CFerryOpenSSL", "CFerryProcess",
         ]),
         // The embedded default's store: objects in a directory.
-        .target(name: "FerryLocalStore", dependencies: ["FerryCore", "FerryStorage"]),
+        .target(name: "FerryLocalStore", dependencies: ["FerryCore", "FerryConcurrency", "FerryStorage"]),
         // S3 over HTTP: SigV4, credentials, the libcurl transport, the S3 client.
         .target(name: "FerryS3", dependencies: [
-            "FerryCore", "FerryStorage", "CCurl", "CFerryCurlShim", "CFerryOpenSSL", "CFerryChecksum",
+            "FerryCore", "FerryConcurrency", "FerryStorage", "CCurl", "CFerryCurlShim", "CFerryOpenSSL", "CFerryChecksum",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
         ]),
         // Running transfers against an ObjectStore with limits.
         .target(name: "FerryEngine", dependencies: [
-            "FerryCore", "FerryStorage",
+            "FerryCore", "FerryConcurrency", "FerryStorage",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
         ]),
         // librdkafka: consumer, producer, embedded mock cluster.
         .target(name: "FerryKafka", dependencies: [
-            "CRdKafka", "FerryCore",
+            "CRdKafka", "FerryCore", "FerryConcurrency",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "DequeModule", package: "swift-collections"),
         ], swiftSettings: testHooks),
@@ -90,7 +93,7 @@ let package = Package(
         ]),
         // Record tables: following their compacted topics into a view.
         .target(name: "FerryTables", dependencies: [
-            "FerryCore", "FerryKafka",
+            "FerryCore", "FerryConcurrency", "FerryKafka",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // All a trigger author imports of Ferry: handler protocols, context,
@@ -100,7 +103,7 @@ let package = Package(
         ]),
         // Delivering events to the registered handlers: dispatcher, mappings, targets.
         .target(name: "FerryTriggers", dependencies: [
-            "FerryCore", "FerryTriggerKit", "FerryKafka", "FerryStorage", "FerryS3",
+            "FerryCore", "FerryConcurrency", "FerryTriggerKit", "FerryKafka", "FerryStorage", "FerryS3",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "DequeModule", package: "swift-collections"),
@@ -117,7 +120,7 @@ let package = Package(
                 exclude: ["README.md", "events"]),
         // The pipeline: consume requests, run transfers, publish outcomes.
         .target(name: "FerryWorker", dependencies: [
-            "FerryCore", "FerryStorage", "FerryLocalStore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggerKit", "FerryTriggers", "FerryTables", "CFerryProcess",
+            "FerryCore", "FerryConcurrency", "FerryStorage", "FerryLocalStore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggerKit", "FerryTriggers", "FerryTables", "CFerryProcess",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "Metrics", package: "swift-metrics"),
@@ -128,7 +131,7 @@ let package = Package(
             .product(name: "Yams", package: "Yams"),
         ], swiftSettings: testHooks),
         .executableTarget(name: "ferry", dependencies: [
-            "FerryCore", "FerryStorage", "FerryLocalStore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggerKit", "FerryTriggers", "FerryTables",
+            "FerryCore", "FerryConcurrency", "FerryStorage", "FerryLocalStore", "FerryS3", "FerryEngine", "FerryKafka", "FerryStore", "FerryTriggerKit", "FerryTriggers", "FerryTables",
             "FerryWorker", "FerryClient", "Triggers",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -136,23 +139,24 @@ let package = Package(
 
         // Starts the real peers the tests run against (mock cluster, moto, Ceph RGW, ferry processes).
         .target(name: "FerryTestSupport", dependencies: [
-                    "FerryKafka", "FerryCore", "FerryStorage", "FerryLocalStore", "FerryS3", .product(name: "PropertyBased", package: "swift-property-based"),
+                    "FerryKafka", "FerryCore", "FerryConcurrency", "FerryStorage", "FerryLocalStore", "FerryS3", .product(name: "PropertyBased", package: "swift-property-based"),
                     .product(name: "Logging", package: "swift-log"), .product(name: "JWTKit", package: "jwt-kit"),
                 ], path: "Tests/FerryTestSupport", swiftSettings: testHooks),
         .testTarget(name: "FerryCoreTests", dependencies: [
-            "FerryCore", "FerryTestSupport", .product(name: "PropertyBased", package: "swift-property-based"),
+            "FerryCore", "FerryConcurrency", "FerryTestSupport", .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
         .testTarget(name: "FerryS3Tests", dependencies: [
-            "FerryS3", "FerryStorage", "FerryLocalStore", "CFerryChecksum", "FerryTestSupport", .product(name: "PropertyBased", package: "swift-property-based"),
+            "FerryS3", "FerryConcurrency", "FerryStorage", "FerryLocalStore", "CFerryChecksum", "FerryTestSupport", .product(name: "PropertyBased", package: "swift-property-based"),
         ]),
         .testTarget(name: "FerryTriggersTests", dependencies: [
             "FerryTriggerKit", "FerryTriggers", "Triggers", "FerryKafka", "FerryStorage", "FerryLocalStore", "FerryS3", "FerryTestSupport",
         ]),
-        .testTarget(name: "FerryEngineTests", dependencies: ["FerryEngine", "FerryStorage", "FerryLocalStore", "FerryS3", "FerryTestSupport"]),
+        .testTarget(name: "FerryEngineTests", dependencies: [
+            "FerryConcurrency", "FerryEngine", "FerryStorage", "FerryLocalStore", "FerryS3", "FerryTestSupport"]),
         .testTarget(name: "FerryKafkaTests", dependencies: ["FerryKafka", "FerryTestSupport"]),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryStore", "FerryTestSupport"]),
         .testTarget(name: "FerryWorkerTests", dependencies: [
-            "FerryWorker", "CFerryProcess", "FerryTriggerKit", "FerryTriggers", "FerryEngine", "FerryStorage", "FerryLocalStore", "FerryS3", "FerryStore", "FerryKafka", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
+            "FerryWorker", "FerryConcurrency", "CFerryProcess", "FerryTriggerKit", "FerryTriggers", "FerryEngine", "FerryStorage", "FerryLocalStore", "FerryS3", "FerryStore", "FerryKafka", "FerryTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "PropertyBased", package: "swift-property-based"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),

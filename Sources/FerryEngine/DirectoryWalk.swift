@@ -1,5 +1,6 @@
 import FerryCore
 import Foundation
+import FerryConcurrency
 
 /// The regular files under a directory, for `ferry cp --recursive`, found one
 /// directory at a time while the copies run: the walk holds the entries of

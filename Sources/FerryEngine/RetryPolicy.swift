@@ -1,4 +1,5 @@
 import FerryCore
+import FerryConcurrency
 
 /// Which failures are tried again and how long to wait: exponential backoff
 /// with full jitter (AWS's recommendation), capped.

@@ -1,5 +1,6 @@
 import FerryCore
 import Synchronization
+import FerryConcurrency
 
 /// A transfer's timeout, counted on the time it is not paused: the timer
 /// stops when the transfer is paused and starts again, with what is left, on

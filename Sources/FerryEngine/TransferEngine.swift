@@ -3,6 +3,7 @@ import FerryStorage
 import Foundation
 import Logging
 import Synchronization
+import FerryConcurrency
 
 /// Runs transfers against an `ObjectStore`: multipart uploads and parallel
 /// ranged downloads within the worker's limits, with progress, pause / resume /

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Metrics
 import Synchronization
+import FerryConcurrency
 
 /// How a request raced against a pause ended.
 enum PausableOutcome<T: Sendable>: Sendable {

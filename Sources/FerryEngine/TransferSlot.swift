@@ -1,5 +1,6 @@
 import FerryCore
 import Synchronization
+import FerryConcurrency
 
 /// A running transfer's hold on the engine's limit of transfers at once.
 ///

@@ -1,6 +1,7 @@
 import CRdKafka
 import FerryCore
 import Logging
+import FerryConcurrency
 
 /// librdkafka's mock cluster, in process: real Kafka wire protocol on loopback
 /// ports, consumer groups and offset commits, no durability. Other clients

@@ -1,6 +1,7 @@
 import CRdKafka
 import FerryCore
 import Logging
+import FerryConcurrency
 
 /// A hold or release of one partition (`KafkaConsumer.hold`), carried out by
 /// the consumer's poll thread: the only thread that pauses and resumes

@@ -4,6 +4,7 @@ import FerryCore
 import Foundation
 import Logging
 import Synchronization
+import FerryConcurrency
 
 /// A librdkafka consumer whose messages arrive as an `AsyncSequence`.
 ///

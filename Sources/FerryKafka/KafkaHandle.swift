@@ -3,6 +3,7 @@ import FerryCore
 import Foundation
 import Logging
 import Synchronization
+import FerryConcurrency
 
 /// Owns one `rd_kafka_t`. librdkafka's handle is thread-safe, hence `@unchecked Sendable`.
 final class KafkaHandle: @unchecked Sendable {

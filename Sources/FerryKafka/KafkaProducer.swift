@@ -3,6 +3,7 @@ import FerryCore
 import Foundation
 import Logging
 import Synchronization
+import FerryConcurrency
 
 /// A librdkafka producer. `send` returns when the broker has acknowledged the
 /// message (its delivery report), so callers know it is durable.

@@ -1,6 +1,7 @@
 import FerryCore
 import FerryStorage
 import Foundation
+import FerryConcurrency
 
 /// Makes the names created or renamed in one directory durable: `sync()`
 /// returns once an fsync of the directory that began after the call has

@@ -1,6 +1,7 @@
 import FerryCore
 import FerryStorage
 import Foundation
+import FerryConcurrency
 
 /// Multipart uploads in the local store: `<bucket>/uploads/<uploadId>/` holds
 /// `upload.json` and one file per part with a JSON sidecar; completing

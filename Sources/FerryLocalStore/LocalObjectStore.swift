@@ -2,6 +2,7 @@ import FerryCore
 import FerryStorage
 import Foundation
 import Synchronization
+import FerryConcurrency
 
 /// An object store in a local directory, behind the same `ObjectStore` seam as
 /// S3, for the embedded default (`ferry dev`) and single-machine use.

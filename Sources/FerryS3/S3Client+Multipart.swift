@@ -1,6 +1,7 @@
 import FerryCore
 import FerryStorage
 import Foundation
+import FerryConcurrency
 
 extension S3Client {
     public func createMultipartUpload(_ input: PutObjectInput) async throws(FerryError) -> String {

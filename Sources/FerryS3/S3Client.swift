@@ -3,6 +3,7 @@ import FerryStorage
 import Foundation
 import Logging
 import Metrics
+import FerryConcurrency
 
 /// An S3 client over libcurl. Every request is signed when it is sent, so a
 /// long transfer never outlives a signature. Bodies covered by Content-MD5 or an

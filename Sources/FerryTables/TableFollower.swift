@@ -3,6 +3,7 @@ import FerryKafka
 import Foundation
 import Logging
 import Synchronization
+import FerryConcurrency
 
 /// Reads record tables' compacted topics (`<prefix>.tables.<name>`, every
 /// partition, no consumer group) into a view, from where the view last

@@ -4,6 +4,7 @@ import FerryS3
 import FerryStorage
 import FerryTriggerKit
 import Foundation
+import FerryConcurrency
 
 // The worker's side of the trigger kit's capability protocols: handlers see
 // `ObjectReader`, `MessageSender`, `HTTPSender` and `BlockingWork`; these

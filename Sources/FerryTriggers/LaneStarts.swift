@@ -4,6 +4,7 @@ import FerryKafka
 import Foundation
 import Logging
 import Synchronization
+import FerryConcurrency
 
 /// The crash-loop breaker of trigger delivery. Handlers run in the worker's
 /// process: one that traps on some event (an index out of range, a

@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import Metrics
 import Synchronization
+import FerryConcurrency
 
 /// A group consumer whose partitions are worked on side by side, each in its
 /// own lane, in offset order: so the records of one key (one partition) are

@@ -2,6 +2,7 @@ import FerryCore
 import FerryTriggerKit
 import FerryKafka
 import Logging
+import FerryConcurrency
 
 /// A `LATEST` mapping's first position, made durable. Kafka's own
 /// `auto.offset.reset=latest` would start at the end again on every start

@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import Metrics
 import Synchronization
+import FerryConcurrency
 
 /// One stream trigger's event source mapping: reads `<prefix>.streams` in its
 /// own consumer group, and per partition gathers batches (BatchSize,

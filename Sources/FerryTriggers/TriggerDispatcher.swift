@@ -4,6 +4,7 @@ import FerryKafka
 import Foundation
 import Logging
 import Metrics
+import FerryConcurrency
 
 /// Delivers `<prefix>.events` and `<prefix>.streams` to the registered
 /// triggers. S3 triggers are invoked like Lambda's asynchronous invocation

@@ -5,6 +5,7 @@ import Foundation
 import Synchronization
 import Logging
 import Metrics
+import FerryConcurrency
 
 /// What both kinds of delivery share: the context a handler gets (with its
 /// loop-guarded transfer client), per-handler concurrency limits, deadlines,

@@ -9,6 +9,7 @@ import FerryTriggerKit
 import FerryTriggers
 import Foundation
 import Logging
+import FerryConcurrency
 
 /// Builds a worker process from its configuration and runs its roles
 /// (transfer worker, trigger dispatcher) until the task is cancelled.

@@ -2,6 +2,7 @@ import ArgumentParser
 import FerryCore
 import Foundation
 import Logging
+import FerryConcurrency
 
 @main
 struct Ferry: AsyncParsableCommand {

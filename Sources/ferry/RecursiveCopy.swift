@@ -5,6 +5,7 @@ import FerryS3
 import FerryStorage
 import Foundation
 import Synchronization
+import FerryConcurrency
 
 /// `ferry cp --recursive`: every file under a directory to a prefix, or every
 /// object under a prefix to a directory, up to the engine's `maxTransfers` at once.

@@ -2,6 +2,7 @@ import Dispatch
 import FerryCore
 import Foundation
 import Logging
+import FerryConcurrency
 
 /// Runs `body` and cancels it on SIGINT or SIGTERM, so the worker can stop
 /// fetching and commit what is finished. A second signal exits at once, and

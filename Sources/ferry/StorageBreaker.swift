@@ -1,6 +1,7 @@
 import FerryCore
 import FerryEngine
 import Synchronization
+import FerryConcurrency
 
 /// Stops a recursive copy once the store gives no answer. A copy that failed
 /// without one is followed by a probe of the store; if that gets none either,

@@ -3,6 +3,7 @@ import FerryTestSupport
 import Foundation
 import PropertyBased
 import Testing
+import FerryConcurrency
 
 /// The process's one retry policy: every wait lies in [0, ceiling], the
 /// ceiling doubles from `first` and never passes `cap`, and `.none` waits the
@@ -66,7 +67,7 @@ import Testing
         let sources = TestPaths.repositoryRoot.appendingPathComponent("Sources")
         let files = FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
         var found: [String] = []
-        for file in files where !file.hasSuffix("FerryCore/Backoff.swift") {
+        for file in files where !file.hasSuffix("FerryConcurrency/Backoff.swift") {
             let text = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8)
             for (number, line) in text.split(separator: "\n").enumerated()
             where line.contains("delay * 2") || line.contains("Delay * 2") || (line.contains("Task.sleep") && line.contains("1 << ")) {

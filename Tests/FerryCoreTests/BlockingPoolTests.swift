@@ -3,6 +3,7 @@ import FerryTestSupport
 import Foundation
 import Synchronization
 import Testing
+import FerryConcurrency
 
 /// Blocking work runs on the pool's own threads: as many at once as it has,
 /// whatever the cooperative pool's width, and never more threads than that.

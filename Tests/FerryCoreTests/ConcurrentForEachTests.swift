@@ -2,6 +2,7 @@ import FerryCore
 import FerryTestSupport
 import Synchronization
 import Testing
+import FerryConcurrency
 
 /// Invariant: every element is handled exactly once, and never more than
 /// `limit` of them have a task at the same time (tasks are made as places free).

@@ -3,6 +3,7 @@ import FerryTestSupport
 import Foundation
 import Synchronization
 import Testing
+import FerryConcurrency
 
 /// Invariants of `DeadlineTimer`, on seeded random schedules: a timer that is
 /// not cancelled fires exactly once and never early; one cancelled before its

@@ -1,6 +1,7 @@
 import FerryCore
 import Synchronization
 import Testing
+import FerryConcurrency
 
 /// Tracks how many holders there are at once, and the most seen.
 final class Peak: Sendable {

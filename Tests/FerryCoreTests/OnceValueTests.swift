@@ -1,5 +1,6 @@
 import FerryCore
 import Testing
+import FerryConcurrency
 
 @Suite struct OnceValueTests {
     /// Waiters from before and after the delivery get the first value; later deliveries are refused.

@@ -1,5 +1,6 @@
 import FerryCore
 import Testing
+import FerryConcurrency
 
 struct ShutdownStepsTests {
     @Test func stepsAreTimedFromTheSignalOneAfterAnother() async throws {

@@ -3,6 +3,7 @@ import FerryTestSupport
 import Foundation
 import Synchronization
 import Testing
+import FerryConcurrency
 
 /// `SingleFlight` runs at most one piece of work at a time, and a call gets
 /// the result of a run that was under way at some moment of the call: never

@@ -23,7 +23,7 @@ import Testing
         }
     }
 
-    static let runtimeModules: Set<String> = ["FerryKafka", "FerryS3", "FerryStore", "FerryEngine", "FerryTables", "FerryTriggers",
+    static let runtimeModules: Set<String> = ["FerryConcurrency", "FerryKafka", "FerryS3", "FerryStore", "FerryEngine", "FerryTables", "FerryTriggers",
                                               "FerryWorker", "FerryClient", "CRdKafka", "CCurl", "CFerryCurlShim", "CFerryOpenSSL",
                                               "CFerrySQLite", "CFerryProcess", "CFerryChecksum"]
 

@@ -1,5 +1,6 @@
 import FerryCore
 import Testing
+import FerryConcurrency
 
 @Suite struct WarningThrottleTests {
     /// A burst yields one line per interval, and each line counts everything since the one before.

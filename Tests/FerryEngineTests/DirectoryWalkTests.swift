@@ -3,6 +3,7 @@ import FerryCore
 import FerryTestSupport
 import Foundation
 import Testing
+import FerryConcurrency
 
 /// `ferry cp --recursive`'s walk. The invariant: every regular file under the
 /// root is found exactly once, nothing outside it is (links are not followed),

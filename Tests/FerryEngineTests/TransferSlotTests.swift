@@ -3,6 +3,7 @@ import FerryCore
 import FerryTestSupport
 import Synchronization
 import Testing
+import FerryConcurrency
 
 /// `TransferSlot`: a download that steps aside gives its slot to the next
 /// transfer and holds a finishing place instead, only while one is free;

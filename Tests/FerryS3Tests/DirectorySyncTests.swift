@@ -6,6 +6,7 @@ import FerryTestSupport
 import Foundation
 import Synchronization
 import Testing
+import FerryConcurrency
 
 /// Invariant: `DirectorySync.sync()` returns success only after an fsync of
 /// the directory that began after the call and succeeded; callers that

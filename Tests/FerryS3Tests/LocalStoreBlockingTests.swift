@@ -6,6 +6,7 @@ import FerryTestSupport
 import Foundation
 import Synchronization
 import Testing
+import FerryConcurrency
 
 /// Invariant: the local object store touches the file system only on its
 /// blocking pool, never on the caller's thread (async callers run on the

@@ -5,6 +5,7 @@ import FerryStorage
 import FerryTestSupport
 import Foundation
 import Testing
+import FerryConcurrency
 
 /// `MD5Lanes` gives libcrypto's MD5 of every file, however the file's bytes
 /// are written and announced and however files interleave, with the vector

@@ -1,6 +1,7 @@
 import FerryCore
 import Foundation
 import Synchronization
+import FerryConcurrency
 
 /// The result of a finished command.
 public struct CommandResult: Sendable {

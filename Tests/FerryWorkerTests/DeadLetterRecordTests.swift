@@ -6,6 +6,7 @@ import FerryStore
 import Foundation
 import PropertyBased
 import Testing
+import FerryConcurrency
 
 /// Every refused message gets a dead letter that fits the broker, and says
 /// what it left out.

@@ -3,6 +3,7 @@ import CFerryProcess
 import FerryCore
 import Foundation
 import Testing
+import FerryConcurrency
 
 /// What `HeapTrimmer` is for: memory a thread freed stays resident in its
 /// arena while a few blocks still live among it; a trim gives it back.

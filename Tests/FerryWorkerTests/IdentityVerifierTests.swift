@@ -3,6 +3,7 @@ import FerryCore
 import Foundation
 import JWTKit
 import Testing
+import FerryConcurrency
 
 /// Identity proof: tokens signed by jwt-kit (and keys made by openssl and
 /// Python's cryptography), checked by the worker's verifier.

@@ -7,6 +7,7 @@ import Foundation
 import Logging
 import Synchronization
 import Testing
+import FerryConcurrency
 
 /// Invariant: however the engine's threads interleave progress reports and
 /// pauses, the statuses a transfer's reporter publishes reach Kafka in the

@@ -2,6 +2,7 @@ import FerryCore
 import FerryStorage
 import Foundation
 import Synchronization
+import FerryConcurrency
 
 extension TransferRun {
     /// Downloads into a hidden temp file beside the destination: a first GET

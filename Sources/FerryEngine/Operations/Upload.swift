@@ -1,6 +1,7 @@
 import FerryCore
 import FerryStorage
 import Foundation
+import FerryConcurrency
 
 extension TransferRun {
     /// Uploads a `file://` or `data:` source: one PUT up to the multipart

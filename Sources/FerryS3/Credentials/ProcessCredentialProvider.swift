@@ -1,6 +1,7 @@
 import FerryCore
 import FerryStorage
 import Foundation
+import FerryConcurrency
 
 /// A profile's `credential_process`: a command (run by `/bin/sh -c`, at most
 /// 60 s) that prints `{"Version": 1, "AccessKeyId", "SecretAccessKey",

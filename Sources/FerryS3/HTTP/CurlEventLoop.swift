@@ -4,6 +4,7 @@ import FerryCore
 import FerryStorage
 import Foundation
 import Synchronization
+import FerryConcurrency
 
 /// A thread that drives many HTTP requests at once with one libcurl multi
 /// handle: requests are added from any thread (`submit`), run interleaved on

@@ -4,6 +4,7 @@ import FerryCore
 import FerryStorage
 import Foundation
 import Synchronization
+import FerryConcurrency
 
 /// Sends HTTP requests with libcurl's multi interface: one or two event-loop
 /// threads (`CurlEventLoop`) drive every connection, so the thread count does

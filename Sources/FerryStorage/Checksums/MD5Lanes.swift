@@ -1,6 +1,7 @@
 import CFerryChecksum
 import FerryCore
 import Foundation
+import FerryConcurrency
 
 /// The MD5 of files being downloaded, computed by one thread beside the
 /// transfers, up to sixteen files at a time in the lanes of AVX2 (or AVX-512)

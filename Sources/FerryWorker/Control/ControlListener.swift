@@ -6,6 +6,7 @@ import Foundation
 import Logging
 import Metrics
 import Synchronization
+import FerryConcurrency
 
 /// Reads `<prefix>.control` from its beginning (every worker reads all of it,
 /// in no group) into the `ControlBook`, then follows it. A decision reaches

@@ -1,5 +1,6 @@
 import FerryCore
 import Synchronization
+import FerryConcurrency
 
 /// The notifications being handled now, by their store's id. Ingest handles
 /// many at once, and a removal waits out the settle window before it is

@@ -8,6 +8,7 @@ import Foundation
 import Logging
 import Metrics
 import Synchronization
+import FerryConcurrency
 
 /// The ingest role: turns the store's own bucket notifications (from
 /// `<prefix>.ingest`, filled by `NotificationEndpoint`, and from any topic

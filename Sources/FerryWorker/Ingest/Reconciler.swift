@@ -5,6 +5,7 @@ import FerryStorage
 import FerryStore
 import Foundation
 import Logging
+import FerryConcurrency
 
 /// Finds writes that produced no event (a store without notifications, a
 /// missed window) and announces them: it lists a bucket prefix page by page

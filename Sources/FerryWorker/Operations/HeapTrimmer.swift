@@ -1,6 +1,7 @@
 import CFerryProcess
 import FerryCore
 import Foundation
+import FerryConcurrency
 
 /// Gives the heap's free pages back to the kernel every few seconds while
 /// the worker runs. glibc keeps what a thread frees in that thread's arena;

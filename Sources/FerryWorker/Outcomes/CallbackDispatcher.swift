@@ -6,6 +6,7 @@ import FerryStore
 import Foundation
 import Logging
 import Metrics
+import FerryConcurrency
 
 /// Delivers HTTPS completion callbacks from `<prefix>.callbacks` (group
 /// `<prefix>-callbacks`, shared by the fleet): each terminal status is POSTed

@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import Metrics
 import Synchronization
+import FerryConcurrency
 
 /// Publishes the outbox to Kafka: oldest first, a batch at a time, each
 /// message deleted only after its delivery report. A message Kafka refuses for

@@ -2,6 +2,7 @@ import FerryCore
 import Foundation
 import Logging
 import Synchronization
+import FerryConcurrency
 
 /// Guards the checks every message passes before its transfer (decoding,
 /// identity, access rules, preflight): they are quick, synchronous work, so

@@ -3,6 +3,7 @@ import FerryKafka
 import FerryStore
 import Logging
 import Synchronization
+import FerryConcurrency
 
 /// Keeps a message that kills its worker from stopping its partition for good.
 ///

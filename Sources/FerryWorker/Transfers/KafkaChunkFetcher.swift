@@ -5,6 +5,7 @@ import FerryS3
 import FerryStorage
 import Foundation
 import Logging
+import FerryConcurrency
 
 /// Reads a claim-checked upload's chunks from Kafka by position (no group):
 /// each chunk must carry its transfer's key and its planned length, the whole

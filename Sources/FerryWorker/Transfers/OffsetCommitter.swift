@@ -2,6 +2,7 @@ import FerryCore
 import FerryKafka
 import Logging
 import Synchronization
+import FerryConcurrency
 
 /// Commits the worker's offsets with their start records, one commit at a
 /// time: callers that arrive while a commit is in flight share the next one

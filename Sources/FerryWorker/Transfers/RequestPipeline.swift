@@ -7,6 +7,7 @@ import FerryStore
 import Foundation
 import Logging
 import Metrics
+import FerryConcurrency
 
 /// What happens to one message of `<prefix>.requests`: decode and validate
 /// (or dead-letter), answer duplicates from the finished set, journal and run

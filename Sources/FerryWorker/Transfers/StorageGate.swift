@@ -3,6 +3,7 @@ import FerryEngine
 import Logging
 import Metrics
 import Synchronization
+import FerryConcurrency
 
 /// Whether the object store answers, as this worker last saw it. A transfer
 /// that failed because the store did not answer (a refused, reset or silent

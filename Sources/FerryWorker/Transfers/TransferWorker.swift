@@ -12,6 +12,7 @@ import Foundation
 import Logging
 import Metrics
 import Synchronization
+import FerryConcurrency
 
 /// Consumes `<prefix>.requests` in the worker group and runs up to
 /// `maxTransfers` requests at once. An offset is committed only when every

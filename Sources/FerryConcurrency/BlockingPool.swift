@@ -1,3 +1,4 @@
+import FerryCore
 import DequeModule
 import Foundation
 import Synchronization
