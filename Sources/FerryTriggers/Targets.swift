@@ -251,7 +251,7 @@ public struct KafkaForwardTarget: S3EventHandler, StreamRecordHandler {
 
     private func messages(_ context: TriggerContext) throws -> any MessageSender {
         guard let producer = context.messages else {
-            throw TriggerRegistrationError("kafka target: no Kafka producer here (run it in a worker, or ferry triggers test --brokers)")
+            throw TriggerRegistrationError("kafka target: this context sends no Kafka messages (a worker's does; `ferry triggers test` prints what it would send)")
         }
         return producer
     }

@@ -4,6 +4,7 @@ import FerryEngine
 import FerryTriggerKit
 import FerryTriggers
 import Foundation
+import Synchronization
 import Logging
 
 struct TriggersCommand: AsyncParsableCommand {
@@ -90,9 +91,10 @@ struct TriggersTestCommand: AsyncParsableCommand {
         // A worker refuses an event that names a member twice (or is no JSON); so does the test.
         if let problem = StrictJSON.check(Array(data)) { throw ValidationError(problem.refusing(event)) }
         let recorded = RecordedTransfers()
+        let sent = RecordedMessages()
         func context(timeout: Double, triggersCaller: @escaping @Sendable (String, String, String) -> Bool) -> TriggerContext {
             .local(handlerName: name, environment: environment, recorder: recorded, timeout: timeout,
-                   logger: Logger(label: "ferry.triggers.test"), triggersCaller: triggersCaller)
+                   logger: Logger(label: "ferry.triggers.test"), messages: sent, triggersCaller: triggersCaller)
         }
         let started = Date()
         var failed = false
@@ -143,6 +145,22 @@ struct TriggersTestCommand: AsyncParsableCommand {
         for request in recorded.requests {
             print(TerminalText.visible("would enqueue: \(request.op.rawValue) s3://\(request.bucket)/\(request.key) (id \(request.id); not sent by triggers test)"))
         }
+        for message in sent.messages {
+            let key = message.key.map { " key \(String(decoding: $0, as: UTF8.self))" } ?? ""
+            print(TerminalText.visible("would send to \(message.topic)\(key): \(message.value.count) bytes (not sent by triggers test)"))
+        }
         if failed { throw ExitCode.failure }
+    }
+}
+
+/// What a handler sent to Kafka topics during `ferry triggers test` (the Kafka
+/// forward target, or a handler's own `context.messages`): kept and printed,
+/// never sent, as the transfers it enqueues are.
+final class RecordedMessages: MessageSender {
+    struct Message: Sendable { var topic: String; var key: [UInt8]?; var value: [UInt8] }
+    private let kept = Mutex<[Message]>([])
+    var messages: [Message] { kept.withLock { $0 } }
+    func send(topic: String, key: [UInt8]?, value: [UInt8]) async throws {
+        kept.withLock { $0.append(Message(topic: topic, key: key, value: value)) }
     }
 }

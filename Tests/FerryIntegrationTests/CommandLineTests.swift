@@ -478,6 +478,23 @@ import Testing
 
 /// `ferry triggers list|test`: what is registered, and one handler run on an event file.
 @Suite struct TriggersCommandTests {
+    /// A declared Kafka target under `ferry triggers test` says what it would
+    /// send, as transfers are printed, instead of failing for want of a producer.
+    @Test func aKafkaTargetPrintsWhatItWouldSend() async throws {
+        let dir = try TestPaths.temporaryDirectory("triggers-kafka-target")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let config = dir.appendingPathComponent("worker.yaml")
+        try """
+            triggers:
+              - {name: forward, type: kafka, topic: analytics.objects, events: ["ObjectCreated:*"], prefix: public/}
+            """.write(to: config, atomically: true, encoding: .utf8)
+        let event = TestPaths.repositoryRoot.appendingPathComponent("triggers/events/s3-put.json").path
+        let out = try await runChecked(TestPaths.ferryBinary, ["triggers", "test", "forward", "--event", event, "--config", config.path,
+                                                               "--data-root", dir.path, "--output-dir", dir.appendingPathComponent("out").path])
+        #expect(out.contains("forward succeeded"), "\(out)")
+        #expect(out.contains("would send to analytics.objects key "), "\(out)")
+    }
+
     @Test func listAndTestTheAuditHandler() async throws {
         let dir = try TestPaths.temporaryDirectory("triggers-cli")
         defer { try? FileManager.default.removeItem(at: dir) }
